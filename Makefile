@@ -1,0 +1,28 @@
+# Thin wrapper around meson + ninja. Every target installs missing Debian
+# packages first (scripts/deps.sh, needs root for apt-get).
+BUILD ?= build
+MESON_OPTS ?= --buildtype=release
+
+.PHONY: all deps demo test bench clean
+all: $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+deps:
+	@scripts/deps.sh build
+
+$(BUILD)/build.ninja: | deps
+	meson setup $(BUILD) $(MESON_OPTS)
+
+demo: all
+	$(BUILD)/godwit demo --memory 1G --fill mix --workload dirty:ws=64M,pattern=page,rate=20000
+
+test: all
+	@scripts/deps.sh test
+	tests/run-all.sh $(BUILD)
+
+bench: all
+	@scripts/deps.sh bench
+	bench/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)

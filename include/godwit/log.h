@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * godwit event log: one line per event.
+ *
+ *   <mono-seconds>.<ns> <side> <level> <subsys> <event> key=value ...
+ *
+ * The stamp is CLOCK_MONOTONIC, at least 6 digits of seconds (wider when
+ * needed, never truncated) and exactly 9 of nanoseconds, so that lines of the
+ * source and the destination on one host can be subtracted directly.
+ * Never log per page: per batch, per round or per event.
+ */
+#ifndef GODWIT_LOG_H
+#define GODWIT_LOG_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gw_log_level {
+	GW_LOG_ERROR = 0,
+	GW_LOG_WARN  = 1,
+	GW_LOG_INFO  = 2,
+	GW_LOG_DEBUG = 3,
+};
+
+/* A sink receives one complete line, without the trailing newline. */
+typedef void (*gw_log_sink_fn)(void *opaque, enum gw_log_level level, const char *line);
+
+/*
+ * Process-wide log settings. The side tag ("src", "dst", "cli", ...) is
+ * per thread so that both ends can run in one process (tests): threads
+ * started by the engine inherit the side of the session that started them.
+ * Defaults: sink = stderr, level = INFO, side = "---".
+ */
+void gw_log_set_sink(gw_log_sink_fn fn, void *opaque);
+void gw_log_set_level(enum gw_log_level level);
+void gw_log_set_side(const char *side);	/* thread-local, at most 3 chars kept */
+const char *gw_log_get_side(void);
+
+/* The one entry point. @fmt holds the key=value fields (may be ""). */
+void gw_log(enum gw_log_level level, const char *subsys, const char *event,
+	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t gw_now_ns(void);
+
+#ifdef GW_LOG_DEBUG_ENABLED
+#define gw_debug(subsys, event, ...) gw_log(GW_LOG_DEBUG, subsys, event, __VA_ARGS__)
+#else
+#define gw_debug(subsys, event, ...) do { } while (0)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif

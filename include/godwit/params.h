@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Migration parameters: one enum, one setter, one bounds query. Defaults and
+ * bounds live in one table (src/params.c). A parameter is either setup-only
+ * (fixed once the migration starts) or live-tunable (may change while it runs).
+ */
+#ifndef GODWIT_PARAMS_H
+#define GODWIT_PARAMS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gw_param {
+	GW_PARAM_DOWNTIME_LIMIT_US = 0,	/* switch over when expected downtime fits; live */
+	GW_PARAM_MAX_BANDWIDTH_BPS,	/* cap over all channels, bytes/s, 0 = none; live */
+	GW_PARAM_CHANNELS,		/* data connections, 1..64; setup */
+	GW_PARAM_COMPRESS,		/* enum gw_codec_id; setup */
+	GW_PARAM_COMPRESS_LEVEL,	/* codec level, 0 = codec default; setup */
+	GW_PARAM_XBZRLE_CACHE_BYTES,	/* 0 = XBZRLE off; setup */
+	GW_PARAM_LOCAL,			/* 1 = pass RAM fds (unix: only); setup */
+	GW_PARAM_VERIFY,		/* 1 = RAM digest checked before "ready"; setup */
+	GW_PARAM_IO_TIMEOUT_MS,		/* a peer silent this long is dead; setup */
+	GW_PARAM_CONVERGE_TIMEOUT_MS,	/* 0 = keep going; live */
+	GW_PARAM_CONVERGE_POLICY,	/* enum gw_converge_policy; live */
+	GW_PARAM_BATCH_PAGES,		/* pages per batch (and per stable region); setup */
+	GW_PARAM_DIRTY_BACKEND,		/* enum gw_dirty_backend_id; setup */
+	GW_PARAM_FAULT_POINT,		/* testing: enum gw_fault_point; setup */
+	GW_PARAM_FAULT_ARG,		/* testing: argument of the fault point; setup */
+	GW_PARAM__COUNT
+};
+
+enum gw_codec_id {
+	GW_CODEC_NONE = 0,
+	GW_CODEC_ZSTD = 1,
+	GW_CODEC_LZ4  = 2,
+	GW_CODEC_ZLIB = 3,
+	GW_CODEC_ISAL = 4,		/* ISA-L deflate, interoperable with zlib */
+	GW_CODEC_AUTO = 5,		/* decided per batch */
+	GW_CODEC__COUNT
+};
+
+enum gw_converge_policy {
+	GW_CONVERGE_KEEP_GOING = 0,	/* ignore the timeout */
+	GW_CONVERGE_CANCEL = 1,		/* at the timeout: fail, source keeps running */
+	GW_CONVERGE_FORCE = 2,		/* at the timeout: switch over anyway */
+};
+
+enum gw_dirty_backend_id {
+	GW_DIRTY_AUTO = 0,		/* first backend of the table whose probe says yes */
+	GW_DIRTY_UFFD_WP = 1,
+	GW_DIRTY_KVM_LOG = 2,
+	GW_DIRTY_KVM_RING = 3,
+};
+
+/*
+ * Fault injection, for tests of the failure windows. The process that hits
+ * the point dies at once with _exit(GW_FAULT_EXIT_CODE), like a kill -9,
+ * except GW_FAULT_*_CORRUPT which send a corrupted frame instead.
+ */
+enum gw_fault_point {
+	GW_FAULT_NONE = 0,
+	GW_FAULT_DST_ROUND0 = 1,	/* dst: after ARG bytes of pages in round 0 */
+	GW_FAULT_DST_ROUND_N = 2,	/* dst: when round ARG (>= 1) starts */
+	GW_FAULT_DST_FINAL = 3,		/* dst: after the final pages, before ready */
+	GW_FAULT_DST_AFTER_READY = 4,	/* dst: after sending ready, before go */
+	GW_FAULT_DST_AFTER_GO = 5,	/* dst: go received, before resumed */
+	GW_FAULT_DST_CORRUPT = 6,	/* dst: answer ARG-th frame with garbage */
+	GW_FAULT_DST_REJECT = 7,	/* dst: refuse the state with a reason */
+	GW_FAULT_DST_STALL = 8,		/* dst: stop reading after round ARG starts */
+	GW_FAULT_SRC_CORRUPT = 9,	/* src: flip a bit in the ARG-th page batch */
+	GW_FAULT__COUNT
+};
+#define GW_FAULT_EXIT_CODE 86
+
+/* Set a parameter. 0, -EINVAL (unknown or out of bounds), -EBUSY (setup-only while running). */
+struct gw_session;
+int gw_session_set(struct gw_session *s, enum gw_param p, int64_t value);
+/* Read a parameter. 0 or -EINVAL. */
+int gw_session_get(const struct gw_session *s, enum gw_param p, int64_t *value);
+
+struct gw_param_info {
+	const char *name;		/* CLI / API spelling, e.g. "downtime-limit-us" */
+	int64_t min, max, def;
+	bool live;			/* may change during a migration */
+	const char *help;
+};
+/* NULL for an unknown parameter. */
+const struct gw_param_info *gw_param_info(enum gw_param p);
+/* Look a parameter up by name: 0 and *p set, or -ENOENT. */
+int gw_param_by_name(const char *name, enum gw_param *p);
+
+/* Names of codecs; NULL when out of range. gw_codec_by_name: id or -ENOENT. */
+const char *gw_codec_name(enum gw_codec_id id);
+int gw_codec_by_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

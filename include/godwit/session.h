@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A migration session: one source or one destination of one VM.
+ *
+ * Source:       s = gw_session_new(GW_ROLE_SOURCE, &vm, &ops, opaque);
+ *               gw_session_set(s, GW_PARAM_..., v);
+ *               gw_migrate_start(s, "tcp:host:port");   (runs in its own thread)
+ *               gw_session_wait(s);                      (or poll gw_session_stats)
+ * Destination:  s = gw_session_new(GW_ROLE_DEST, &vm, &ops, opaque);
+ *               gw_incoming_start(s, "tcp:0.0.0.0:port");
+ *               gw_session_wait(s);   completed = the VM has been resumed here
+ *
+ * Ownership: the session is owned by the thread that created it; the
+ * functions below may be called from any thread (they lock internally),
+ * except gw_session_free, which must be the last call.
+ */
+#ifndef GODWIT_SESSION_H
+#define GODWIT_SESSION_H
+
+#include <godwit/log.h>
+#include <godwit/params.h>
+#include <godwit/stats.h>
+#include <godwit/vm.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gw_role {
+	GW_ROLE_SOURCE = 1,
+	GW_ROLE_DEST = 2,
+};
+
+/*
+ * Create a session. @vm is copied. For a destination whose RAM is created
+ * from the source's layout (ops->setup_ram), @vm may have nr_blocks == 0.
+ * Returns NULL with errno set (EINVAL, ENOMEM).
+ */
+struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
+				  const struct gw_vm_ops *ops, void *opaque);
+/* Waits for a running migration to end (cancelling it first). NULL is fine. */
+void gw_session_free(struct gw_session *s);
+
+/*
+ * Source: start migrating to @url ("tcp:HOST:PORT" or "unix:PATH").
+ * Returns 0 once the migration thread runs, -EINVAL (bad URL or parameters,
+ * e.g. local with tcp:), -EBUSY (already running), -errno.
+ */
+int gw_migrate_start(struct gw_session *s, const char *url);
+
+/*
+ * Destination: listen on @url and receive one migration in a thread.
+ * The listening socket exists when this returns 0 (so a source may connect
+ * at once). For tcp:HOST:0 the chosen port can be read with
+ * gw_incoming_url(). -EADDRINUSE, -EINVAL, -errno.
+ */
+int gw_incoming_start(struct gw_session *s, const char *url);
+/* The URL actually bound (port resolved). "" before gw_incoming_start. */
+const char *gw_incoming_url(const struct gw_session *s);
+
+/*
+ * Cancel: the source fails with -ECANCELED and keeps running the VM,
+ * unless "go" was already sent (then it has no effect). 0 or -EALREADY.
+ */
+int gw_session_cancel(struct gw_session *s);
+
+/* Block until the migration ends. Returns 0 on completed, else the error. */
+int gw_session_wait(struct gw_session *s);
+
+/* Snapshot of the statistics; safe while running. */
+void gw_session_stats(struct gw_session *s, struct gw_stats *out);
+
+/* Names of the dirty-tracking backends, in preference order; NULL-terminated. */
+const char *const *gw_dirty_backend_names(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Migration statistics. Names follow QEMU's query-migrate where one exists;
+ * units are in every field name. gw_stats_json() converts to the JSON
+ * contract (milliseconds, mbps) at the edge.
+ */
+#ifndef GODWIT_STATS_H
+#define GODWIT_STATS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum gw_status {
+	GW_STATUS_NONE = 0,		/* no migration yet */
+	GW_STATUS_SETUP,		/* connecting, handshake */
+	GW_STATUS_ACTIVE,		/* precopy rounds */
+	GW_STATUS_DEVICE,		/* paused: final pages and state */
+	GW_STATUS_HANDOVER,		/* ready/go exchange */
+	GW_STATUS_COMPLETED,
+	GW_STATUS_FAILED,		/* source owns and runs the VM */
+	GW_STATUS_CANCELLED,		/* like failed, by request */
+	GW_STATUS_UNKNOWN,		/* go sent, resumed never came: source stays paused */
+};
+const char *gw_status_name(enum gw_status st);
+
+#define GW_STATS_MAX_ROUNDS 64		/* rounds kept in the per-round table */
+#define GW_STATS_MAX_CHANNELS 64
+
+struct gw_round_stats {
+	uint32_t round;
+	uint64_t duration_ns;
+	uint64_t dirty_pages;		/* pages to send at round start */
+	uint64_t sent_bytes;		/* wire bytes of this round */
+	uint64_t normal_pages, zero_pages, skipped_pages;
+	uint64_t rate_bps;		/* measured transfer rate of this round */
+	uint64_t expected_downtime_ns;	/* estimate at round end */
+};
+
+struct gw_downtime_breakdown {		/* all within the pause */
+	uint64_t pause_ns;		/* vCPUs stop */
+	uint64_t final_harvest_ns;	/* last dirty harvest */
+	uint64_t final_send_ns;		/* remaining pages on all channels */
+	uint64_t state_save_ns;		/* vCPU and device state save */
+	uint64_t state_send_ns;		/* state on the wire */
+	uint64_t dst_load_ns;		/* destination: load and check (from ready) */
+	uint64_t handover_ns;		/* ready/go/resumed round trips */
+	uint64_t verify_ns;		/* digest time both sides: excluded from downtime */
+};
+
+struct gw_stats {
+	enum gw_status status;
+	char error[256];		/* first error, "" when none */
+	char error_phase[32];
+	int error_code;			/* -errno */
+
+	uint64_t total_time_ns;		/* migrate command -> destination resumed */
+	uint64_t setup_time_ns;		/* migrate command -> round 0 starts */
+	uint64_t downtime_ns;		/* source pause -> destination resume, less verify */
+	uint64_t expected_downtime_ns;
+
+	/* ram */
+	uint64_t ram_total_bytes;
+	uint64_t transferred_bytes;	/* wire bytes, all channels, headers included */
+	uint64_t remaining_bytes;	/* dirty pages still to send * page size */
+	uint64_t duplicate_pages;	/* zero pages (QEMU's name) */
+	uint64_t normal_pages;
+	uint64_t normal_bytes;
+	uint64_t skipped_pages;		/* never populated: not even read */
+	uint64_t xbzrle_pages;
+	uint64_t dirty_sync_count;	/* harvests */
+	uint64_t rate_bps;		/* smoothed transfer rate */
+	uint64_t pages_per_second;
+	uint64_t dirty_pages_rate;	/* pages/s at the last harvest */
+	uint64_t payload_bytes_raw;	/* page bytes before compression */
+	uint64_t payload_bytes_wire;	/* page bytes after compression */
+
+	uint32_t rounds;
+	unsigned nr_rounds_kept;
+	struct gw_round_stats round[GW_STATS_MAX_ROUNDS];
+	unsigned nr_channels;
+	uint64_t channel_bytes[GW_STATS_MAX_CHANNELS];
+
+	struct gw_downtime_breakdown downtime;
+	bool verified;			/* destination digest == source digest */
+	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
+	char dirty_backend[16];
+	char codec[16];
+};
+
+/*
+ * Write @st as one JSON object (no newline). @extra, when not NULL, is raw
+ * JSON members ("\"a\":1,\"b\":2") appended inside the object.
+ * Returns 0 or -errno from the stream.
+ */
+int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

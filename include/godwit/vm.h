@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What a VMM hands the engine: RAM blocks, an optional KVM VM fd for the
+ * KVM dirty-tracking backends, and callbacks for pause/resume and state.
+ * The engine knows nothing about vCPUs or devices.
+ */
+#ifndef GODWIT_VM_H
+#define GODWIT_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GW_RAM_NAME_MAX 32		/* including the NUL */
+#define GW_MAX_RAM_BLOCKS 64
+
+struct gw_ram_block {
+	char name[GW_RAM_NAME_MAX];	/* stable id, matched by name across hosts */
+	uint64_t gpa;			/* guest-physical base address */
+	void *host;			/* host mapping, size_bytes long, page aligned */
+	uint64_t size_bytes;		/* multiple of page_size_bytes */
+	uint32_t page_size_bytes;	/* 4096 here; hugetlbfs blocks 2M/1G */
+	int fd;				/* backing fd (memfd, file) or -1 for anonymous */
+	uint64_t fd_offset_bytes;	/* offset of the block in fd */
+	uint32_t kvm_slot;		/* KVM memslot id (KVM backends only) */
+};
+
+struct gw_vm_info {
+	unsigned nr_blocks;
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
+	int kvm_vm_fd;			/* -1 when not a KVM VM */
+	unsigned nr_vcpus;
+};
+
+/* Device and vCPU state travels as opaque, named, versioned sections. */
+#define GW_SECTION_NAME_MAX 32
+struct gw_state;			/* opaque: a list of sections */
+
+/* Add a section (the data is copied). Returns 0 or -ENOMEM / -EINVAL / -E2BIG. */
+int gw_state_add(struct gw_state *st, const char *name, uint32_t version,
+		 const void *data, size_t len_bytes);
+/*
+ * Find a section by name. Returns a pointer to its bytes (valid while @st
+ * lives) and stores version and length, or NULL when absent.
+ */
+const void *gw_state_find(const struct gw_state *st, const char *name,
+			  uint32_t *version, size_t *len_bytes);
+unsigned gw_state_count(const struct gw_state *st);
+
+/*
+ * A load or check callback that refuses state reports why through this, so
+ * that the reason travels back to the source. Returns @err for convenience.
+ */
+int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+struct gw_vm_ops {
+	/* Stop every vCPU; returns once none runs. 0 or -errno. Required. */
+	int (*pause)(void *opaque);
+	/* Restart the vCPUs. 0 or -errno. Required. */
+	int (*resume)(void *opaque);
+	/* Source, vCPUs paused: add every section to @st. 0 or -errno. */
+	int (*save_state)(void *opaque, struct gw_state *st);
+	/*
+	 * Destination, vCPUs not running: apply @st. On refusal call
+	 * gw_state_reject() and return its value. Required on the destination.
+	 */
+	int (*load_state)(void *opaque, struct gw_state *st);
+	/*
+	 * Destination, optional: the source announced its RAM layout in @want
+	 * (host pointers NULL; with local migration, fd set to a received fd
+	 * which the callee then owns). Create or check the RAM and fill @vm.
+	 * When NULL, the engine compares @want with the gw_vm_info given at
+	 * session creation. 0 or -errno (use gw_state_reject-like reason via
+	 * @reason, @reason_len).
+	 */
+	int (*setup_ram)(void *opaque, const struct gw_vm_info *want,
+			 struct gw_vm_info *vm, char *reason, size_t reason_len);
+	/* Optional: throttle vCPUs to @pct percent of their time (0 = off). */
+	int (*throttle)(void *opaque, unsigned pct);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

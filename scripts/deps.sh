@@ -1,0 +1,24 @@
+#!/bin/sh
+# Install the Debian 12 packages godwit needs, only those that are missing.
+# Usage: scripts/deps.sh [build|test|bench]   (each level includes the previous)
+set -eu
+level=${1:-build}
+pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev"
+case "$level" in
+test)  pkgs="$pkgs iproute2 python3" ;;
+bench) pkgs="$pkgs iproute2 python3 iperf3 hyperfine" ;;
+esac
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing" >&2
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing; run as root or install them with apt-get" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
