@@ -148,7 +148,8 @@ int main(void)
 	const struct gw_zero_variant *first_usable = NULL;
 	int nr_tested = 0;
 
-	area = aligned_alloc(4096, 2 * GUARD_BYTES + MAX_ALIGN + MAX_LEN + 4096);
+	/* C11 wants the size to be a multiple of the alignment. */
+	area = aligned_alloc(4096, (2 * GUARD_BYTES + MAX_ALIGN + MAX_LEN + 4095) / 4096 * 4096);
 	TEST_ASSERT(area, "aligned_alloc");
 	memset(area, 0, 2 * GUARD_BYTES + MAX_ALIGN + MAX_LEN);
 
