@@ -138,9 +138,14 @@ static int isal_decompress(void *p, const void *src, size_t src_len,
 	s->next_out = dst;
 	s->avail_out = (uint32_t)dst_len;
 	r = isal_inflate(s);
-	/* ISAL_NEED_DICT and every negative code are refusals. */
+	/*
+	 * ISAL_NEED_DICT and every negative code are refusals. igzip reads
+	 * ahead into its bit buffer: whole bytes left there (read_in_length
+	 * bits) were not part of the stream either, so trailing bytes show
+	 * up in avail_in or read_in_length.
+	 */
 	if (r != ISAL_DECOMP_OK || s->block_state != ISAL_BLOCK_FINISH ||
-	    s->total_out != dst_len || s->avail_in != 0)
+	    s->total_out != dst_len || s->avail_in != 0 || s->read_in_length >= 8)
 		return -EBADMSG;
 	return 0;
 }

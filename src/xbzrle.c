@@ -25,12 +25,21 @@
 /* uleb128 fields never exceed 32 bits (5 bytes); pages are far smaller. */
 #define ULEB_MAX_BYTES	5
 
+/* Equal bytes needed to end a changed run (see gw_xbzrle_encode). */
+#define XBZRLE_MIN_ZRUN	3
+
 static inline uint64_t load64(const uint8_t *p)
 {
 	uint64_t v;
 
 	memcpy(&v, p, sizeof(v));
 	return v;
+}
+
+/* Whether any byte of @v is zero (the classic bit trick). */
+static inline int has_zero_byte(uint64_t v)
+{
+	return ((v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull) != 0;
 }
 
 static size_t uleb_len(size_t v)
@@ -94,19 +103,33 @@ ssize_t gw_xbzrle_encode(const uint8_t *old, const uint8_t *new, size_t len,
 			break;	/* trailing unchanged bytes are implied */
 
 		/*
-		 * Changed run: extend a word at a time until a whole word is
-		 * unchanged (a run of fewer than 8 equal bytes costs more in
-		 * headers than it saves), then give trailing equal bytes back
-		 * to the next unchanged run. old[nz_start] != new[nz_start],
-		 * so the run keeps at least one byte.
+		 * Changed run. A pair header costs at least 2 bytes, so fewer
+		 * than XBZRLE_MIN_ZRUN equal bytes inside a change are cheaper
+		 * to send as literals than to split the run. Words whose 8
+		 * bytes all differ are skipped whole. old[nz_start] !=
+		 * new[nz_start], so the run keeps at least one byte.
 		 */
 		nz_start = i;
-		while (i + 8 <= len && load64(old + i) != load64(new + i))
-			i += 8;
-		if (i + 8 > len)
-			i = len;
-		while (old[i - 1] == new[i - 1])
-			i--;
+		for (;;) {
+			size_t e;
+
+			if (i + 8 <= len && !has_zero_byte(load64(old + i) ^ load64(new + i))) {
+				i += 8;
+				continue;
+			}
+			if (i >= len)
+				break;
+			if (old[i] != new[i]) {
+				i++;
+				continue;
+			}
+			for (e = 1; e < XBZRLE_MIN_ZRUN && i + e < len; e++)
+				if (old[i + e] != new[i + e])
+					break;
+			if (e == XBZRLE_MIN_ZRUN || i + e == len)
+				break;	/* worth a new pair, or implied at the end */
+			i += e;
+		}
 
 		need = uleb_len(nz_start - z_start) + uleb_len(i - nz_start) + (i - nz_start);
 		if (need > dst_cap - d)
