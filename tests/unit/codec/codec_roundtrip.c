@@ -7,7 +7,8 @@
  * gives -ENOSPC (or a smaller encoding that fits) without writing past
  * dst_cap, and the context still works
  * afterwards; decompressing into dst_len - 1 or dst_len + 1 fails with
- * -EBADMSG without writing past the buffer it was given.
+ * -EBADMSG without writing past the buffer it was given; bound() holds for
+ * random input of many lengths; out-of-range levels are clamped by ctx_new.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -139,6 +140,52 @@ out:
 	free(src);
 }
 
+/*
+ * bound() suffices for incompressible input of any length: random data of
+ * every length up to 300 bytes, then a spread of lengths up to 200 KiB.
+ */
+static void check_bound_sweep(const struct gw_codec_ops *ops, void *ctx, int level,
+			      uint64_t *rng)
+{
+	const size_t max_len = 200 * 1024;
+	uint8_t *src = malloc(max_len), *comp = malloc(ops->bound(max_len));
+	uint8_t *out = malloc(max_len);
+	size_t len;
+
+	TEST_ASSERT(src && comp && out, "malloc");
+	gen_random(src, max_len, rng);
+	for (len = 0; len <= max_len; len = len < 300 ? len + 1 : len * 5 / 4 + 7) {
+		ssize_t clen = ops->compress(ctx, src, len, comp, ops->bound(len));
+
+		TEST_CHECK(clen >= 0 && (size_t)clen <= ops->bound(len),
+			   "%s/%d: random %zu bytes: %zd (bound %zu)", ops->name, level, len,
+			   clen, ops->bound(len));
+		if (clen >= 0)
+			TEST_CHECK(ops->decompress(ctx, comp, (size_t)clen, out, len) == 0 &&
+				   memcmp(out, src, len) == 0, "%s/%d: random %zu bytes",
+				   ops->name, level, len);
+	}
+	free(out);
+	free(comp);
+	free(src);
+}
+
+/* ctx_new clamps out-of-range levels itself rather than failing. */
+static void check_clamp(const struct gw_codec_ops *ops, uint64_t *rng)
+{
+	const struct sample s = { "clamped", 4096, 1 };
+	int levels[] = { ops->min_level - 100, ops->max_level + 100 }, i;
+
+	for (i = 0; i < 2; i++) {
+		void *ctx = ops->ctx_new(levels[i]);
+
+		TEST_CHECK(ctx != NULL, "%s: ctx_new(%d)", ops->name, levels[i]);
+		if (ctx)
+			check_sample(ops, ctx, levels[i], &s, rng);
+		ops->ctx_free(ctx);
+	}
+}
+
 int main(void)
 {
 	uint64_t rng = 42;
@@ -162,8 +209,10 @@ int main(void)
 			TEST_ASSERT(ctx, "%s: ctx_new(%d)", ops->name, levels[l]);
 			for (k = 0; k < sizeof(samples) / sizeof(samples[0]); k++)
 				check_sample(ops, ctx, levels[l], &samples[k], &rng);
+			check_bound_sweep(ops, ctx, levels[l], &rng);
 			ops->ctx_free(ctx);
 		}
+		check_clamp(ops, &rng);
 		printf("%s: levels", ops->name);
 		for (l = 0; l < nlevels; l++)
 			printf(" %d", levels[l]);
