@@ -1,1 +1,225 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/*
+ * godwit migrate: talk to a running VM's API socket.
+ *   --to URL        start a migration, then poll status until it ends
+ *   --cancel        cancel the running migration
+ *   --set P=V ...   (or --max-bandwidth / --downtime-limit without --to)
+ *                   change parameters, live ones take effect at once
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+char *cli_params_line(const char *cmd, const char *url, const struct cli_params *ps)
+{
+	char *line = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&line, &len);
+	unsigned i;
+
+	if (!f)
+		return NULL;
+	fputs(cmd, f);
+	if (url)
+		fprintf(f, " url=%s", url);
+	for (i = 0; i < ps->nr; i++)
+		fprintf(f, " %s=%" PRId64, gw_param_info(ps->v[i].p)->name, ps->v[i].value);
+	if (fclose(f)) {
+		free(line);
+		return NULL;
+	}
+	return line;
+}
+
+int cli_wait_migration(const char *api, bool progress, volatile sig_atomic_t *stop,
+		       struct json **final, char *err, size_t err_len)
+{
+	bool shown = false;
+	int ret;
+
+	*final = NULL;
+	for (;;) {
+		struct json *st;
+
+		if (stop && *stop) {
+			snprintf(err, err_len, "interrupted");
+			ret = -EINTR;
+			break;
+		}
+		ret = cli_api(api, "status", &st, err, err_len);
+		if (ret)
+			break;
+		if (cli_status_terminal(st)) {
+			*final = st;
+			break;
+		}
+		if (progress) {
+			fputc('\r', stderr);
+			report_progress_line(stderr, st);
+			fputs("\033[K", stderr);
+			shown = true;
+		}
+		json_free(st);
+		cli_sleep_ms(CLI_POLL_INTERVAL_MS);
+	}
+	if (shown)
+		fputc('\n', stderr);
+	return ret;
+}
+
+static void migrate_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: godwit migrate --api PATH --to URL [OPTIONS]   start a migration and wait for it\n"
+		"       godwit migrate --api PATH --cancel             cancel the running migration\n"
+		"       godwit migrate --api PATH --set PARAM=VALUE    change parameters (live ones at once)\n"
+		"\n"
+		"  --to URL                  destination: tcp:HOST:PORT or unix:PATH\n"
+		"  --channels N              data connections\n"
+		"  --compress ALG[:LEVEL]    zstd, lz4, zlib, isal, auto or none\n"
+		"  --xbzrle[=CACHE_SIZE]     delta-encode re-sent pages (default cache 64M)\n"
+		"  --downtime-limit MS       switch over when the expected downtime fits\n"
+		"  --max-bandwidth RATE      bytes per second over all channels (K/M/G), 0 = none\n"
+		"  --converge-timeout MS     give up converging after this long ...\n"
+		"  --on-timeout cancel|force ... and cancel (default) or switch over anyway\n"
+		"  --local                   same host: pass RAM by file descriptor (unix: only)\n"
+		"  --no-verify               skip the RAM digest check before handover\n"
+		"  --set PARAM=VALUE         any parameter below (repeatable)\n"
+		"  --detach                  return once the migration started\n"
+		"  --json                    print the final statistics as one JSON object\n"
+		"\n"
+		"Exit status: 0 completed, 1 failed/cancelled/unknown or error, 2 bad usage.\n\n");
+	cli_print_params(out);
+}
+
+int cmd_migrate(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CLI_OPT_HELP,
+		CLI_MIGRATE_PARAM_OPTS,
+		{ "api", required_argument, NULL, OPT_API },
+		{ "to", required_argument, NULL, OPT_TO },
+		{ "cancel", no_argument, NULL, OPT_CANCEL },
+		{ "detach", no_argument, NULL, OPT_DETACH },
+		{ "json", no_argument, NULL, OPT_JSON },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const skip_ok[] = { "ok", NULL };
+	struct migrate_opts o;
+	const char *api = NULL;
+	struct json *reply = NULL, *st = NULL;
+	char err[512], *line;
+	int c, ret;
+
+	memset(&o, 0, sizeof(o));
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (c == OPT_HELP) {
+			migrate_usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		if (c == '?' || c == ':') {
+			cli_bad_option("migrate", c, argv);
+			return CLI_EXIT_USAGE;
+		}
+		if (c == OPT_API) {
+			api = optarg;
+			continue;
+		}
+		if (migrate_opt_apply(&o, c, optarg, "migrate"))
+			return CLI_EXIT_USAGE;
+	}
+	if (optind < argc) {
+		cli_usage_error("migrate", "unexpected argument '%s'", argv[optind]);
+		return CLI_EXIT_USAGE;
+	}
+	if (!api) {
+		cli_usage_error("migrate", "--api PATH is required");
+		return CLI_EXIT_USAGE;
+	}
+	migrate_opts_finish(&o);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (o.cancel) {
+		if (o.to || o.params.nr) {
+			cli_usage_error("migrate", "--cancel takes no --to or parameters");
+			return CLI_EXIT_USAGE;
+		}
+		if (cli_api(api, "cancel", &reply, err, sizeof(err))) {
+			cli_error("cancel: %s", err);
+			return CLI_EXIT_FAIL;
+		}
+		json_free(reply);
+		if (!o.json)
+			printf("cancel requested\n");
+		else
+			printf("{\"cancel\":\"requested\"}\n");
+		return CLI_EXIT_OK;
+	}
+	if (!o.to) {
+		if (!o.params.nr) {
+			cli_usage_error("migrate", "nothing to do: give --to URL, --cancel or --set PARAM=VALUE");
+			return CLI_EXIT_USAGE;
+		}
+		line = cli_params_line("set", NULL, &o.params);
+		if (!line || cli_api(api, line, &reply, err, sizeof(err))) {
+			cli_error("set: %s", line ? err : "out of memory");
+			free(line);
+			return CLI_EXIT_FAIL;
+		}
+		if (o.json) {
+			json_write(stdout, reply);
+			putchar('\n');
+		} else {
+			printf("set: applied %s\n", json_str(json_get(reply, "applied"), "?"));
+		}
+		json_free(reply);
+		free(line);
+		return CLI_EXIT_OK;
+	}
+
+	line = cli_params_line("migrate", o.to, &o.params);
+	if (!line) {
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
+	}
+	ret = cli_api(api, line, &reply, err, sizeof(err));
+	free(line);
+	if (ret) {
+		cli_error("migrate: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	json_free(reply);
+	if (o.detach) {
+		if (o.json)
+			printf("{\"migrate\":\"started\"}\n");
+		else
+			printf("migration to %s started\n", o.to);
+		return CLI_EXIT_OK;
+	}
+	ret = cli_wait_migration(api, !o.json && isatty(STDERR_FILENO), NULL, &st, err, sizeof(err));
+	if (ret) {
+		cli_error("while waiting for the migration: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	if (o.json) {
+		putchar('{');
+		json_write_members(stdout, st, skip_ok);
+		puts("}");
+	} else {
+		struct report_extra x;
+
+		report_extra_init(&x);
+		x.source_vm_status = json_str(json_get(st, "vm-status"), NULL);
+		report_print(stdout, st, &x);
+	}
+	ret = cli_status_is(st, GW_STATUS_COMPLETED) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+	json_free(st);
+	fflush(stdout);
+	return ret;
+}

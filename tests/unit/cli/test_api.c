@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Invariant: the control socket answers every request with exactly one
+ * line of JSON and closes; requests are split into a command and key=value
+ * pairs, malformed ones are refused with {"ok":false,...} without reaching
+ * the handler; the socket is mode 0600; a stale socket file is replaced,
+ * a live one or a non-socket file is not; stopping removes the socket.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "json.h"
+#include "test_util.h"
+
+TEST_DEFINE_FAILURES;
+
+static int calls;
+
+static void handler(void *opaque, const struct api_request *req, FILE *out)
+{
+	unsigned i;
+
+	(void)opaque;
+	calls++;
+	fputs("{\"ok\":true,\"cmd\":", out);
+	json_write_string(out, req->cmd);
+	fputs(",\"args\":{", out);
+	for (i = 0; i < req->nr_args; i++) {
+		if (i)
+			fputc(',', out);
+		json_write_string(out, req->args[i].key);
+		fputc(':', out);
+		json_write_string(out, req->args[i].value);
+	}
+	fputs("}}", out);
+}
+
+static struct json *call(const char *path, const char *line)
+{
+	char *reply = NULL, err[128];
+	struct json *v;
+	int r = api_call(path, line, &reply, 5000);
+
+	TEST_ASSERT(r == 0, "api_call('%.60s') = %d", line, r);
+	TEST_ASSERT(!strchr(reply, '\n'), "reply has more than one line: %s", reply);
+	v = json_parse(reply, err, sizeof(err));
+	TEST_ASSERT(v, "reply not JSON (%s): %s", err, reply);
+	free(reply);
+	return v;
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/gw-test-api.XXXXXX", path[128], file[128], err[256];
+	struct api_request req;
+	struct api_server *srv, *srv2;
+	struct json *v;
+	char line[] = "migrate url=tcp:1.2.3.4:5 channels=4  compress=zstd\n";
+	char bad[] = "set channels";
+	struct stat st;
+	char *reply;
+	int fd;
+
+	/* Parsing alone. */
+	TEST_ASSERT(!api_parse_request(line, &req, err, sizeof(err)), "parse: %s", err);
+	TEST_CHECK(!strcmp(req.cmd, "migrate") && req.nr_args == 3, "cmd %s args %u", req.cmd,
+		   req.nr_args);
+	TEST_CHECK(!strcmp(api_arg(&req, "url"), "tcp:1.2.3.4:5"), "url");
+	TEST_CHECK(!strcmp(api_arg(&req, "compress"), "zstd"), "compress");
+	TEST_CHECK(api_arg(&req, "nope") == NULL, "missing arg");
+	TEST_CHECK(api_parse_request(bad, &req, err, sizeof(err)) == -EINVAL, "no '=' accepted");
+
+	TEST_ASSERT(mkdtemp(dir), "mkdtemp");
+	snprintf(path, sizeof(path), "%s/api.sock", dir);
+	snprintf(file, sizeof(file), "%s/plain", dir);
+
+	/* A stale socket (bound, nobody listening) is replaced. */
+	{
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		strcpy(sa.sun_path, path);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		TEST_ASSERT(fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)), "stale bind");
+		close(fd);
+	}
+	srv = api_server_start(path, handler, NULL, err, sizeof(err));
+	TEST_ASSERT(srv, "start over a stale socket: %s", err);
+	TEST_ASSERT(!stat(path, &st), "stat socket");
+	TEST_CHECK((st.st_mode & 0777) == 0600, "mode %o", st.st_mode & 0777);
+
+	/* A live one is not. */
+	srv2 = api_server_start(path, handler, NULL, err, sizeof(err));
+	TEST_CHECK(!srv2 && errno == EADDRINUSE, "second server on a live socket: %s", err);
+	api_server_stop(srv2);
+
+	v = call(path, "status");
+	TEST_CHECK(json_bool(json_get(v, "ok"), false), "status ok");
+	TEST_CHECK(!strcmp(json_str(json_get(v, "cmd"), ""), "status"), "cmd");
+	json_free(v);
+
+	v = call(path, "set max-bandwidth-bps=100M downtime-limit-us=300000");
+	TEST_CHECK(!strcmp(json_path_str(v, "args.max-bandwidth-bps", ""), "100M"), "arg 1");
+	TEST_CHECK(!strcmp(json_path_str(v, "args.downtime-limit-us", ""), "300000"), "arg 2");
+	json_free(v);
+
+	/* Malformed requests never reach the handler. */
+	calls = 0;
+	v = call(path, "set =1");
+	TEST_CHECK(!json_bool(json_get(v, "ok"), true) && json_get(v, "error"), "bad arg refused");
+	json_free(v);
+	v = call(path, "   ");
+	TEST_CHECK(!json_bool(json_get(v, "ok"), true), "empty request refused");
+	json_free(v);
+	{
+		char *big = malloc(API_LINE_MAX + 100);
+
+		memset(big, 'a', API_LINE_MAX + 99);
+		big[API_LINE_MAX + 99] = '\0';
+		v = call(path, big);
+		TEST_CHECK(!json_bool(json_get(v, "ok"), true), "overlong request refused");
+		json_free(v);
+		free(big);
+	}
+	TEST_CHECK(calls == 0, "handler called %d times for malformed requests", calls);
+	TEST_CHECK(api_call(path, "a\nb", &reply, 1000) == -EINVAL, "newline in request");
+
+	api_server_stop(srv);
+	TEST_CHECK(access(path, F_OK) && errno == ENOENT, "socket left behind");
+	TEST_CHECK(api_call(path, "status", &reply, 1000) == -ENOENT, "call after stop");
+
+	/* A plain file is never deleted. */
+	fd = open(file, O_CREAT | O_WRONLY, 0600);
+	TEST_ASSERT(fd >= 0, "create file");
+	close(fd);
+	srv = api_server_start(file, handler, NULL, err, sizeof(err));
+	TEST_CHECK(!srv && !access(file, F_OK), "server replaced a plain file");
+	api_server_stop(srv);
+	unlink(file);
+	rmdir(dir);
+	TEST_EXIT();
+}

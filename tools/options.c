@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/* Option sets shared by the godwit subcommands, error printing, API helpers. */
+#include "cli.h"
+#include "api.h"
+#include "cli_parse.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <soft/soft_vm.h>
+
+void cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "godwit%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see 'godwit%s%s --help')\n", cmd ? " " : "", cmd ? cmd : "");
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("godwit: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_bad_option(const char *cmd, int ret, char **argv)
+{
+	const char *opt = argv[optind - 1];
+
+	if (ret == ':') {
+		cli_usage_error(cmd, "option %s needs a value", opt);
+	} else if (optopt && optopt < 256) {
+		cli_usage_error(cmd, "unknown option -%c", optopt);
+	} else if (optopt) {
+		/* A long option given a value it does not take: --local=1. */
+		cli_usage_error(cmd, "option %s takes no value", opt);
+	} else {
+		cli_usage_error(cmd, "unknown option %s", opt);
+	}
+}
+
+int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value)
+{
+	unsigned i;
+
+	for (i = 0; i < ps->nr; i++) {
+		if (ps->v[i].p == p) {
+			ps->v[i].value = value;
+			return 0;
+		}
+	}
+	if (ps->nr == CLI_SETS_MAX)
+		return -E2BIG;
+	ps->v[ps->nr].p = p;
+	ps->v[ps->nr].value = value;
+	ps->nr++;
+	return 0;
+}
+
+/* Put @value for @p after checking the parameter's bounds. */
+static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
+		       const char *cmd, const char *opt)
+{
+	const struct gw_param_info *pi = gw_param_info(p);
+
+	if (!pi) {
+		cli_usage_error(cmd, "%s: parameter unknown to this engine", opt);
+		return -1;
+	}
+	if (value < pi->min || value > pi->max) {
+		cli_usage_error(cmd, "%s: %s=%" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
+				opt, pi->name, value, pi->min, pi->max);
+		return -1;
+	}
+	if (cli_params_put(ps, p, value)) {
+		cli_usage_error(cmd, "too many parameter settings");
+		return -1;
+	}
+	return 0;
+}
+
+static int apply_set(struct cli_params *ps, const char *arg, const char *cmd, const char *opt)
+{
+	char err[256];
+	enum gw_param p;
+	int64_t v;
+
+	if (cli_parse_param(arg, &p, &v, err, sizeof(err))) {
+		cli_usage_error(cmd, "%s: %s", opt, err);
+		return -1;
+	}
+	return put_checked(ps, p, v, cmd, opt);
+}
+
+void run_opts_init(struct run_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->memory_bytes = 1ull << 30;
+	o->nr_vcpus = 1;
+	o->accel = "auto";
+	o->fill = "none";
+	o->seed = 1;
+}
+
+int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
+{
+	enum soft_fill fill;
+	int64_t v;
+	int ret;
+
+	switch (id) {
+	case OPT_MEMORY:
+		ret = cli_parse_size(arg, &o->memory_bytes);
+		if (ret || o->memory_bytes == 0 || o->memory_bytes % 4096) {
+			cli_usage_error(cmd, "--memory: bad size '%s'%s", arg,
+					ret == -ERANGE ? " (too large)" :
+					!ret ? " (must be a non-zero multiple of 4K)" : "");
+			return -1;
+		}
+		o->memory_given = true;
+		return 0;
+	case OPT_VCPUS:
+		if (cli_parse_int(arg, 1, 64, &v)) {
+			cli_usage_error(cmd, "--vcpus: expected 1..64, got '%s'", arg);
+			return -1;
+		}
+		o->nr_vcpus = (unsigned)v;
+		return 0;
+	case OPT_ACCEL:
+		if (strcmp(arg, "kvm") && strcmp(arg, "soft") && strcmp(arg, "auto")) {
+			cli_usage_error(cmd, "--accel: expected kvm, soft or auto, got '%s'", arg);
+			return -1;
+		}
+		o->accel = arg;
+		return 0;
+	case OPT_WORKLOAD:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--workload: bad spec '%s'", arg);
+			return -1;
+		}
+		o->workload = arg;
+		return 0;
+	case OPT_FILL:
+		if (soft_fill_parse(arg, &fill)) {
+			cli_usage_error(cmd, "--fill: expected zero, mix, random, text or none, got '%s'",
+					arg);
+			return -1;
+		}
+		o->fill = arg;
+		return 0;
+	case OPT_SEED:
+		if (cli_parse_int(arg, 0, INT64_MAX, &v)) {
+			cli_usage_error(cmd, "--seed: expected a non-negative integer, got '%s'", arg);
+			return -1;
+		}
+		o->seed = (uint64_t)v;
+		o->seed_given = true;
+		return 0;
+	case OPT_MEMORY_FILE:
+		o->memory_file = arg;
+		return 0;
+	case OPT_API:
+		o->api_path = arg;
+		return 0;
+	case OPT_INCOMING:
+		o->incoming_url = arg;
+		return 0;
+	case OPT_SET:
+		return apply_set(&o->params, arg, cmd, "--set");
+	case OPT_LOG_LEVEL:
+		if (strcmp(arg, "error") && strcmp(arg, "warn") && strcmp(arg, "info") &&
+		    strcmp(arg, "debug")) {
+			cli_usage_error(cmd, "--log-level: expected error, warn, info or debug, got '%s'",
+					arg);
+			return -1;
+		}
+		o->log_level = arg;
+		return 0;
+	case OPT_EXIT_AFTER_MIGRATE:
+		o->exit_after_migrate = true;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd)
+{
+	enum gw_codec_id codec;
+	uint64_t u;
+	int64_t v;
+	int ret;
+
+	switch (id) {
+	case OPT_TO:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			return -1;
+		}
+		o->to = arg;
+		return 0;
+	case OPT_CHANNELS:
+		if (cli_parse_int(arg, 1, INT32_MAX, &v)) {
+			cli_usage_error(cmd, "--channels: expected a positive integer, got '%s'", arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_CHANNELS, v, cmd, "--channels");
+	case OPT_COMPRESS:
+		ret = cli_parse_codec(arg, &codec, &v);
+		if (ret) {
+			cli_usage_error(cmd, "--compress: %s '%s' (e.g. zstd, zstd:3, lz4, zlib, isal, none, auto)",
+					ret == -ENOENT ? "unknown codec" : "bad spec", arg);
+			return -1;
+		}
+		if (put_checked(&o->params, GW_PARAM_COMPRESS, codec, cmd, "--compress"))
+			return -1;
+		return put_checked(&o->params, GW_PARAM_COMPRESS_LEVEL, v, cmd, "--compress");
+	case OPT_XBZRLE:
+		u = CLI_XBZRLE_DEFAULT_BYTES;
+		if (arg && (cli_parse_size(arg, &u) || u > INT64_MAX)) {
+			cli_usage_error(cmd, "--xbzrle: bad cache size '%s'", arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_XBZRLE_CACHE_BYTES, (int64_t)u, cmd,
+				   "--xbzrle");
+	case OPT_DOWNTIME_LIMIT:
+		if (cli_parse_duration(arg, 1000000, &u) || u / 1000 > INT64_MAX) {
+			cli_usage_error(cmd, "--downtime-limit: bad duration '%s' (milliseconds, or with us/ms/s)",
+					arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_DOWNTIME_LIMIT_US, (int64_t)(u / 1000), cmd,
+				   "--downtime-limit");
+	case OPT_MAX_BANDWIDTH:
+		if (cli_parse_rate(arg, &u) || u > INT64_MAX) {
+			cli_usage_error(cmd, "--max-bandwidth: bad rate '%s' (bytes/s, K/M/G suffixes)",
+					arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_MAX_BANDWIDTH_BPS, (int64_t)u, cmd,
+				   "--max-bandwidth");
+	case OPT_CONVERGE_TIMEOUT:
+		if (cli_parse_duration(arg, 1000000, &u) || u / 1000000 > INT64_MAX) {
+			cli_usage_error(cmd, "--converge-timeout: bad duration '%s' (milliseconds, or with ms/s)",
+					arg);
+			return -1;
+		}
+		o->converge_timeout_given = true;
+		return put_checked(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, (int64_t)(u / 1000000),
+				   cmd, "--converge-timeout");
+	case OPT_ON_TIMEOUT:
+		if (!strcmp(arg, "cancel"))
+			v = GW_CONVERGE_CANCEL;
+		else if (!strcmp(arg, "force"))
+			v = GW_CONVERGE_FORCE;
+		else if (!strcmp(arg, "keep-going"))
+			v = GW_CONVERGE_KEEP_GOING;
+		else {
+			cli_usage_error(cmd, "--on-timeout: expected cancel or force, got '%s'", arg);
+			return -1;
+		}
+		o->on_timeout_given = true;
+		return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
+	case OPT_LOCAL:
+		return put_checked(&o->params, GW_PARAM_LOCAL, 1, cmd, "--local");
+	case OPT_NO_VERIFY:
+		return put_checked(&o->params, GW_PARAM_VERIFY, 0, cmd, "--no-verify");
+	case OPT_SET:
+		return apply_set(&o->params, arg, cmd, "--set");
+	case OPT_DETACH:
+		o->detach = true;
+		return 0;
+	case OPT_JSON:
+		o->json = true;
+		return 0;
+	case OPT_CANCEL:
+		o->cancel = true;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+void migrate_opts_finish(struct migrate_opts *o)
+{
+	/* A timeout that keeps going would do nothing: the user meant to stop. */
+	if (o->converge_timeout_given && !o->on_timeout_given)
+		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
+}
+
+void cli_print_params(FILE *out)
+{
+	int p;
+
+	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating):\n");
+	for (p = 0; p < GW_PARAM__COUNT; p++) {
+		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
+
+		if (!pi || !pi->name)
+			continue;
+		fprintf(out, "  %-22s %-5s default %-10" PRId64 " [%" PRId64 ", %" PRId64 "]  %s\n",
+			pi->name, pi->live ? "live" : "setup", pi->def, pi->min, pi->max,
+			pi->help ? pi->help : "");
+	}
+}
+
+int cli_api(const char *path, const char *line, struct json **reply, char *err, size_t err_len)
+{
+	struct json *j;
+	char *text = NULL, perr[128];
+	int ret;
+
+	*reply = NULL;
+	ret = api_call(path, line, &text, CLI_API_TIMEOUT_MS);
+	if (ret) {
+		if (ret == -ENOENT || ret == -ECONNREFUSED)
+			snprintf(err, err_len, "cannot reach the API at %s: %s (is 'godwit run --api %s' running?)",
+				 path, strerror(-ret), path);
+		else if (ret == -ETIMEDOUT)
+			snprintf(err, err_len, "the API at %s did not answer within %d ms", path,
+				 CLI_API_TIMEOUT_MS);
+		else
+			snprintf(err, err_len, "API %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	j = json_parse(text, perr, sizeof(perr));
+	if (!j || j->type != JSON_OBJECT) {
+		snprintf(err, err_len, "API %s: malformed answer (%s): %.200s", path,
+			 j ? "not an object" : perr, text);
+		json_free(j);
+		free(text);
+		return -EPROTO;
+	}
+	free(text);
+	if (!json_bool(json_get(j, "ok"), false)) {
+		snprintf(err, err_len, "%s", json_str(json_get(j, "error"), "request refused"));
+		json_free(j);
+		return -EINVAL;
+	}
+	*reply = j;
+	return 0;
+}
+
+bool cli_status_is(const struct json *st, enum gw_status which)
+{
+	const char *s = json_str(json_get(st, "status"), NULL);
+	const char *name = gw_status_name(which);
+
+	return s && name && !strcmp(s, name);
+}
+
+bool cli_status_terminal(const struct json *st)
+{
+	return cli_status_is(st, GW_STATUS_COMPLETED) || cli_status_is(st, GW_STATUS_FAILED) ||
+	       cli_status_is(st, GW_STATUS_CANCELLED) || cli_status_is(st, GW_STATUS_UNKNOWN);
+}
+
+int64_t cli_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cli_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
