@@ -1,1 +1,578 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* Data channel threads: see channel.h for the design and ordering rule. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include "channel.h"
+#include "codec.h"
+#include "session_int.h"
+#include "xbzrle.h"
+#include "zero.h"
+
+#define PAGE_BYTES 4096u
+/* Raw stream bound: every entry a normal page or an XBZRLE record (le16 + data). */
+#define RAW_CAP (GW_WIRE_MAX_BATCH_PAGES * (PAGE_BYTES + 2))
+
+int gw_channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index, int fd)
+{
+	int64_t codec_id = gw_param(s, GW_PARAM_COMPRESS);
+
+	memset(ch, 0, sizeof(*ch));
+	ch->s = s;
+	ch->index = index;
+	gw_conn_init(&ch->conn, fd);
+	pthread_mutex_init(&ch->qlock, NULL);
+	pthread_cond_init(&ch->qcond, NULL);
+	ch->codec_id = (int)(s->role == GW_ROLE_DEST ? GW_CODEC_NONE : codec_id);
+	ch->raw_buf = malloc(RAW_CAP);
+	ch->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
+	ch->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
+	ch->comp_buf = malloc(ch->comp_cap);
+	if (!ch->raw_buf || !ch->entries || !ch->comp_buf)
+		return -ENOMEM;
+	ch->auto_ratio = 0.5;
+	ch->auto_ns_per_byte = 2.0;
+	return 0;
+}
+
+void gw_channel_release(struct gw_channel *ch)
+{
+	if (ch->codec && ch->codec_ctx)
+		ch->codec->ctx_free(ch->codec_ctx);
+	gw_xbzrle_cache_free(ch->xb);
+	free(ch->raw_buf);
+	free(ch->entries);
+	free(ch->comp_buf);
+	gw_conn_close(&ch->conn);
+	ch->raw_buf = ch->comp_buf = NULL;
+	ch->entries = NULL;
+	ch->xb = NULL;
+	ch->codec_ctx = NULL;
+}
+
+/* ---------------- source ---------------- */
+
+int gw_channel_push(struct gw_channel *ch, const struct gw_batch *b)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ch->qlock);
+	while (ch->q_len == GW_CHAN_QUEUE_LEN && !(err = gw_failed(ch->s)) && !ch->exited)
+		pthread_cond_wait(&ch->qcond, &ch->qlock);
+	if (!err && ch->exited)
+		err = -EPIPE;
+	if (!err) {
+		ch->q[(ch->q_head + ch->q_len) % GW_CHAN_QUEUE_LEN] = *b;
+		ch->q_len++;
+		pthread_cond_broadcast(&ch->qcond);
+	}
+	pthread_mutex_unlock(&ch->qlock);
+	return err;
+}
+
+int gw_channel_drain(struct gw_channel *ch)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&ch->qlock);
+	while ((ch->q_len || ch->busy) && !(err = gw_failed(ch->s)) && !ch->exited)
+		pthread_cond_wait(&ch->qcond, &ch->qlock);
+	pthread_mutex_unlock(&ch->qlock);
+	return err ? err : gw_failed(ch->s);
+}
+
+void gw_channel_finish(struct gw_channel *ch)
+{
+	pthread_mutex_lock(&ch->qlock);
+	ch->end_requested = true;
+	pthread_cond_broadcast(&ch->qcond);
+	pthread_mutex_unlock(&ch->qlock);
+}
+
+/*
+ * Decide for one batch whether compressing pays (codec auto): compress when
+ * the time to compress plus the time to send the smaller result beats the
+ * time to send it raw, at the rate the link gives each channel. Every 16th
+ * batch is compressed anyway to keep the estimates fresh.
+ */
+static bool auto_wants_compress(struct gw_channel *ch)
+{
+	struct gw_session *s = ch->s;
+	uint64_t rate_bps, bw = (uint64_t)gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
+	double link_ns_per_byte;
+
+	if (ch->auto_batches++ % 16 == 0)
+		return true;
+	pthread_mutex_lock(&s->lock);
+	rate_bps = s->stats.rate_bps;
+	pthread_mutex_unlock(&s->lock);
+	if (bw && (!rate_bps || bw < rate_bps))
+		rate_bps = bw;
+	if (!rate_bps)
+		return false;	/* no measurement yet: assume a fast link */
+	/* Each channel gets its share of the link. */
+	link_ns_per_byte = 1e9 * s->nr_channels / (double)rate_bps;
+	return ch->auto_ns_per_byte + ch->auto_ratio * link_ns_per_byte < link_ns_per_byte;
+}
+
+static int channel_codec_ready(struct gw_channel *ch, enum gw_codec_id id)
+{
+	int64_t level = gw_param(ch->s, GW_PARAM_COMPRESS_LEVEL);
+
+	if (ch->codec)
+		return 0;
+	ch->codec = gw_codec_get(id);
+	if (!ch->codec)
+		return -EOPNOTSUPP;
+	if (level == 0)
+		level = ch->codec->default_level;
+	if (level < ch->codec->min_level)
+		level = ch->codec->min_level;
+	if (level > ch->codec->max_level)
+		level = ch->codec->max_level;
+	ch->codec_ctx = ch->codec->ctx_new((int)level);
+	if (!ch->codec_ctx) {
+		ch->codec = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
+{
+	struct gw_session *s = ch->s;
+	const struct gw_ram_block *blk = &s->vm.blocks[b->block];
+	uint8_t *base = (uint8_t *)blk->host;
+	struct gw_msg_pages_hdr ph = { .block = b->block, .round = __atomic_load_n(&s->round, __ATOMIC_RELAXED) };
+	uint8_t phbuf[GW_PAGES_HDR_BYTES];
+	uint64_t nr_normal = 0, nr_zero = 0, nr_xb = 0;
+	size_t raw_len = 0;
+	const uint8_t *data = ch->raw_buf;
+	size_t data_len;
+	struct iovec iov[3];
+	int ret;
+
+	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
+		uint64_t bits = b->mask[w];
+
+		while (bits) {
+			unsigned bit = (unsigned)__builtin_ctzll(bits);
+			uint64_t page = b->first_page + w * 64 + bit;
+			const uint8_t *src = base + page * PAGE_BYTES;
+			uint64_t key = (uint64_t)b->block << 48 | page;
+			enum gw_page_kind kind = GW_PAGE_NORMAL;
+			uint8_t *old;
+
+			bits &= bits - 1;
+			if (gw_is_zero(src, PAGE_BYTES)) {
+				kind = GW_PAGE_ZERO;
+				nr_zero++;
+				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key)))
+					memset(old, 0, PAGE_BYTES);
+			} else {
+				/* Snapshot first: the guest may write meanwhile. */
+				uint8_t *slot = ch->raw_buf + raw_len;
+
+				memcpy(slot, src, PAGE_BYTES);
+				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key))) {
+					uint8_t tmp[PAGE_BYTES / 2];
+					ssize_t n = gw_xbzrle_encode(old, slot, PAGE_BYTES, tmp, sizeof(tmp));
+
+					if (n >= 0) {
+						memcpy(old, slot, PAGE_BYTES);
+						slot[0] = (uint8_t)n;
+						slot[1] = (uint8_t)(n >> 8);
+						memcpy(slot + 2, tmp, (size_t)n);
+						raw_len += 2 + (size_t)n;
+						kind = GW_PAGE_XBZRLE;
+						nr_xb++;
+					}
+				}
+				if (kind == GW_PAGE_NORMAL) {
+					if (ch->xb)
+						gw_xbzrle_cache_put(ch->xb, key, slot);
+					raw_len += PAGE_BYTES;
+					nr_normal++;
+				}
+			}
+			ch->entries[ph.nr_entries++] = htole64(gw_page_entry(page, kind));
+		}
+	}
+	if (!ph.nr_entries)
+		return 0;
+	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && raw_len &&
+	    ch->frames + 1 == (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG))
+		ch->conn.corrupt_next = true;
+
+	ph.codec = GW_CODEC_NONE;
+	ph.raw_bytes = (uint32_t)raw_len;
+	data_len = raw_len;
+	if (raw_len && ch->codec_id != GW_CODEC_NONE &&
+	    (ch->codec_id != GW_CODEC_AUTO || auto_wants_compress(ch))) {
+		enum gw_codec_id id = ch->codec_id == GW_CODEC_AUTO ? GW_CODEC_LZ4 : (enum gw_codec_id)ch->codec_id;
+		uint64_t t0 = gw_now_ns();
+		ssize_t n;
+
+		ret = channel_codec_ready(ch, id);
+		if (ret)
+			return gw_fail(s, "send", ret, false, "channel %u: codec %s unavailable",
+				       ch->index, gw_codec_name(id));
+		n = ch->codec->compress(ch->codec_ctx, ch->raw_buf, raw_len, ch->comp_buf, ch->comp_cap);
+		if (n > 0) {
+			double ns_per_byte = (double)(gw_now_ns() - t0) / (double)raw_len;
+
+			ch->auto_ns_per_byte = 0.8 * ch->auto_ns_per_byte + 0.2 * ns_per_byte;
+			ch->auto_ratio = 0.8 * ch->auto_ratio + 0.2 * ((double)n / (double)raw_len);
+		}
+		if (n > 0 && (size_t)n < raw_len) {
+			ph.codec = ch->codec->id;
+			data = ch->comp_buf;
+			data_len = (size_t)n;
+		}
+	}
+	ph.data_bytes = (uint32_t)data_len;
+	gw_msg_pages_hdr_encode(phbuf, &ph);
+	iov[0] = (struct iovec){ phbuf, sizeof(phbuf) };
+	iov[1] = (struct iovec){ ch->entries, ph.nr_entries * sizeof(uint64_t) };
+	iov[2] = (struct iovec){ (void *)data, data_len };
+	gw_ratelimit(s, GW_WIRE_HDR_BYTES + sizeof(phbuf) + iov[1].iov_len + data_len);
+	ret = gw_conn_send(&ch->conn, GW_MSG_PAGES, 0, iov, data_len ? 3 : 2, NULL, 0);
+	if (ret)
+		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
+			       ch->index, strerror(-ret));
+	ch->frames++;
+	ch->pages += ph.nr_entries;
+	__atomic_fetch_add(&s->ctr_normal_pages, nr_normal, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_zero_pages, nr_zero, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_xbzrle_pages, nr_xb, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_raw_bytes, (nr_normal + nr_xb) * PAGE_BYTES, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_wire_payload_bytes, data_len, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int send_end(struct gw_channel *ch)
+{
+	uint8_t buf[24];
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_le32(&w, ch->index);
+	gw_put_le32(&w, 0);
+	gw_put_le64(&w, ch->frames);
+	gw_put_le64(&w, ch->pages);
+	return gw_conn_send_buf(&ch->conn, GW_MSG_CHAN_END, buf, w.len);
+}
+
+void *gw_channel_send_main(void *arg)
+{
+	struct gw_channel *ch = arg;
+	struct gw_session *s = ch->s;
+	int64_t xb_bytes = gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES);
+	struct gw_batch b;
+	int ret = 0;
+
+	gw_log_set_side(s->side);
+	if (xb_bytes > 0) {
+		ch->xb = gw_xbzrle_cache_new((size_t)xb_bytes / s->nr_channels, PAGE_BYTES);
+		if (!ch->xb)
+			ret = gw_fail(s, "setup", -ENOMEM, false, "channel %u: XBZRLE cache", ch->index);
+	}
+	while (!ret) {
+		pthread_mutex_lock(&ch->qlock);
+		while (!ch->q_len && !ch->end_requested && !gw_failed(s))
+			pthread_cond_wait(&ch->qcond, &ch->qlock);
+		if (gw_failed(s) || (!ch->q_len && ch->end_requested)) {
+			pthread_mutex_unlock(&ch->qlock);
+			break;
+		}
+		b = ch->q[ch->q_head];
+		ch->q_head = (ch->q_head + 1) % GW_CHAN_QUEUE_LEN;
+		ch->q_len--;
+		ch->busy = true;
+		pthread_cond_broadcast(&ch->qcond);
+		pthread_mutex_unlock(&ch->qlock);
+
+		ret = send_batch(ch, &b);
+
+		pthread_mutex_lock(&ch->qlock);
+		ch->busy = false;
+		pthread_cond_broadcast(&ch->qcond);
+		pthread_mutex_unlock(&ch->qlock);
+	}
+	if (!ret && !gw_failed(s)) {
+		ret = send_end(ch);
+		if (ret)
+			gw_fail(s, "final", ret, false, "channel %u: sending end: %s",
+				ch->index, strerror(-ret));
+	}
+	pthread_mutex_lock(&ch->qlock);
+	ch->exited = true;
+	pthread_cond_broadcast(&ch->qcond);
+	pthread_mutex_unlock(&ch->qlock);
+	return NULL;
+}
+
+/* ---------------- destination ---------------- */
+
+#define RECV_IOV_MAX 64
+
+/* Apply a zero page: fresh memory is already zero, so write only pages we wrote. */
+static void apply_zero(struct gw_dst_block *db, uint64_t page)
+{
+	if (gw_bitmap_test(&db->written, page)) {
+		memset(db->host + page * PAGE_BYTES, 0, PAGE_BYTES);
+		__atomic_fetch_and(&db->written.words[page / 64], ~(1ULL << (page % 64)), __ATOMIC_RELAXED);
+	}
+}
+
+/*
+ * Receive normal pages straight into guest RAM (codec none, no XBZRLE):
+ * contiguous pages coalesce into one iovec segment.
+ */
+static int recv_direct(struct gw_channel *ch, struct gw_dst_block *db, uint32_t n, uint32_t *crc)
+{
+	struct iovec iov[RECV_IOV_MAX];
+	int cnt = 0, ret;
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t e = le64toh(ch->entries[i]);
+		uint8_t *dst;
+
+		if ((e & 15) != GW_PAGE_NORMAL)
+			continue;
+		dst = db->host + (e >> 4) * PAGE_BYTES;
+		if (cnt && (uint8_t *)iov[cnt - 1].iov_base + iov[cnt - 1].iov_len == dst) {
+			iov[cnt - 1].iov_len += PAGE_BYTES;
+			continue;
+		}
+		if (cnt == RECV_IOV_MAX) {
+			ret = gw_conn_recv_iov(&ch->conn, iov, cnt, crc);
+			if (ret)
+				return ret;
+			cnt = 0;
+		}
+		iov[cnt++] = (struct iovec){ dst, PAGE_BYTES };
+	}
+	return cnt ? gw_conn_recv_iov(&ch->conn, iov, cnt, crc) : 0;
+}
+
+static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
+{
+	struct gw_session *s = ch->s;
+	uint8_t phbuf[GW_PAGES_HDR_BYTES];
+	struct iovec iov = { phbuf, sizeof(phbuf) };
+	struct gw_msg_pages_hdr ph;
+	struct gw_dst_block *db;
+	uint64_t nr_normal = 0, nr_xb = 0;
+	const uint8_t *raw;
+	size_t off;
+	int ret;
+
+	if (h->len < GW_PAGES_HDR_BYTES)
+		return -EPROTO;
+	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (ret)
+		return ret;
+	if (gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
+		return -EPROTO;
+	if (ph.block >= s->vm.nr_blocks)
+		return -EPROTO;
+	db = &s->dblk[ph.block];
+	iov = (struct iovec){ ch->entries, ph.nr_entries * sizeof(uint64_t) };
+	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (ret)
+		return ret;
+	for (uint32_t i = 0; i < ph.nr_entries; i++) {
+		uint64_t e = le64toh(ch->entries[i]);
+		unsigned kind = e & 15;
+
+		if ((e >> 4) >= db->nr_pages)
+			return -ERANGE;
+		if (kind == GW_PAGE_NORMAL)
+			nr_normal++;
+		else if (kind == GW_PAGE_XBZRLE)
+			nr_xb++;
+		else if (kind != GW_PAGE_ZERO)
+			return -EPROTO;
+	}
+	if (nr_xb && !(s->hello_flags & GW_HELLO_XBZRLE))
+		return -EPROTO;
+	if (nr_xb == 0 && ph.raw_bytes != nr_normal * PAGE_BYTES)
+		return -EPROTO;
+	if (ph.raw_bytes < nr_normal * PAGE_BYTES + nr_xb * 2)
+		return -EPROTO;
+
+	if (ph.codec == GW_CODEC_NONE && nr_xb == 0) {
+		ret = recv_direct(ch, db, ph.nr_entries, crc);
+		if (ret)
+			return ret;
+		ret = gw_conn_recv_check(h, *crc);
+		if (ret)
+			return ret;
+		raw = NULL;
+	} else {
+		iov = (struct iovec){ ch->comp_buf, ph.data_bytes };
+		if (ph.data_bytes > ch->comp_cap)
+			return -EPROTO;
+		ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+		if (ret)
+			return ret;
+		ret = gw_conn_recv_check(h, *crc);
+		if (ret)
+			return ret;
+		if (ph.codec != GW_CODEC_NONE) {
+			const struct gw_codec_ops *c = gw_codec_get(ph.codec);
+
+			if (!c)
+				return -EOPNOTSUPP;
+			if (!ch->codec || ch->codec != c) {
+				if (ch->codec && ch->codec_ctx)
+					ch->codec->ctx_free(ch->codec_ctx);
+				ch->codec = c;
+				ch->codec_ctx = c->ctx_new(c->default_level);
+				if (!ch->codec_ctx) {
+					ch->codec = NULL;
+					return -ENOMEM;
+				}
+			}
+			if (c->decompress(ch->codec_ctx, ch->comp_buf, ph.data_bytes,
+					  ch->raw_buf, ph.raw_bytes))
+				return -EUCLEAN;
+			raw = ch->raw_buf;
+		} else {
+			raw = ch->comp_buf;
+		}
+	}
+
+	/* Data is checked: apply what was not received in place. */
+	off = 0;
+	for (uint32_t i = 0; i < ph.nr_entries; i++) {
+		uint64_t e = le64toh(ch->entries[i]);
+		uint64_t page = e >> 4;
+		uint8_t *dst = db->host + page * PAGE_BYTES;
+
+		switch (e & 15) {
+		case GW_PAGE_ZERO:
+			apply_zero(db, page);
+			break;
+		case GW_PAGE_NORMAL:
+			if (raw) {
+				if (off + PAGE_BYTES > ph.raw_bytes)
+					return -EPROTO;
+				memcpy(dst, raw + off, PAGE_BYTES);
+				off += PAGE_BYTES;
+			}
+			gw_bitmap_set_atomic(&db->written, page);
+			break;
+		case GW_PAGE_XBZRLE: {
+			uint32_t n;
+
+			if (off + 2 > ph.raw_bytes)
+				return -EPROTO;
+			n = (uint32_t)raw[off] | (uint32_t)raw[off + 1] << 8;
+			off += 2;
+			if (n > ph.raw_bytes - off)
+				return -EPROTO;
+			if (gw_xbzrle_decode(raw + off, n, dst, PAGE_BYTES))
+				return -EUCLEAN;
+			off += n;
+			gw_bitmap_set_atomic(&db->written, page);
+			break;
+		}
+		}
+	}
+	if (raw && off != ph.raw_bytes)
+		return -EPROTO;
+	ch->frames++;
+	ch->pages += ph.nr_entries;
+	__atomic_fetch_add(&s->ctr_normal_pages, nr_normal, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_xbzrle_pages, nr_xb, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_zero_pages, ph.nr_entries - nr_normal - nr_xb, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_raw_bytes, (nr_normal + nr_xb) * PAGE_BYTES, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_wire_payload_bytes, ph.data_bytes, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static const char *recv_err_text(int err)
+{
+	switch (err) {
+	case -EPROTO: return "malformed PAGES frame";
+	case -ERANGE: return "page outside guest RAM";
+	case -EBADMSG: return "checksum mismatch";
+	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";
+	case -ECONNRESET: return "source closed the connection";
+	case -ETIMEDOUT: return "source silent past the I/O timeout";
+	default: return strerror(-err);
+	}
+}
+
+void *gw_channel_recv_main(void *arg)
+{
+	struct gw_channel *ch = arg;
+	struct gw_session *s = ch->s;
+	uint8_t buf[8 + GW_WIRE_MAX_REASON];
+	struct gw_frame_hdr h;
+	uint32_t crc;
+	int ret = 0;
+
+	gw_log_set_side(s->side);
+	for (;;) {
+		if (gw_failed(s))
+			break;
+		ret = gw_conn_recv_hdr(&ch->conn, &h, &crc);
+		if (ret)
+			break;
+		if (h.type == GW_MSG_PAGES) {
+			if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && s->round == 0 &&
+			    ch->conn.bytes_recv >= (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG))
+				gw_fault_maybe_die(s, GW_FAULT_DST_ROUND0, (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG));
+			ret = recv_pages(ch, &h, &crc);
+			if (ret)
+				break;
+			continue;
+		}
+		if (h.type == GW_MSG_CHAN_END || h.type == GW_MSG_ERROR) {
+			struct iovec iov = { buf, h.len };
+			struct gw_rbuf r;
+
+			if (h.len > sizeof(buf)) {
+				ret = -EPROTO;
+				break;
+			}
+			ret = gw_conn_recv_iov(&ch->conn, &iov, 1, &crc);
+			if (!ret)
+				ret = gw_conn_recv_check(&h, crc);
+			if (ret)
+				break;
+			if (h.type == GW_MSG_ERROR) {
+				gw_fail_from_peer_frame(s, "receive", buf, h.len);
+				return NULL;
+			}
+			gw_rbuf_init(&r, buf, h.len);
+			uint32_t idx = gw_get_le32(&r);
+			gw_get_le32(&r);
+			uint64_t frames = gw_get_le64(&r), pages = gw_get_le64(&r);
+
+			if (gw_rbuf_done(&r) || idx != ch->index || frames != ch->frames ||
+			    pages != ch->pages) {
+				gw_fail(s, "final", -EPROTO, false,
+					"channel %u: end says %llu frames/%llu pages, received %llu/%llu",
+					ch->index, (unsigned long long)frames, (unsigned long long)pages,
+					(unsigned long long)ch->frames, (unsigned long long)ch->pages);
+				return NULL;
+			}
+			pthread_mutex_lock(&ch->qlock);
+			ch->end_requested = true;	/* destination: CHAN_END seen */
+			pthread_mutex_unlock(&ch->qlock);
+			return NULL;
+		}
+		ret = -EPROTO;
+		gw_fail(s, "receive", ret, false, "channel %u: unexpected %s frame",
+			ch->index, gw_wire_type_name(h.type));
+		return NULL;
+	}
+	if (ret && !gw_failed(s))
+		gw_fail(s, "receive", ret, false, "channel %u: %s", ch->index, recv_err_text(ret));
+	return NULL;
+}

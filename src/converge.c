@@ -1,1 +1,49 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* Convergence arithmetic (see converge.h). Units: bytes, ns, bytes/s. */
+#include <stdint.h>
+#include "converge.h"
+
+/* Rounds shorter than this say little about the rate: weigh them less. */
+#define GW_CONVERGE_MIN_ROUND_NS 5000000ull
+
+void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes)
+{
+	c->rate_bps = 0;
+	c->wire_bytes_per_page = page_size_bytes;
+	c->fixed_cost_ns = 2000000;	/* 2 ms until measured */
+}
+
+void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint64_t pages)
+{
+	uint64_t rate_bps;
+
+	if (pages)
+		c->wire_bytes_per_page = (double)bytes / (double)pages;
+	if (!ns || bytes < 65536)
+		return;
+	rate_bps = (uint64_t)((__uint128_t)bytes * 1000000000ull / ns);
+	if (!c->rate_bps)
+		c->rate_bps = rate_bps;
+	else if (ns < GW_CONVERGE_MIN_ROUND_NS)
+		c->rate_bps = (c->rate_bps * 7 + rate_bps) / 8;
+	else
+		c->rate_bps = (c->rate_bps + rate_bps) / 2;
+}
+
+uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages)
+{
+	double bytes = (double)dirty_pages * c->wire_bytes_per_page;
+
+	if (!dirty_pages)
+		return c->fixed_cost_ns;
+	if (!c->rate_bps)
+		return UINT64_MAX;
+	return (uint64_t)(bytes * 1e9 / (double)c->rate_bps) + c->fixed_cost_ns;
+}
+
+bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_t limit_us)
+{
+	uint64_t exp_ns = gw_converge_expected_ns(c, dirty_pages);
+
+	return exp_ns != UINT64_MAX && exp_ns <= limit_us * 1000ull;
+}

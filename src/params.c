@@ -1,1 +1,107 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* The one table of parameters: names, bounds, defaults, live or setup-only. */
+#include <errno.h>
+#include <string.h>
+#include "session_int.h"
+
+static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
+	[GW_PARAM_DOWNTIME_LIMIT_US] = { "downtime-limit-us", 1000, 600000000, 300000, true,
+		"switch over when the expected downtime fits this limit (us)" },
+	[GW_PARAM_MAX_BANDWIDTH_BPS] = { "max-bandwidth-bps", 0, INT64_MAX, 0, true,
+		"cap on wire bytes per second over all channels, 0 = none" },
+	[GW_PARAM_CHANNELS] = { "channels", 1, GW_MAX_CHANNELS, 1, false,
+		"data connections beside the control connection" },
+	[GW_PARAM_COMPRESS] = { "compress", 0, GW_CODEC__COUNT - 1, GW_CODEC_NONE, false,
+		"page compression: 0 none, 1 zstd, 2 lz4, 3 zlib, 4 isal, 5 auto" },
+	[GW_PARAM_COMPRESS_LEVEL] = { "compress-level", -5, 19, 0, false,
+		"codec level, 0 = the codec's default" },
+	[GW_PARAM_XBZRLE_CACHE_BYTES] = { "xbzrle-cache-bytes", 0, 64ll << 30, 0, false,
+		"XBZRLE cache size over all channels, 0 = off" },
+	[GW_PARAM_LOCAL] = { "local", 0, 1, 0, false,
+		"pass RAM file descriptors instead of copying pages (unix: only)" },
+	[GW_PARAM_VERIFY] = { "verify", 0, 1, 1, false,
+		"destination checks the whole-RAM digest before it answers ready" },
+	[GW_PARAM_IO_TIMEOUT_MS] = { "io-timeout-ms", 100, 3600000, 10000, false,
+		"a peer silent this long counts as dead" },
+	[GW_PARAM_CONVERGE_TIMEOUT_MS] = { "converge-timeout-ms", 0, INT64_MAX, 0, true,
+		"precopy time after which converge-policy applies, 0 = never" },
+	[GW_PARAM_CONVERGE_POLICY] = { "converge-policy", 0, 2, GW_CONVERGE_KEEP_GOING, true,
+		"at the converge timeout: 0 keep going, 1 cancel, 2 force switchover" },
+	[GW_PARAM_BATCH_PAGES] = { "batch-pages", 16, GW_WIRE_MAX_BATCH_PAGES, 128, false,
+		"pages per batch; also the region size that maps pages to channels" },
+	[GW_PARAM_DIRTY_BACKEND] = { "dirty-backend", 0, 3, GW_DIRTY_AUTO, false,
+		"0 auto, 1 uffd-wp, 2 kvm-log, 3 kvm-ring" },
+	[GW_PARAM_FAULT_POINT] = { "fault-point", 0, GW_FAULT__COUNT - 1, GW_FAULT_NONE, false,
+		"testing: where to inject a fault (enum gw_fault_point)" },
+	[GW_PARAM_FAULT_ARG] = { "fault-arg", 0, INT64_MAX, 0, false,
+		"testing: argument of the fault point" },
+};
+
+const struct gw_param_info *gw_param_info(enum gw_param p)
+{
+	if ((unsigned)p >= GW_PARAM__COUNT)
+		return NULL;
+	return &param_table[p];
+}
+
+int gw_param_by_name(const char *name, enum gw_param *p)
+{
+	for (unsigned i = 0; name && i < GW_PARAM__COUNT; i++) {
+		if (!strcmp(param_table[i].name, name)) {
+			*p = (enum gw_param)i;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+void gw_params_defaults(int64_t *values)
+{
+	for (unsigned i = 0; i < GW_PARAM__COUNT; i++)
+		values[i] = param_table[i].def;
+}
+
+int gw_session_set(struct gw_session *s, enum gw_param p, int64_t value)
+{
+	const struct gw_param_info *info = gw_param_info(p);
+	int ret = 0;
+
+	if (!s || !info || value < info->min || value > info->max)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (s->running && !info->live)
+		ret = -EBUSY;
+	else
+		__atomic_store_n(&s->params[p], value, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&s->lock);
+	if (!ret && s->running)
+		gw_log(GW_LOG_INFO, "param", "param_set", "name=%s value=%lld",
+		       info->name, (long long)value);
+	return ret;
+}
+
+int gw_session_get(const struct gw_session *s, enum gw_param p, int64_t *value)
+{
+	if (!s || (unsigned)p >= GW_PARAM__COUNT || !value)
+		return -EINVAL;
+	*value = __atomic_load_n(&s->params[p], __ATOMIC_RELAXED);
+	return 0;
+}
+
+static const char *const codec_names[GW_CODEC__COUNT] = {
+	[GW_CODEC_NONE] = "none", [GW_CODEC_ZSTD] = "zstd", [GW_CODEC_LZ4] = "lz4",
+	[GW_CODEC_ZLIB] = "zlib", [GW_CODEC_ISAL] = "isal", [GW_CODEC_AUTO] = "auto",
+};
+
+const char *gw_codec_name(enum gw_codec_id id)
+{
+	return (unsigned)id < GW_CODEC__COUNT ? codec_names[id] : NULL;
+}
+
+int gw_codec_by_name(const char *name)
+{
+	for (unsigned i = 0; name && i < GW_CODEC__COUNT; i++)
+		if (!strcmp(codec_names[i], name))
+			return (int)i;
+	return -ENOENT;
+}

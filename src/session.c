@@ -1,1 +1,323 @@
-/* placeholder: being written */
+/* SPDX-License-Identifier: MIT */
+/* Session lifecycle, the sticky error, status and statistics snapshots. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "channel.h"
+#include "session_int.h"
+
+struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
+				  const struct gw_vm_ops *ops, void *opaque)
+{
+	struct gw_session *s;
+
+	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops ||
+	    !ops->pause || !ops->resume || vm->nr_blocks > GW_MAX_RAM_BLOCKS ||
+	    (role == GW_ROLE_SOURCE && vm->nr_blocks == 0) ||
+	    (role == GW_ROLE_DEST && !ops->load_state)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	for (unsigned i = 0; i < vm->nr_blocks; i++) {
+		const struct gw_ram_block *b = &vm->blocks[i];
+
+		if (!b->host || b->page_size_bytes != 4096 || !b->size_bytes ||
+		    b->size_bytes % b->page_size_bytes) {
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->role = role;
+	s->ops = ops;
+	s->opaque = opaque;
+	s->vm = *vm;
+	snprintf(s->side, sizeof(s->side), "%s", role == GW_ROLE_SOURCE ? "src" : "dst");
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->rl_lock, NULL);
+	gw_params_defaults(s->params);
+	s->listen_fd = -1;
+	gw_conn_init(&s->ctl, -1);
+	for (unsigned i = 0; i < GW_MAX_RAM_BLOCKS; i++)
+		s->local_fds[i] = -1;
+	s->thread_joined = true;
+	return s;
+}
+
+static void join_thread(struct gw_session *s)
+{
+	bool join = false;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->thread_joined) {
+		s->thread_joined = true;
+		join = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (join)
+		pthread_join(s->thread, NULL);
+}
+
+void gw_session_free(struct gw_session *s)
+{
+	if (!s)
+		return;
+	gw_session_cancel(s);
+	join_thread(s);
+	if (s->listen_fd >= 0) {
+		close(s->listen_fd);
+		if (s->url.ops)
+			s->url.ops->unlisten(s->url.addr);
+	}
+	gw_conn_close(&s->ctl);
+	for (unsigned i = 0; i < GW_MAX_RAM_BLOCKS; i++)
+		if (s->local_fds[i] >= 0)
+			close(s->local_fds[i]);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+void gw_session_shutdown_conns(struct gw_session *s)
+{
+	gw_conn_shutdown(&s->ctl);
+	if (s->listen_fd >= 0)
+		shutdown(s->listen_fd, SHUT_RDWR);
+	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
+		struct gw_channel *ch = &s->chans[i];
+
+		gw_conn_shutdown(&ch->conn);
+		pthread_mutex_lock(&ch->qlock);
+		pthread_cond_broadcast(&ch->qcond);
+		pthread_mutex_unlock(&ch->qlock);
+	}
+}
+
+int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
+	    const char *fmt, ...)
+{
+	char msg[256];
+	bool first = false;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (code >= 0)
+		code = -EIO;
+	pthread_mutex_lock(&s->lock);
+	if (!s->err.code) {
+		first = true;
+		s->err.code = code;
+		s->err.from_peer = from_peer;
+		snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
+		snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!first) {
+		gw_debug("mig", "error_dropped", "phase=%s reason=\"%s\"", phase, msg);
+		return code;
+	}
+	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
+	       phase, code, msg, from_peer ? " from=peer" : "");
+	/* Tell the peer why, then wake everything blocked on a socket. */
+	if (!from_peer && s->ctl.fd >= 0)
+		gw_conn_send_error(&s->ctl, code, msg);
+	gw_session_shutdown_conns(s);
+	return code;
+}
+
+int gw_failed(struct gw_session *s)
+{
+	return __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
+}
+
+int gw_fail_from_peer_frame(struct gw_session *s, const char *phase, const void *buf, size_t len)
+{
+	struct gw_msg_error m;
+
+	if (gw_msg_error_decode(buf, len, &m))
+		return gw_fail(s, phase, -EPROTO, false, "malformed ERROR frame from the peer");
+	return gw_fail(s, phase, gw_wire_err_to_errno(m.code), true, "peer: %s", m.reason);
+}
+
+void gw_set_status(struct gw_session *s, enum gw_status st)
+{
+	pthread_mutex_lock(&s->lock);
+	s->status = st;
+	s->stats.status = st;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool gw_fault_armed(struct gw_session *s, enum gw_fault_point point)
+{
+	return gw_param(s, GW_PARAM_FAULT_POINT) == (int64_t)point;
+}
+
+void gw_fault_maybe_die(struct gw_session *s, enum gw_fault_point point, uint64_t arg)
+{
+	if (!gw_fault_armed(s, point))
+		return;
+	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=%d arg=%llu action=die",
+	       (int)point, (unsigned long long)arg);
+	_exit(GW_FAULT_EXIT_CODE);	/* testing only: behave like kill -9 */
+}
+
+int gw_session_cancel(struct gw_session *s)
+{
+	if (!s)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (!s->running || s->go_sent) {
+		pthread_mutex_unlock(&s->lock);
+		return -EALREADY;
+	}
+	pthread_mutex_unlock(&s->lock);
+	__atomic_store_n(&s->cancelled, true, __ATOMIC_RELEASE);
+	gw_fail(s, "cancel", -ECANCELED, false, "migration cancelled by request");
+	return 0;
+}
+
+int gw_session_wait(struct gw_session *s)
+{
+	int ret;
+
+	join_thread(s);
+	pthread_mutex_lock(&s->lock);
+	ret = s->status == GW_STATUS_COMPLETED ? 0 : (s->err.code ? s->err.code : -EIO);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+void gw_session_stats(struct gw_session *s, struct gw_stats *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->stats;
+	out->status = s->status;
+	out->error_code = s->err.code;
+	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
+	snprintf(out->error_phase, sizeof(out->error_phase), "%s", s->err.phase);
+	pthread_mutex_unlock(&s->lock);
+	/* Live counters (atomics) between publications. */
+	if (out->status != GW_STATUS_COMPLETED && out->status != GW_STATUS_FAILED &&
+	    out->status != GW_STATUS_CANCELLED) {
+		out->normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
+		out->duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
+		out->xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
+		out->normal_bytes = out->normal_pages * 4096;
+		if (s->t_start_ns && !out->total_time_ns)
+			out->total_time_ns = gw_now_ns() - s->t_start_ns;
+	}
+}
+
+const char *gw_incoming_url(const struct gw_session *s)
+{
+	return s ? s->bound_url : "";
+}
+
+static int start_thread(struct gw_session *s, void *(*fn)(void *))
+{
+	int ret;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->running || !s->thread_joined) {
+		pthread_mutex_unlock(&s->lock);
+		return -EBUSY;
+	}
+	memset(&s->err, 0, sizeof(s->err));
+	memset(&s->stats, 0, sizeof(s->stats));
+	s->status = GW_STATUS_SETUP;
+	s->go_sent = false;
+	s->running = true;
+	s->thread_joined = false;
+	ret = -pthread_create(&s->thread, NULL, fn, s);
+	if (ret) {
+		s->running = false;
+		s->thread_joined = true;
+		s->status = GW_STATUS_NONE;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int gw_migrate_start(struct gw_session *s, const char *url)
+{
+	char why[200];
+	int ret;
+
+	if (!s || s->role != GW_ROLE_SOURCE || !url)
+		return -EINVAL;
+	ret = gw_url_parse(url, &s->url, why, sizeof(why));
+	if (ret) {
+		gw_log(GW_LOG_ERROR, "mig", "bad_url", "reason=\"%s\"", why);
+		return ret;
+	}
+	if (gw_param(s, GW_PARAM_LOCAL) && !s->url.ops->can_pass_fds) {
+		gw_log(GW_LOG_ERROR, "mig", "bad_request",
+		       "reason=\"local migration passes memory fds: it needs unix:, not %s:\"",
+		       s->url.ops->scheme);
+		return -EINVAL;
+	}
+	if (gw_param(s, GW_PARAM_LOCAL)) {
+		for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+			if (s->vm.blocks[i].fd < 0) {
+				gw_log(GW_LOG_ERROR, "mig", "bad_request",
+				       "reason=\"local migration needs fd-backed RAM; block %s is anonymous\"",
+				       s->vm.blocks[i].name);
+				return -EINVAL;
+			}
+	}
+	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
+	return start_thread(s, gw_source_main);
+}
+
+int gw_incoming_start(struct gw_session *s, const char *url)
+{
+	char why[200];
+	int fd, ret;
+
+	if (!s || s->role != GW_ROLE_DEST || !url)
+		return -EINVAL;
+	ret = gw_url_parse(url, &s->url, why, sizeof(why));
+	if (ret) {
+		gw_log(GW_LOG_ERROR, "mig", "bad_url", "reason=\"%s\"", why);
+		return ret;
+	}
+	if (s->listen_fd >= 0)
+		return -EBUSY;
+	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
+	if (fd < 0) {
+		gw_log(GW_LOG_ERROR, "mig", "listen_failed", "url=%s err=\"%s\"", url, strerror(-fd));
+		return fd;
+	}
+	s->listen_fd = fd;
+	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
+	gw_log(GW_LOG_INFO, "mig", "incoming_listen", "url=%s", s->bound_url);
+	ret = start_thread(s, gw_dest_main);
+	if (ret) {
+		close(fd);
+		s->listen_fd = -1;
+	}
+	return ret;
+}
+
+/* CPU time of this process, for the statistics. */
+void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
+void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	*user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)ru.ru_utime.tv_usec * 1000;
+	*sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)ru.ru_stime.tv_usec * 1000;
+}

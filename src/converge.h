@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Convergence model. Expected downtime = bytes still to send / transfer
+ * rate + a fixed cost (state save, send, load, handover round trips).
+ * Bytes still to send are dirty pages times the wire bytes a page cost in
+ * the last round (zero pages and compression make it less than a page).
+ */
+#ifndef GW_CONVERGE_H
+#define GW_CONVERGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gw_converge {
+	uint64_t rate_bps;		/* smoothed transfer rate, bytes/s; 0 = unknown */
+	double wire_bytes_per_page;	/* last round; page size until measured */
+	uint64_t fixed_cost_ns;		/* state + handover estimate */
+};
+
+void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes);
+/* Fold in one round: @bytes sent in @ns for @pages pages. */
+void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint64_t pages);
+/* Expected downtime in ns for @dirty_pages still to send; UINT64_MAX if unknown rate. */
+uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages);
+/* True when the expected downtime fits @limit_us. */
+bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_t limit_us);
+
+#endif

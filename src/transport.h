@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Transports: one file each (transport_*.c), one exported const ops each,
+ * listed in gw_transports[] (transport.c). A transport only makes stream
+ * sockets; framing is io.c's.
+ */
+#ifndef GW_TRANSPORT_H
+#define GW_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GW_URL_MAX 256
+
+struct gw_transport_ops {
+	const char *scheme;		/* "tcp", "unix" */
+	bool can_pass_fds;		/* SCM_RIGHTS: local migration possible */
+	/*
+	 * Listen on @addr; returns the listening fd or -errno. @bound gets
+	 * the full URL actually bound (port 0 resolved).
+	 */
+	int (*listen)(const char *addr, char *bound, size_t bound_len);
+	/* Connect within @timeout_ms; returns a connected fd or -errno. */
+	int (*connect)(const char *addr, uint64_t timeout_ms);
+	/* Remove what listen created (the socket file), after close. */
+	void (*unlisten)(const char *addr);
+};
+
+extern const struct gw_transport_ops *const gw_transports[];
+
+struct gw_url {
+	const struct gw_transport_ops *ops;
+	char addr[GW_URL_MAX];		/* what follows "scheme:" */
+};
+/* 0, or -EINVAL with a reason in @why. */
+int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len);
+
+/* Accept with a deadline: fd or -ETIMEDOUT / -errno. */
+int gw_accept_timeout(int listen_fd, uint64_t timeout_ms);
+
+#endif
