@@ -6,6 +6,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include "state.h"
 #include "wire.h"
