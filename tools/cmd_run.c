@@ -413,6 +413,8 @@ static void api_handler(void *opaque, const struct api_request *req, FILE *out)
 {
 	struct run_state *rs = opaque;
 
+	/* The API thread logs as the side this process plays. */
+	gw_log_set_side(rs->dest ? "dst" : "src");
 	if (!strcmp(req->cmd, "status")) {
 		handle_status(rs, out);
 	} else if (!strcmp(req->cmd, "migrate")) {

@@ -14,10 +14,18 @@
 
 /* Members printed by name (or deliberately not at all). */
 static const char *const known_top[] = {
-	"ok", "status", "error", "error-phase", "error-code", "total-time", "setup-time",
-	"downtime", "expected-downtime", "ram", "role", "vm-status", "workload",
-	"guest-progress-count", "verify-check", "incoming-url", "verified",
-	"guest-progress", "source-vm-status", "destination-vm-status", NULL,
+	"ok", "status", "error-desc", "error-phase", "error-code", "total-time", "setup-time",
+	"downtime", "expected-downtime", "ram", "downtime-breakdown", "rounds", "round-table",
+	"channel-bytes", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend", "compress",
+	"role", "vm-status", "workload", "guest-progress-count", "verify-check", "incoming-url",
+	"verified", "guest-progress", "source-vm-status", "destination-vm-status",
+	"destination-verify-check", "guest-progress-samples", NULL,
+};
+static const char *const known_ram[] = {
+	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
+	"dirty-sync-count", "mbps", "pages-per-second", "dirty-pages-rate", "skipped",
+	"xbzrle-pages", "payload-raw-bytes", "payload-wire-bytes", "compression-ratio",
+	"rate-bps", NULL,
 };
 
 static bool in_list(const char *const *list, const char *s)
@@ -41,23 +49,6 @@ static void print_scalar(FILE *out, const struct json *v)
 		fputs(v->str, out);
 	else
 		json_write(out, v);
-}
-
-static void print_bytes(FILE *out, const char *label, const struct json *v)
-{
-	char b[32];
-
-	if (!v || v->type != JSON_NUMBER)
-		return;
-	fprintf(out, "%-19s%s\n", label, cli_fmt_bytes((uint64_t)(v->number < 0 ? 0 : v->number),
-						       b, sizeof(b)));
-}
-
-static void print_ms(FILE *out, const char *label, const struct json *v)
-{
-	if (!v || v->type != JSON_NUMBER)
-		return;
-	fprintf(out, "%-19s%.3f ms\n", label, v->number);
 }
 
 /* An array of objects as a table, columns from the first element. */
@@ -124,55 +115,107 @@ static const char *yes_no(int v)
 	return v < 0 ? "n/a" : v ? "yes" : "no";
 }
 
+static double num(const struct json *o, const char *key)
+{
+	return json_num(json_get(o, key), 0);
+}
+
+static void print_breakdown(FILE *out, const struct json *b)
+{
+	const struct json *m;
+	bool first = true;
+
+	if (!b || b->type != JSON_OBJECT)
+		return;
+	fprintf(out, "%-19s", "  breakdown:");
+	for (m = b->child; m; m = m->next) {
+		if (!strcmp(m->key, "verify-excluded") || m->type != JSON_NUMBER)
+			continue;
+		fprintf(out, "%s%s %.3f", first ? "" : ", ", m->key, m->number);
+		first = false;
+	}
+	fputs(" ms", out);
+	if (json_get(b, "verify-excluded"))
+		fprintf(out, " (digest check %.3f ms, not counted)", num(b, "verify-excluded"));
+	fputc('\n', out);
+}
+
+static void print_rounds(FILE *out, const struct json *table)
+{
+	const struct json *r;
+	char b[32];
+
+	if (!table || table->type != JSON_ARRAY || !table->child)
+		return;
+	fprintf(out, "  %5s %12s %12s %12s %11s %16s\n", "round", "duration-ms", "dirty-pages",
+		"sent", "rate-MiB/s", "exp-downtime-ms");
+	for (r = table->child; r; r = r->next)
+		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %16.3f\n", num(r, "round"),
+			num(r, "duration"), num(r, "dirty-pages"),
+			cli_fmt_bytes((uint64_t)num(r, "sent-bytes"), b, sizeof(b)),
+			num(r, "rate-bps") / 1048576.0, num(r, "expected-downtime"));
+}
+
 void report_print(FILE *out, const struct json *st, const struct report_extra *x)
 {
 	const struct json *ram = json_get(st, "ram"), *m, *v;
-	const char *err = json_str(json_get(st, "error"), "");
+	const char *err = json_str(json_get(st, "error-desc"), "");
+	const char *phase = json_str(json_get(st, "error-phase"), "");
 	int verified = x && x->verified >= 0 ? x->verified :
 		       json_get(st, "verified") ? json_bool(json_get(st, "verified"), false) : -1;
+	char b1[32], b2[32], b3[32];
 
 	fprintf(out, "%-19s%s\n", "status:", json_str(json_get(st, "status"), "?"));
 	if (err[0])
-		fprintf(out, "%-19s%s%s%s\n", "error:", err,
-			json_str(json_get(st, "error-phase"), "")[0] ? " in phase " : "",
-			json_str(json_get(st, "error-phase"), ""));
-	print_ms(out, "total time:", json_get(st, "total-time"));
-	print_ms(out, "downtime:", json_get(st, "downtime"));
-	print_ms(out, "expected downtime:", json_get(st, "expected-downtime"));
-	print_ms(out, "setup time:", json_get(st, "setup-time"));
+		fprintf(out, "%-19s%s%s%s%s\n", "error:", err, phase[0] ? " (phase " : "",
+			phase, phase[0] ? ")" : "");
+	if ((v = json_get(st, "total-time")))
+		fprintf(out, "%-19s%.3f ms (setup %.3f ms)\n", "total time:", json_num(v, 0),
+			num(st, "setup-time"));
+	if ((v = json_get(st, "downtime")))
+		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", json_num(v, 0),
+			num(st, "expected-downtime"));
+	print_breakdown(out, json_get(st, "downtime-breakdown"));
 	if (ram) {
-		print_bytes(out, "ram total:", json_get(ram, "total"));
-		print_bytes(out, "transferred:", json_get(ram, "transferred"));
-		print_bytes(out, "remaining:", json_get(ram, "remaining"));
-		if ((v = json_get(ram, "mbps")))
-			fprintf(out, "%-19s%.1f Mbit/s (%.1f MiB/s)\n", "throughput:", json_num(v, 0),
-				json_num(v, 0) * 1e6 / 8 / 1048576.0);
-		if ((v = json_get(ram, "pages-per-second")))
-			fprintf(out, "%-19s%.0f\n", "pages/s:", json_num(v, 0));
-		fprintf(out, "%-19snormal %.0f, zero %.0f", "pages:",
-			json_num(json_get(ram, "normal"), 0), json_num(json_get(ram, "duplicate"), 0));
+		fprintf(out, "%-19s%s of %s RAM (remaining %s)\n", "transferred:",
+			cli_fmt_bytes((uint64_t)num(ram, "transferred"), b1, sizeof(b1)),
+			cli_fmt_bytes((uint64_t)num(ram, "total"), b2, sizeof(b2)),
+			cli_fmt_bytes((uint64_t)num(ram, "remaining"), b3, sizeof(b3)));
+		fprintf(out, "%-19s%.1f Mbit/s (%.1f MiB/s), %.0f pages/s\n", "throughput:",
+			num(ram, "mbps"), num(ram, "mbps") * 1e6 / 8 / 1048576.0,
+			num(ram, "pages-per-second"));
+		fprintf(out, "%-19snormal %.0f, zero %.0f, skipped %.0f, xbzrle %.0f\n", "pages:",
+			num(ram, "normal"), num(ram, "duplicate"), num(ram, "skipped"),
+			num(ram, "xbzrle-pages"));
+		fprintf(out, "%-19s%s, ratio %.3f (page payload %s -> %s)\n", "compression:",
+			json_str(json_get(st, "compress"), "none"), json_num(json_get(ram, "compression-ratio"), 1),
+			cli_fmt_bytes((uint64_t)num(ram, "payload-raw-bytes"), b1, sizeof(b1)),
+			cli_fmt_bytes((uint64_t)num(ram, "payload-wire-bytes"), b2, sizeof(b2)));
+		fprintf(out, "%-19s%s, %.0f syncs, %.0f pages/s dirtied at the last\n", "dirty tracking:",
+			json_str(json_get(st, "dirty-backend"), "?"), num(ram, "dirty-sync-count"),
+			num(ram, "dirty-pages-rate"));
 		for (m = ram->child; m; m = m->next) {
-			/* Our own page counters next to QEMU's (skipped, xbzrle, ...). */
-			if (m->type == JSON_NUMBER && strstr(m->key, "pages") &&
-			    strcmp(m->key, "pages-per-second") && strcmp(m->key, "dirty-pages-rate"))
-				fprintf(out, ", %s %s", m->key, m->str);
-		}
-		fputc('\n', out);
-		if ((v = json_get(ram, "dirty-sync-count")))
-			fprintf(out, "%-19s%.0f\n", "dirty syncs:", json_num(v, 0));
-		for (m = ram->child; m; m = m->next) {
-			static const char *const shown[] = {
-				"total", "transferred", "remaining", "mbps", "pages-per-second",
-				"normal", "duplicate", "dirty-sync-count", NULL,
-			};
-
-			if (in_list(shown, m->key) || (m->type == JSON_NUMBER && strstr(m->key, "pages") &&
-						       strcmp(m->key, "dirty-pages-rate")))
+			if (in_list(known_ram, m->key))
 				continue;
 			fputs("  ram.", out);
 			print_generic(out, m);
 		}
 	}
+	if ((v = json_get(st, "rounds")))
+		fprintf(out, "%-19s%.0f precopy (+ the final one, paused)\n", "rounds:", json_num(v, 0));
+	print_rounds(out, json_get(st, "round-table"));
+	if ((v = json_get(st, "channel-bytes")) && v->type == JSON_ARRAY && v->child) {
+		unsigned i = 0;
+
+		fprintf(out, "%-19s", "channels:");
+		for (m = v->child; m; m = m->next, i++)
+			fprintf(out, "%s#%u %s", i ? ", " : "", i,
+				cli_fmt_bytes((uint64_t)json_num(m, 0), b1, sizeof(b1)));
+		fputc('\n', out);
+	}
+	if (json_get(st, "cpu-user-seconds"))
+		fprintf(out, "%-19suser %.3f s, system %.3f s\n", "cpu (source):",
+			num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
 	for (m = st->child; m; m = m->next)
 		if (!in_list(known_top, m->key))
 			print_generic(out, m);

@@ -81,7 +81,7 @@ static void test_rates(void)
 		   (unsigned long long)v);
 	TEST_CHECK(!cli_parse_rate("0", &v) && v == 0, "0 -> %llu", (unsigned long long)v);
 	TEST_CHECK(cli_parse_rate("1G/h", &v) == -EINVAL, "1G/h accepted");
-	TEST_CHECK(cli_parse_rate("20000T", &v) == -ERANGE, "20000T accepted");
+	TEST_CHECK(cli_parse_rate("20000000T", &v) == -ERANGE, "20000000T accepted");
 }
 
 static void test_durations(void)
