@@ -194,5 +194,6 @@ int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_quit(int argc, char **argv);
 
 #endif

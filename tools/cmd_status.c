@@ -143,3 +143,29 @@ int cmd_check(int argc, char **argv)
 	json_free(r);
 	return ret;
 }
+
+static void quit_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: godwit quit --api PATH\n"
+		"Stop a running godwit (as SIGTERM would: a running migration is cancelled).\n");
+}
+
+int cmd_quit(int argc, char **argv)
+{
+	struct json *r;
+	const char *api;
+	char err[512];
+	bool json;
+	int ret;
+
+	ret = parse_api_json(argc, argv, "quit", &api, &json, quit_usage);
+	if (ret)
+		return ret < 0 ? CLI_EXIT_OK : ret;
+	if (cli_api(api, "quit", &r, err, sizeof(err))) {
+		cli_error("quit: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	json_free(r);
+	return CLI_EXIT_OK;
+}

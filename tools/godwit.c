@@ -8,6 +8,7 @@
  *   godwit status   migration statistics and the VM's state
  *   godwit check    run the workload's verification now
  *   godwit demo     both ends on this host, one migration, one report
+ *   godwit quit     stop a running VM process
  *
  * Exit codes: 0 success, 1 failure, 2 bad command line.
  */
@@ -26,6 +27,7 @@ static void usage(FILE *out)
 		"  status    migration statistics and VM state of a running VM\n"
 		"  check     verify the guest workload's memory now\n"
 		"  demo      run both ends on this host and migrate once\n"
+		"  quit      stop a running VM process (--api PATH)\n"
 		"  params    list the migration parameters\n"
 		"  version   print the version\n"
 		"\n"
@@ -44,6 +46,7 @@ int main(int argc, char **argv)
 		{ "status", cmd_status },
 		{ "check", cmd_check },
 		{ "demo", cmd_demo },
+		{ "quit", cmd_quit },
 	};
 	const char *cmd;
 	size_t i;

@@ -161,8 +161,10 @@ void report_print(FILE *out, const struct json *st, const struct report_extra *x
 	const struct json *ram = json_get(st, "ram"), *m, *v;
 	const char *err = json_str(json_get(st, "error-desc"), "");
 	const char *phase = json_str(json_get(st, "error-phase"), "");
+	bool completed = cli_status_is(st, GW_STATUS_COMPLETED);
 	int verified = x && x->verified >= 0 ? x->verified :
-		       json_get(st, "verified") ? json_bool(json_get(st, "verified"), false) : -1;
+		       completed && json_get(st, "verified") ?
+		       json_bool(json_get(st, "verified"), false) : -1;
 	char b1[32], b2[32], b3[32];
 
 	fprintf(out, "%-19s%s\n", "status:", json_str(json_get(st, "status"), "?"));
@@ -172,10 +174,11 @@ void report_print(FILE *out, const struct json *st, const struct report_extra *x
 	if ((v = json_get(st, "total-time")))
 		fprintf(out, "%-19s%.3f ms (setup %.3f ms)\n", "total time:", json_num(v, 0),
 			num(st, "setup-time"));
-	if ((v = json_get(st, "downtime")))
+	if ((v = json_get(st, "downtime")) && completed)
 		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", json_num(v, 0),
 			num(st, "expected-downtime"));
-	print_breakdown(out, json_get(st, "downtime-breakdown"));
+	if (completed)
+		print_breakdown(out, json_get(st, "downtime-breakdown"));
 	if (ram) {
 		fprintf(out, "%-19s%s of %s RAM (remaining %s)\n", "transferred:",
 			cli_fmt_bytes((uint64_t)num(ram, "transferred"), b1, sizeof(b1)),
