@@ -409,8 +409,6 @@ static int precopy(struct gw_session *s, struct src_ctx *c)
 		uint64_t ns, bytes, pages, timeout_ms;
 		int64_t policy;
 
-		if (s->round > 0)
-			gw_fault_maybe_die(s, GW_FAULT_NONE, 0);
 		gw_log(GW_LOG_INFO, "mig", "round_start", "round=%u dirty_pages=%llu",
 		       s->round, (unsigned long long)c->dirty_pages);
 		ret = send_round(s, c->dirty_pages);
@@ -640,6 +638,13 @@ static int handover(struct gw_session *s, struct src_ctx *c)
 	size_t len;
 	int ret;
 
+	if (gw_fault_armed(s, GW_FAULT_SRC_DELAY_GO)) {
+		uint64_t ms = (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG);
+		struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+		gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=delay_go ms=%llu", (unsigned long long)ms);
+		nanosleep(&ts, NULL);
+	}
 	pthread_mutex_lock(&s->lock);
 	if (s->err.code) {
 		ret = s->err.code;

@@ -86,6 +86,7 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)st->channel_bytes[i]);
 	fprintf(out, "],\"cpu-user-seconds\":%.3f,\"cpu-system-seconds\":%.3f",
 		(double)st->cpu_user_ns / 1e9, (double)st->cpu_sys_ns / 1e9);
+	fprintf(out, ",\"verified\":%s", st->verified ? "true" : "false");
 	fprintf(out, ",\"dirty-backend\":");
 	json_str(out, st->dirty_backend);
 	fprintf(out, ",\"compress\":");

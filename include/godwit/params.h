@@ -72,6 +72,7 @@ enum gw_fault_point {
 	GW_FAULT_DST_REJECT = 7,	/* dst: refuse the state with a reason */
 	GW_FAULT_DST_STALL = 8,		/* dst: stop reading after round ARG starts */
 	GW_FAULT_SRC_CORRUPT = 9,	/* src: flip a bit in the ARG-th page batch */
+	GW_FAULT_SRC_DELAY_GO = 10,	/* src: wait ARG ms between READY and GO */
 	GW_FAULT__COUNT
 };
 #define GW_FAULT_EXIT_CODE 86
