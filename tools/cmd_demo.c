@@ -287,7 +287,8 @@ static void demo_usage(FILE *out)
 		"  --downtime-limit MS --max-bandwidth RATE --converge-timeout MS\n"
 		"  --on-timeout cancel|force --local --no-verify --set PARAM=VALUE\n"
 		"Demo options:\n"
-		"  --to URL          where the destination listens (default tcp:127.0.0.1:0)\n"
+		"  --to URL          where the destination listens (default tcp:127.0.0.1:0,\n"
+		"                    with --local a unix: socket in a private directory)\n"
 		"  --dst-set P=V     parameter for the destination's session (repeatable)\n"
 		"  --json            print one JSON object: the statistics plus verified,\n"
 		"                    guest-progress, source-vm-status, destination-vm-status\n"
@@ -319,9 +320,9 @@ int cmd_demo(int argc, char **argv)
 	struct run_opts ro;
 	struct migrate_opts mo;
 	struct sigaction act;
-	const char *keep_logs = NULL, *listen_url = "tcp:127.0.0.1:0";
+	const char *keep_logs = NULL, *listen_url = NULL;
 	char tmpdir[PATH_MAX], url[512], err[512], src_vs[64] = "gone", dst_vs[64] = "gone";
-	char dst_check[300] = "n/a", detail[400] = "";
+	char dst_check[300] = "n/a", detail[400] = "", local_url[PATH_MAX + 16];
 	struct json *final = NULL, *st = NULL, *r = NULL;
 	int dst_out[2] = { -1, -1 }, src_log = STDERR_FILENO, dst_log = STDERR_FILENO;
 	int c, i, ret = CLI_EXIT_FAIL, verified = 0, progress = -1;
@@ -376,7 +377,7 @@ int cmd_demo(int argc, char **argv)
 		cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (strpbrk(listen_url, " \t\n")) {
+	if (listen_url && strpbrk(listen_url, " \t\n")) {
 		cli_usage_error("demo", "--to: bad URL '%s'", listen_url);
 		return CLI_EXIT_USAGE;
 	}
@@ -403,6 +404,17 @@ int cmd_demo(int argc, char **argv)
 	have_tmp = true;
 	if (snprintf(src.api, sizeof(src.api), "%s/src.sock", tmpdir) >= (int)sizeof(src.api) ||
 	    snprintf(dst.api, sizeof(dst.api), "%s/dst.sock", tmpdir) >= (int)sizeof(dst.api)) {
+		cli_error("demo: TMPDIR path too long");
+		goto out;
+	}
+	/* --local passes RAM fds, which only a unix: socket can carry. */
+	for (i = 0; !listen_url && i < (int)mo.params.nr; i++)
+		if (mo.params.v[i].p == GW_PARAM_LOCAL && mo.params.v[i].value)
+			listen_url = local_url;
+	if (!listen_url)
+		listen_url = "tcp:127.0.0.1:0";
+	else if (listen_url == local_url &&
+		 snprintf(local_url, sizeof(local_url), "unix:%s/mig.sock", tmpdir) >= (int)sizeof(local_url)) {
 		cli_error("demo: TMPDIR path too long");
 		goto out;
 	}
@@ -564,7 +576,7 @@ int cmd_demo(int argc, char **argv)
 		struct report_extra x;
 
 		report_extra_init(&x);
-		x.verified = completed ? verified : 0;
+		x.verified = completed ? verified : -1;
 		x.verify_detail = detail[0] ? detail : NULL;
 		x.guest_progress = progress;
 		x.source_vm_status = src_vs;
@@ -591,6 +603,8 @@ out:
 	if (have_tmp) {
 		unlink(src.api);
 		unlink(dst.api);
+		if (listen_url == local_url)
+			unlink(local_url + 5);
 		rmdir(tmpdir);
 	}
 	argv_free(&sa);

@@ -255,6 +255,24 @@ static void handle_migrate(struct run_state *rs, const struct api_request *req, 
 		api_reply_error(out, "a migration is already running");
 		goto out;
 	}
+	if (rs->sess && rs->sess_role == GW_ROLE_SOURCE) {
+		struct gw_stats *st = calloc(1, sizeof(*st));
+		bool unknown;
+
+		if (!st) {
+			api_reply_error(out, "out of memory");
+			goto out;
+		}
+		gw_session_stats(rs->sess, st);
+		unknown = st->status == GW_STATUS_UNKNOWN;
+		free(st);
+		/* The destination may run this VM now: two copies must never run. */
+		if (unknown) {
+			api_reply_error(out, "the last migration's outcome is unknown (go sent, no answer): "
+					"ask the destination; this VM stays paused and cannot migrate");
+			goto out;
+		}
+	}
 	vs = soft_vm_state(rs->vm);
 	if (vs != SOFT_VM_RUNNING && vs != SOFT_VM_PAUSED) {
 		api_reply_error(out, "the VM is %s: nothing to migrate", soft_vm_state_name(vs));
