@@ -12,6 +12,8 @@
 #    migration runs, a live one is applied (a throttled migration completes
 #    after its bandwidth cap is lifted);
 #  - after completion the source is postmigrate and refuses to migrate again;
+#  - a destination dying after "go" leaves the source paused in status
+#    unknown, and it refuses to migrate again;
 #  - --exit-after-migrate makes the source exit 0 after a completed migration;
 #  - bad command lines exit 2.
 # Waits are bounded; no duration is asserted.
@@ -129,7 +131,24 @@ start_dst dst4
 wait "$SRC2" || fail "source with --exit-after-migrate exited $?"
 echo "ok 5 exit-after-migrate"
 
-# 6. Usage errors.
+# 6. The destination dies after go: outcome unknown, the source stays paused
+#    and refuses another migration (two copies must never run).
+"$G" run --memory 16M --fill mix --api "$D/src3.sock" 2>"$D/src3.err" &
+PIDS+=($!)
+wait_status "$D/src3.sock" '"vm-status":"running"' || fail "source 3 did not start"
+start_dst dst5 --set fault-point=5
+"$G" migrate --api "$D/src3.sock" --to "unix:$D/dst5.mig" >/dev/null 2>&1 &&
+	fail "migration with a destination dying after go exited 0"
+wait "$DST_PID" && fail "destination dying after go exited 0"
+"$G" status --api "$D/src3.sock" --json | grep -q '"status":"unknown"' || fail "status not unknown"
+"$G" status --api "$D/src3.sock" --json | grep -q '"vm-status":"paused"' || fail "source not paused"
+start_dst dst6
+"$G" migrate --api "$D/src3.sock" --to "unix:$D/dst6.mig" >/dev/null 2>&1 &&
+	fail "a source in the unknown state migrated again"
+"$G" quit --api "$D/dst6.sock"
+echo "ok 6 unknown outcome: source stays paused"
+
+# 7. Usage errors.
 for args in "run --nope" "run --memory 12Q" "migrate --api $D/x" "status" "demo --vcpus 0" \
 	    "migrate --api $D/x --compress brotli --to unix:/x"; do
 	# shellcheck disable=SC2086
@@ -137,5 +156,5 @@ for args in "run --nope" "run --memory 12Q" "migrate --api $D/x" "status" "demo 
 	rc=$?
 	[ $rc -eq 2 ] || fail "'godwit $args' exited $rc, want 2"
 done
-echo "ok 6 usage errors"
-echo "6 passed, 0 failed"
+echo "ok 7 usage errors"
+echo "7 passed, 0 failed"
