@@ -181,6 +181,11 @@ static void test_pause_resume(const char *workload)
 		TEST_CHECK(soft_vm_check(vm, msg, sizeof(msg)) == -EOPNOTSUPP, "dirty check");
 		printf("workload %s\n", soft_vm_workload(vm));
 	}
+	/* Throttled vCPUs still make progress; 100% is refused. */
+	TEST_CHECK(soft_vm_ops.throttle(vm, 100) == -EINVAL, "throttle 100");
+	TEST_ASSERT(soft_vm_ops.throttle(vm, 90) == 0, "throttle 90");
+	wait_progress(vm, soft_vm_progress(vm));
+	TEST_ASSERT(soft_vm_ops.throttle(vm, 0) == 0, "throttle off");
 	/* Pause twice, resume twice: idempotent. */
 	TEST_CHECK(soft_vm_ops.pause(vm) == 0 && soft_vm_ops.pause(vm) == 0, "double pause");
 	TEST_CHECK(soft_vm_ops.resume(vm) == 0 && soft_vm_ops.resume(vm) == 0, "double resume");
