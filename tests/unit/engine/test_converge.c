@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invariant: the convergence model is plain arithmetic with units.
+ * expected downtime (ns) = dirty pages * wire bytes per page / rate (bytes/s)
+ * * 1e9 + fixed cost; with no measured rate it is UINT64_MAX (never fits),
+ * with nothing dirty it is the fixed cost. A round shorter than 5 ms moves
+ * the smoothed rate less than a long one; tiny rounds (< 64 KiB) and
+ * zero-length rounds do not move it at all.
+ */
+#include <stdint.h>
+#include "converge.h"
+#include "test_util.h"
+
+TEST_DEFINE_FAILURES;
+
+#define MS 1000000ull
+#define FIXED_NS (2 * MS)	/* gw_converge_init's fixed cost */
+
+static bool near_ns(uint64_t a, uint64_t b, uint64_t tol)
+{
+	return a > b ? a - b <= tol : b - a <= tol;
+}
+
+int main(void)
+{
+	struct gw_converge c;
+	uint64_t e;
+
+	/* No rate yet. */
+	gw_converge_init(&c, 4096);
+	TEST_CHECK(c.rate_bps == 0 && c.wire_bytes_per_page == 4096.0, "init");
+	TEST_CHECK(gw_converge_expected_ns(&c, 1) == UINT64_MAX, "no rate -> unknown");
+	TEST_CHECK(!gw_converge_fits(&c, 1, 600000000), "unknown never fits");
+	TEST_CHECK(gw_converge_expected_ns(&c, 0) == c.fixed_cost_ns, "nothing dirty -> fixed cost");
+	TEST_CHECK(c.fixed_cost_ns == FIXED_NS, "fixed cost %llu", (unsigned long long)c.fixed_cost_ns);
+	TEST_CHECK(gw_converge_fits(&c, 0, 2000), "nothing dirty fits 2 ms");
+	TEST_CHECK(!gw_converge_fits(&c, 0, 1999), "nothing dirty does not fit 1.999 ms");
+
+	/* 1 GB/s: 244141 full pages (1000001536 bytes) in exactly that many ns. */
+	gw_converge_round(&c, 4096ull * 244141, 4096ull * 244141, 244141);
+	TEST_CHECK(c.rate_bps == 1000000000ull, "rate %llu", (unsigned long long)c.rate_bps);
+	TEST_CHECK(c.wire_bytes_per_page == 4096.0, "bytes/page %f", c.wire_bytes_per_page);
+
+	/* 256 MiB dirty at 1 GB/s: 268.435456 ms + 2 ms. */
+	e = gw_converge_expected_ns(&c, 65536);
+	TEST_CHECK(near_ns(e, 268435456ull + FIXED_NS, 1000), "256 MiB -> %llu ns", (unsigned long long)e);
+	TEST_CHECK(gw_converge_fits(&c, 65536, 300000), "fits 300 ms");
+	TEST_CHECK(gw_converge_fits(&c, 65536, 270436), "fits 270.436 ms");
+	TEST_CHECK(!gw_converge_fits(&c, 65536, 270000), "does not fit 270 ms");
+	TEST_CHECK(!gw_converge_fits(&c, 65536, 250000), "does not fit 250 ms");
+	/* Linear in dirty pages. */
+	e = gw_converge_expected_ns(&c, 1);
+	TEST_CHECK(near_ns(e, 4096 + FIXED_NS, 2), "one page -> %llu ns", (unsigned long long)e);
+	TEST_CHECK(gw_converge_expected_ns(&c, 0) == FIXED_NS, "zero dirty with a rate");
+
+	/* Short round (< 5 ms) at 2 GB/s: weight 1/8. */
+	{
+		struct gw_converge s = c, l = c;
+
+		gw_converge_round(&s, 2000000, 1 * MS, 488);		/* 2e9 B/s over 1 ms */
+		gw_converge_round(&l, 20000000, 10 * MS, 4882);	/* 2e9 B/s over 10 ms */
+		TEST_CHECK(s.rate_bps == 1125000000ull, "short round -> %llu", (unsigned long long)s.rate_bps);
+		TEST_CHECK(l.rate_bps == 1500000000ull, "long round -> %llu", (unsigned long long)l.rate_bps);
+		TEST_CHECK(s.rate_bps - c.rate_bps < l.rate_bps - c.rate_bps, "short weighs less");
+	}
+	/* Rounds too small or instantaneous say nothing about the rate. */
+	{
+		struct gw_converge t = c;
+
+		gw_converge_round(&t, 65535, 1000, 16);
+		TEST_CHECK(t.rate_bps == c.rate_bps, "< 64 KiB ignored for the rate");
+		TEST_CHECK(t.wire_bytes_per_page > 4095 && t.wire_bytes_per_page < 4096, "but bytes/page updated");
+		t = c;
+		gw_converge_round(&t, 1 << 30, 0, 100);
+		TEST_CHECK(t.rate_bps == c.rate_bps, "0 ns ignored");
+		t = c;
+		gw_converge_round(&t, 0, 10 * MS, 0);
+		TEST_CHECK(t.rate_bps == c.rate_bps && t.wire_bytes_per_page == 4096.0, "empty round ignored");
+	}
+
+	/* Zero pages cost an 8-byte entry (plus framing): bytes/page falls. */
+	{
+		struct gw_converge z = c;
+
+		/* 10000 zero pages sent as 80000 bytes of entries + 10 frames of 48 bytes. */
+		gw_converge_round(&z, 80480, 10 * MS, 10000);
+		TEST_CHECK(z.wire_bytes_per_page > 8 && z.wire_bytes_per_page < 9, "zero pages -> %f B/page",
+			   z.wire_bytes_per_page);
+		/* That round also ran at 8.048 MB/s: the rate halves towards it. */
+		TEST_CHECK(z.rate_bps == (1000000000ull + 8048000) / 2, "rate %llu", (unsigned long long)z.rate_bps);
+		/* 65536 * 8.048 bytes at 504.024 MB/s = 1.046444 ms, + 2 ms. */
+		e = gw_converge_expected_ns(&z, 65536);
+		TEST_CHECK(near_ns(e, 3046444, 1000), "256 MiB of zero pages -> %llu ns", (unsigned long long)e);
+		TEST_CHECK(gw_converge_fits(&z, 65536, 3100), "fits 3.1 ms");
+		TEST_CHECK(!gw_converge_fits(&z, 65536, 3000), "does not fit 3 ms");
+	}
+
+	/* Slow link: 8 MiB/s, 4 MiB dirty -> 500 ms + 2 ms. */
+	gw_converge_init(&c, 4096);
+	gw_converge_round(&c, 8ull << 20, 1000 * MS, 2048);
+	TEST_CHECK(c.rate_bps == 8ull << 20, "8 MiB/s: %llu", (unsigned long long)c.rate_bps);
+	e = gw_converge_expected_ns(&c, 1024);
+	TEST_CHECK(near_ns(e, 500 * MS + FIXED_NS, 1000), "4 MiB at 8 MiB/s -> %llu", (unsigned long long)e);
+	/* 1 MiB in 10^6 s: 1 B/s (integer). Large counts stay finite and monotonic. */
+	gw_converge_init(&c, 4096);
+	gw_converge_round(&c, 1ull << 20, 1000000ull * 1000 * MS, 256);
+	TEST_CHECK(c.rate_bps == 1, "slowest rate %llu", (unsigned long long)c.rate_bps);
+	TEST_CHECK(gw_converge_expected_ns(&c, 1ull << 20) != UINT64_MAX, "finite");
+	TEST_CHECK(gw_converge_expected_ns(&c, 1ull << 20) > gw_converge_expected_ns(&c, 1ull << 10), "monotonic");
+	TEST_EXIT();
+}

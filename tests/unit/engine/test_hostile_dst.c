@@ -1,0 +1,998 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invariant: a destination facing a hostile or broken source never writes
+ * outside guest RAM, never resumes the VM, and ends failed with a reason
+ * that it also sends to the source in an ERROR frame on the control
+ * connection. Strangers (a data connection with another migration id, a
+ * first connection that is not godwit) are refused with an ERROR frame on
+ * their own connection and do not fail the migration. A well-formed,
+ * hand-made migration completes, resumes the VM exactly once, and leaves
+ * guest RAM holding exactly the pages sent (normal, zero, compressed,
+ * XBZRLE), with the digest verified when asked.
+ *
+ * Guest RAM is a 16 MiB memfd mapping between two 1 MiB read-only guard
+ * regions: a write past either end faults (the test crashes) and the
+ * guards' pattern is checked after each scenario. Each scenario uses a
+ * fresh session, RAM and socket.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <godwit/godwit.h>
+#include "codec.h"
+#include "crc32c.h"
+#include "digest.h"
+#include "io.h"
+#include "wire.h"
+#include "xbzrle.h"
+#include "test_util.h"
+#include "test_vm.h"
+
+TEST_DEFINE_FAILURES;
+
+#define RAM_BYTES (16u << 20)
+#define RAM_PAGES (RAM_BYTES / TEST_PAGE_BYTES)
+#define GUARD_BYTES (1u << 20)
+#define PAGE TEST_PAGE_BYTES
+#define HS_TIMEOUT_MS 5000
+
+/* The hostile source and the destination under test. Main thread only. */
+struct env {
+	const char *name;
+	struct test_ram ram;
+	struct test_vm tvm;
+	struct gw_session *s;
+	char path[108];
+	struct gw_conn ctl, data;
+	uint8_t id[GW_WIRE_ID_BYTES];
+	uint32_t hello_flags, codec;
+	bool got_error;			/* an ERROR frame arrived on ctl */
+	struct gw_msg_error err;
+	bool expect_ok;			/* scenario is a valid migration */
+};
+
+/* ---------------- the hand-made source ---------------- */
+
+static int hs_connect(struct env *e, struct gw_conn *c)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	TEST_ASSERT(fd >= 0, "socket");
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", e->path);
+	TEST_ASSERT(connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0, "connect %s", e->path);
+	gw_conn_init(c, fd);
+	gw_conn_set_timeout(c, HS_TIMEOUT_MS);
+	return fd;
+}
+
+/* Receive one frame; ERROR frames on ctl are recorded. Returns type or -errno. */
+static int hs_recv(struct env *e, struct gw_conn *c, void *buf, size_t cap, ssize_t *len)
+{
+	struct gw_frame_hdr h;
+	ssize_t n = gw_conn_recv(c, &h, buf, cap, NULL, 0, NULL);
+
+	if (len)
+		*len = n;
+	if (n < 0)
+		return (int)n;
+	if (h.type == GW_MSG_ERROR && c == &e->ctl && !e->got_error) {
+		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, &e->err) == 0, "%s: ERROR decodes", e->name);
+		e->got_error = true;
+	}
+	return h.type;
+}
+
+static void hello_default(struct env *e, struct gw_msg_hello *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->min_version = m->max_version = 1;
+	memcpy(m->id, e->id, sizeof(m->id));
+	m->page_size_bytes = PAGE;
+	m->nr_channels = 1;
+	m->codec = 0;
+	m->flags = 0;
+	m->batch_pages = 128;
+	m->nr_blocks = 1;
+	strcpy(m->blocks[0].name, "ram0");
+	m->blocks[0].size_bytes = RAM_BYTES;
+	m->blocks[0].page_size_bytes = PAGE;
+}
+
+/* Send HELLO; returns the answer's type (HELLO_ACK expected). */
+static int hs_hello_msg(struct env *e, const struct gw_msg_hello *m)
+{
+	uint8_t buf[64 + GW_MAX_RAM_BLOCKS * 56];
+	struct gw_wbuf w;
+
+	e->hello_flags = m->flags;
+	e->codec = m->codec;
+	hs_connect(e, &e->ctl);
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	TEST_ASSERT(gw_msg_hello_encode(&w, m) == 0, "hello encode");
+	TEST_ASSERT(gw_conn_send_buf(&e->ctl, GW_MSG_HELLO, buf, w.len) == 0, "send HELLO");
+	return hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
+}
+
+static void hs_hello_flags(struct env *e, uint32_t flags, uint32_t codec)
+{
+	struct gw_msg_hello m;
+	int t;
+
+	hello_default(e, &m);
+	m.flags = flags;
+	m.codec = codec;
+	t = hs_hello_msg(e, &m);
+	TEST_ASSERT(t == GW_MSG_HELLO_ACK, "%s: HELLO answered by %d", e->name, t);
+}
+
+static void hs_hello(struct env *e)
+{
+	hs_hello_flags(e, 0, 0);
+}
+
+/* Open a data connection presenting @id and @idx; returns the answer's type. */
+static int hs_data_conn(struct env *e, struct gw_conn *c, const uint8_t *id, uint32_t idx,
+			struct gw_msg_error *err)
+{
+	uint8_t buf[GW_WIRE_ID_BYTES + 4 + GW_WIRE_MAX_REASON + 8];
+	struct gw_wbuf w;
+	ssize_t n;
+	int t;
+
+	hs_connect(e, c);
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_bytes(&w, id, GW_WIRE_ID_BYTES);
+	gw_put_le32(&w, idx);
+	TEST_ASSERT(gw_conn_send_buf(c, GW_MSG_CHAN_HELLO, buf, w.len) == 0, "send CHAN_HELLO");
+	t = hs_recv(e, c, buf, sizeof(buf), &n);
+	if (t == GW_MSG_ERROR && err)
+		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, err) == 0, "data ERROR decodes");
+	return t;
+}
+
+static void hs_open_data(struct env *e)
+{
+	int t = hs_data_conn(e, &e->data, e->id, 0, NULL);
+
+	TEST_ASSERT(t == GW_MSG_CHAN_ACK, "%s: CHAN_HELLO answered by %d", e->name, t);
+}
+
+static void hs_setup(struct env *e)
+{
+	hs_hello(e);
+	hs_open_data(e);
+}
+
+static int hs_round(struct env *e, uint32_t round)
+{
+	uint8_t buf[16];
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_le32(&w, round);
+	gw_put_le32(&w, 0);
+	gw_put_le64(&w, 0);
+	return gw_conn_send_buf(&e->ctl, GW_MSG_ROUND, buf, w.len);
+}
+
+static int hs_pages(struct gw_conn *c, uint32_t block, uint32_t round, uint32_t codec,
+		    const uint64_t *entries, uint32_t n, const void *data, uint32_t data_len,
+		    uint32_t raw_bytes)
+{
+	struct gw_msg_pages_hdr ph = { .block = block, .nr_entries = n, .round = round,
+				       .codec = codec, .data_bytes = data_len, .raw_bytes = raw_bytes };
+	uint8_t phb[GW_PAGES_HDR_BYTES];
+	uint64_t le[GW_WIRE_MAX_BATCH_PAGES];
+	struct iovec iov[3];
+
+	TEST_ASSERT(n <= GW_WIRE_MAX_BATCH_PAGES, "batch");
+	gw_msg_pages_hdr_encode(phb, &ph);
+	for (uint32_t i = 0; i < n; i++)
+		le[i] = htole64(entries[i]);
+	iov[0] = (struct iovec){ phb, sizeof(phb) };
+	iov[1] = (struct iovec){ le, n * sizeof(uint64_t) };
+	iov[2] = (struct iovec){ (void *)data, data_len };
+	return gw_conn_send(c, GW_MSG_PAGES, 0, iov, data_len ? 3 : 2, NULL, 0);
+}
+
+/* Plain PAGES (codec none) with raw_bytes == data. */
+static int hs_pages_plain(struct env *e, uint32_t round, const uint64_t *entries, uint32_t n,
+			  const void *data, uint32_t len)
+{
+	return hs_pages(&e->data, 0, round, 0, entries, n, data, len, len);
+}
+
+static int hs_chan_end(struct env *e, uint64_t frames, uint64_t pages)
+{
+	uint8_t buf[24];
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_le32(&w, 0);
+	gw_put_le32(&w, 0);
+	gw_put_le64(&w, frames);
+	gw_put_le64(&w, pages);
+	return gw_conn_send_buf(&e->data, GW_MSG_CHAN_END, buf, w.len);
+}
+
+static int hs_state_empty(struct env *e)
+{
+	uint8_t buf[4] = { 0 };
+
+	return gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf));
+}
+
+static int hs_complete(struct env *e, uint32_t flags, struct gw_digest dg, uint64_t total_pages)
+{
+	uint8_t buf[40];
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_le32(&w, 1);
+	gw_put_le32(&w, flags);
+	gw_put_le64(&w, dg.lo);
+	gw_put_le64(&w, dg.hi);
+	gw_put_le64(&w, total_pages);
+	gw_put_le64(&w, 0);
+	return gw_conn_send_buf(&e->ctl, GW_MSG_COMPLETE, buf, w.len);
+}
+
+/* A frame with any type number, correct seq and CRC, written raw. */
+static int hs_send_raw(struct gw_conn *c, uint16_t type, const void *payload, uint32_t len)
+{
+	uint8_t frame[GW_WIRE_HDR_BYTES + 256];
+	uint32_t crc;
+
+	TEST_ASSERT(len <= 256, "raw frame length");
+	gw_wire_hdr_encode(frame, type, 0, len, c->send_seq);
+	memcpy(frame + GW_WIRE_HDR_BYTES, payload, len);
+	crc = gw_crc32c(0, frame, GW_WIRE_HDR_BYTES + len);
+	gw_wire_hdr_set_crc(frame, crc);
+	c->send_seq++;
+	return write(c->fd, frame, GW_WIRE_HDR_BYTES + len) == (ssize_t)(GW_WIRE_HDR_BYTES + len) ? 0 : -errno;
+}
+
+/* Finish a valid migration whose data connection carried @frames/@pages. */
+static void hs_finish_valid(struct env *e, uint64_t frames, uint64_t pages, uint32_t cflags,
+			    struct gw_digest dg)
+{
+	uint8_t buf[64];
+	int t;
+
+	TEST_ASSERT(hs_chan_end(e, frames, pages) == 0, "CHAN_END");
+	TEST_ASSERT(hs_state_empty(e) == 0, "STATE");
+	TEST_ASSERT(hs_complete(e, cflags, dg, pages) == 0, "COMPLETE");
+	t = hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
+	TEST_CHECK(t == GW_MSG_READY, "%s: READY expected, got %d (%s)", e->name, t,
+		   e->got_error ? e->err.reason : "");
+	if (t != GW_MSG_READY)
+		return;
+	TEST_CHECK(!!(buf[0] & GW_READY_VERIFIED) == !!(cflags & GW_COMPLETE_DIGEST), "READY verified flag");
+	TEST_CHECK(test_vm_load(&e->tvm.resume_calls) == 0, "no resume before GO");
+	TEST_ASSERT(gw_conn_send_buf(&e->ctl, GW_MSG_GO, NULL, 0) == 0, "GO");
+	t = hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
+	TEST_CHECK(t == GW_MSG_RESUMED, "%s: RESUMED expected, got %d", e->name, t);
+}
+
+static void fill_page(uint8_t *p, uint32_t seed)
+{
+	for (unsigned i = 0; i < PAGE; i += 4) {
+		uint32_t v = seed * 2654435761u + i * 40503u + 1;
+
+		memcpy(p + i, &v, 4);
+	}
+}
+
+static const struct gw_digest no_digest = { 0, 0 };
+
+/* ---------------- hostile scenarios: one bad thing each ---------------- */
+
+struct scenario {
+	const char *name;
+	void (*fn)(struct env *e);
+	int expect_err;			/* -errno the session must end with; 0 = completes */
+};
+
+static void sc_page_beyond_block(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(RAM_PAGES, GW_PAGE_NORMAL);	/* first page of the guard */
+
+	fill_page(page, 1);
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+}
+
+static void sc_page_index_huge(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent[2] = { gw_page_entry(3, GW_PAGE_NORMAL), gw_page_entry((1ull << 60) - 1, GW_PAGE_NORMAL) };
+	uint8_t data[2 * PAGE];
+
+	fill_page(page, 2);
+	memcpy(data, page, PAGE);
+	memcpy(data + PAGE, page, PAGE);
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, ent, 2, data, sizeof(data));
+}
+
+static void sc_zero_page_beyond(struct env *e)
+{
+	uint64_t ent = gw_page_entry(RAM_PAGES + 1, GW_PAGE_ZERO);
+
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, NULL, 0);
+}
+
+static void sc_block_1(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(0, GW_PAGE_NORMAL);
+
+	fill_page(page, 3);
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages(&e->data, 1, 0, 0, &ent, 1, page, PAGE, PAGE);
+}
+
+static void sc_kind_7(struct env *e)
+{
+	uint64_t ent[2] = { gw_page_entry(1, GW_PAGE_ZERO), gw_page_entry(2, 7) };
+
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, ent, 2, NULL, 0);
+}
+
+static void sc_kind_0(struct env *e)
+{
+	uint64_t ent = gw_page_entry(2, 0);
+
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, NULL, 0);
+}
+
+static void sc_raw_bytes_disagree(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent[2] = { gw_page_entry(4, GW_PAGE_NORMAL), gw_page_entry(5, GW_PAGE_NORMAL) };
+
+	fill_page(page, 4);
+	hs_setup(e);
+	hs_round(e, 0);
+	/* Two normal entries, one page of bytes: consistent with the frame length. */
+	hs_pages_plain(e, 0, ent, 2, page, PAGE);
+}
+
+static void sc_bad_crc(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(6, GW_PAGE_NORMAL);
+
+	fill_page(page, 5);
+	hs_setup(e);
+	hs_round(e, 0);
+	e->data.corrupt_next = true;
+	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+}
+
+static void sc_zstd_garbage(struct env *e)
+{
+	uint8_t junk[300];
+	uint64_t ent[2] = { gw_page_entry(7, GW_PAGE_NORMAL), gw_page_entry(8, GW_PAGE_NORMAL) };
+
+	for (unsigned i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 11);
+	hs_hello_flags(e, 0, GW_CODEC_ZSTD);
+	hs_open_data(e);
+	hs_round(e, 0);
+	hs_pages(&e->data, 0, 0, GW_CODEC_ZSTD, ent, 2, junk, sizeof(junk), 2 * PAGE);
+}
+
+/* Valid lz4 of one page, but raw_bytes claims two pages. */
+static void sc_lz4_short(struct env *e)
+{
+	const struct gw_codec_ops *lz4 = gw_codec_get(GW_CODEC_LZ4);
+	uint8_t page[PAGE], comp[2 * PAGE];
+	uint64_t ent[2] = { gw_page_entry(7, GW_PAGE_NORMAL), gw_page_entry(8, GW_PAGE_NORMAL) };
+	void *ctx;
+	ssize_t n;
+
+	TEST_ASSERT(lz4, "lz4 built");
+	ctx = lz4->ctx_new(lz4->default_level);
+	fill_page(page, 6);
+	n = lz4->compress(ctx, page, PAGE, comp, sizeof(comp));
+	lz4->ctx_free(ctx);
+	TEST_ASSERT(n > 0, "lz4 compress");
+	hs_hello_flags(e, 0, GW_CODEC_LZ4);
+	hs_open_data(e);
+	hs_round(e, 0);
+	hs_pages(&e->data, 0, 0, GW_CODEC_LZ4, ent, 2, comp, (uint32_t)n, 2 * PAGE);
+}
+
+static void sc_xbzrle_unannounced(struct env *e)
+{
+	uint8_t rec[8] = { 4, 0, 0, 2, 0xab, 0xcd };	/* le16 len 4: run 0, 2 bytes */
+	uint64_t ent = gw_page_entry(9, GW_PAGE_XBZRLE);
+
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, rec, 6);
+}
+
+static void sc_xbzrle_garbage(struct env *e)
+{
+	/* Announced, but the delta claims a run far past the page. */
+	uint8_t rec[8] = { 5, 0, 0xff, 0xff, 0x03, 1, 0x55 };
+	uint64_t ent = gw_page_entry(RAM_PAGES - 1, GW_PAGE_XBZRLE);
+
+	hs_hello_flags(e, GW_HELLO_XBZRLE, 0);
+	hs_open_data(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, rec, 7);
+}
+
+static void sc_xbzrle_len_overrun(struct env *e)
+{
+	uint8_t rec[8] = { 0x00, 0x10, 0, 2, 0xab, 0xcd };	/* le16 len 4096 > 4 bytes left */
+	uint64_t ent = gw_page_entry(9, GW_PAGE_XBZRLE);
+
+	hs_hello_flags(e, GW_HELLO_XBZRLE, 0);
+	hs_open_data(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, rec, 6);
+}
+
+static void sc_unknown_type_ctl(struct env *e)
+{
+	hs_setup(e);
+	hs_send_raw(&e->ctl, 99, "x", 1);
+}
+
+static void sc_unknown_type_data(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_send_raw(&e->data, 99, "x", 1);
+}
+
+static void sc_wrong_seq_data(struct env *e)
+{
+	uint8_t buf[16] = { 0 };
+
+	hs_setup(e);
+	hs_round(e, 0);
+	e->data.send_seq += 3;
+	gw_conn_send_buf(&e->data, GW_MSG_CHAN_END, buf, 16);
+}
+
+static void sc_chan_ack_on_ctl(struct env *e)
+{
+	uint8_t ack[4] = { 0 };
+
+	hs_setup(e);
+	gw_conn_send_buf(&e->ctl, GW_MSG_CHAN_ACK, ack, sizeof(ack));
+}
+
+static void sc_pages_on_ctl(struct env *e)
+{
+	uint64_t ent = gw_page_entry(1, GW_PAGE_ZERO);
+
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages(&e->ctl, 0, 0, 0, &ent, 1, NULL, 0, 0);
+}
+
+static void sc_state_truncated(struct env *e)
+{
+	uint8_t buf[4 + GW_SECTION_NAME_MAX + 8 + 10] = { 1, 0, 0, 0, 'c', 'p', 'u' };
+
+	buf[4 + GW_SECTION_NAME_MAX + 4] = 100;	/* section claims 100 bytes, 10 follow */
+	hs_setup(e);
+	hs_round(e, 0);
+	gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf));
+}
+
+static void sc_state_bad_crc(struct env *e)
+{
+	uint8_t buf[8] = { 0 };
+
+	hs_setup(e);
+	hs_round(e, 0);
+	e->ctl.corrupt_next = true;
+	gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf) - 4);
+}
+
+static void sc_second_state(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_state_empty(e);
+	hs_state_empty(e);
+}
+
+static void sc_complete_total_mismatch(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(10, GW_PAGE_NORMAL);
+
+	fill_page(page, 7);
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+	hs_chan_end(e, 1, 1);
+	hs_state_empty(e);
+	hs_complete(e, 0, no_digest, 2);
+}
+
+static void sc_chan_end_wrong_totals(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(10, GW_PAGE_NORMAL);
+
+	fill_page(page, 8);
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+	hs_chan_end(e, 1, 5);
+}
+
+static void sc_complete_before_state(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_chan_end(e, 0, 0);
+	hs_complete(e, 0, no_digest, 0);
+}
+
+static void sc_go_before_ready(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	gw_conn_send_buf(&e->ctl, GW_MSG_GO, NULL, 0);
+}
+
+static void sc_round_backwards(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_round(e, 3);
+	hs_round(e, 2);
+}
+
+static void sc_extents_beyond(struct env *e)
+{
+	uint8_t buf[24];
+	struct gw_wbuf w;
+
+	hs_setup(e);
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_put_le32(&w, 0);
+	gw_put_le32(&w, 1);
+	gw_put_le64(&w, RAM_PAGES - 2);
+	gw_put_le64(&w, 3);	/* one page past the end */
+	gw_conn_send_buf(&e->ctl, GW_MSG_EXTENTS, buf, w.len);
+}
+
+static void sc_layout_mismatch(struct env *e)
+{
+	struct gw_msg_hello m;
+
+	hello_default(e, &m);
+	m.blocks[0].size_bytes = RAM_BYTES / 2;
+	hs_hello_msg(e, &m);
+}
+
+static void sc_hello_page_size(struct env *e)
+{
+	struct gw_msg_hello m;
+
+	hello_default(e, &m);
+	m.page_size_bytes = 8192;
+	m.blocks[0].page_size_bytes = 8192;
+	hs_hello_msg(e, &m);
+}
+
+static void sc_hello_local_flag_unix_no_fds(struct env *e)
+{
+	struct gw_msg_hello m;
+	uint8_t buf[64];
+
+	/* LOCAL announced, but the FDS frame carries no descriptors. */
+	hello_default(e, &m);
+	m.flags = GW_HELLO_LOCAL;
+	m.nr_channels = 0;	/* local: pages never travel */
+	hs_connect(e, &e->ctl);
+	{
+		uint8_t hb[128];
+		struct gw_wbuf w;
+
+		gw_wbuf_init(&w, hb, sizeof(hb));
+		gw_msg_hello_encode(&w, &m);
+		gw_conn_send_buf(&e->ctl, GW_MSG_HELLO, hb, w.len);
+	}
+	memset(buf, 0, 8);
+	buf[0] = 1;
+	gw_conn_send_buf(&e->ctl, GW_MSG_FDS, buf, 8);
+}
+
+static void sc_channel_index_invalid(struct env *e)
+{
+	struct gw_msg_error derr;
+	int t;
+
+	hs_hello(e);
+	t = hs_data_conn(e, &e->data, e->id, 3, &derr);
+	TEST_CHECK(t == GW_MSG_ERROR, "channel 3 of 1 refused on its connection (%d)", t);
+}
+
+static void sc_digest_mismatch(struct env *e)
+{
+	uint8_t page[PAGE];
+	uint64_t ent = gw_page_entry(11, GW_PAGE_NORMAL);
+	struct gw_digest dg = { 0x1234, 0x5678 };
+
+	fill_page(page, 9);
+	hs_hello_flags(e, GW_HELLO_VERIFY, 0);
+	hs_open_data(e);
+	hs_round(e, 0);
+	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+	hs_chan_end(e, 1, 1);
+	hs_state_empty(e);
+	hs_complete(e, GW_COMPLETE_DIGEST, dg, 1);
+}
+
+/* ---------------- valid migrations ---------------- */
+
+/* Pages of the valid plain migration, checked after it. */
+static void sc_valid_plain(struct env *e)
+{
+	uint8_t data[3 * PAGE], p0b[PAGE];
+	uint64_t ent0[5] = {
+		gw_page_entry(0, GW_PAGE_NORMAL), gw_page_entry(1, GW_PAGE_ZERO),
+		gw_page_entry(5, GW_PAGE_NORMAL), gw_page_entry(RAM_PAGES - 1, GW_PAGE_NORMAL),
+		gw_page_entry(6, GW_PAGE_ZERO),
+	};
+	uint64_t ent1[2] = { gw_page_entry(5, GW_PAGE_ZERO), gw_page_entry(0, GW_PAGE_NORMAL) };
+
+	fill_page(data, 100);
+	fill_page(data + PAGE, 105);
+	fill_page(data + 2 * PAGE, 199);
+	fill_page(p0b, 1000);
+	hs_setup(e);
+	TEST_ASSERT(hs_round(e, 0) == 0, "ROUND 0");
+	TEST_ASSERT(hs_pages_plain(e, 0, ent0, 5, data, sizeof(data)) == 0, "PAGES round 0");
+	TEST_ASSERT(hs_round(e, 1) == 0, "ROUND 1");
+	/* Page 5 became zero, page 0 changed: the later copy must win. */
+	TEST_ASSERT(hs_pages_plain(e, 1, ent1, 2, p0b, PAGE) == 0, "PAGES round 1");
+	hs_finish_valid(e, 2, 7, 0, no_digest);
+
+	TEST_CHECK(!memcmp(e->ram.host, p0b, PAGE), "page 0 holds the round 1 copy");
+	for (uint64_t p = 1; p < RAM_PAGES - 1; p++) {
+		const uint8_t *q = e->ram.host + p * PAGE;
+		bool zero = q[0] == 0 && !memcmp(q, q + 1, PAGE - 1);
+
+		if (!zero) {
+			TEST_CHECK(zero, "page %llu should be zero", (unsigned long long)p);
+			break;
+		}
+	}
+	TEST_CHECK(!memcmp(e->ram.host + (RAM_PAGES - 1) * PAGE, data + 2 * PAGE, PAGE), "last page");
+}
+
+/* zstd-compressed batches, an XBZRLE delta, and the whole-RAM digest checked. */
+static void sc_valid_verified(struct env *e)
+{
+	const struct gw_codec_ops *zstd = gw_codec_get(GW_CODEC_ZSTD);
+	uint8_t *want = mmap(NULL, RAM_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint8_t raw[4 * PAGE + 64], comp[8 * PAGE], newp[PAGE], delta[PAGE / 2];
+	uint64_t ent0[4], ent1[2];
+	struct gw_vm_info vm;
+	struct gw_digest dg;
+	size_t raw_len = 0;
+	ssize_t n, dn;
+	void *ctx;
+
+	TEST_ASSERT(want != MAP_FAILED && zstd, "setup");
+	ctx = zstd->ctx_new(zstd->default_level);
+	TEST_ASSERT(ctx, "zstd ctx");
+	/* Round 0: pages 20, 21, 4000 normal (compressed), 22 zero. */
+	for (unsigned i = 0; i < 3; i++) {
+		uint64_t pg = i < 2 ? 20 + i : 4000;
+
+		fill_page(want + pg * PAGE, 300 + i);
+		memcpy(raw + raw_len, want + pg * PAGE, PAGE);
+		raw_len += PAGE;
+		ent0[i] = gw_page_entry(pg, GW_PAGE_NORMAL);
+	}
+	ent0[3] = gw_page_entry(22, GW_PAGE_ZERO);
+	n = zstd->compress(ctx, raw, raw_len, comp, sizeof(comp));
+	TEST_ASSERT(n > 0 && (size_t)n < raw_len, "zstd compress %zd", n);
+	hs_hello_flags(e, GW_HELLO_XBZRLE | GW_HELLO_VERIFY, GW_CODEC_ZSTD);
+	hs_open_data(e);
+	TEST_ASSERT(hs_round(e, 0) == 0, "ROUND 0");
+	TEST_ASSERT(hs_pages(&e->data, 0, 0, GW_CODEC_ZSTD, ent0, 4, comp, (uint32_t)n, (uint32_t)raw_len) == 0,
+		    "PAGES zstd");
+	/* Round 1: page 21 as an XBZRLE delta, page 4000 as normal, uncompressed. */
+	memcpy(newp, want + 21 * PAGE, PAGE);
+	memset(newp + 100, 0x77, 50);
+	newp[4095] ^= 0xff;
+	dn = gw_xbzrle_encode(want + 21 * PAGE, newp, PAGE, delta, sizeof(delta));
+	TEST_ASSERT(dn > 0, "xbzrle encode %zd", dn);
+	memcpy(want + 21 * PAGE, newp, PAGE);
+	raw[0] = (uint8_t)dn;
+	raw[1] = (uint8_t)(dn >> 8);
+	memcpy(raw + 2, delta, (size_t)dn);
+	fill_page(want + 4000 * PAGE, 999);
+	memcpy(raw + 2 + dn, want + 4000 * PAGE, PAGE);
+	ent1[0] = gw_page_entry(21, GW_PAGE_XBZRLE);
+	ent1[1] = gw_page_entry(4000, GW_PAGE_NORMAL);
+	TEST_ASSERT(hs_round(e, 1) == 0, "ROUND 1");
+	TEST_ASSERT(hs_pages_plain(e, 1, ent1, 2, raw, (uint32_t)(2 + dn + PAGE)) == 0, "PAGES xbzrle");
+	zstd->ctx_free(ctx);
+
+	struct test_ram wr = { .host = want, .size_bytes = RAM_BYTES, .fd = -1 };
+	test_vm_info_one(&vm, &wr, "ram0");
+	TEST_ASSERT(gw_ram_digest(&vm, 1, &dg) == 0, "digest");
+	hs_finish_valid(e, 2, 6, GW_COMPLETE_DIGEST, dg);
+	TEST_CHECK(!memcmp(e->ram.host, want, RAM_BYTES), "RAM == expected");
+	munmap(want, RAM_BYTES);
+	{
+		struct gw_stats st;
+
+		gw_session_wait(e->s);
+		gw_session_stats(e->s, &st);
+		TEST_CHECK(st.verified, "destination stats: verified");
+		TEST_CHECK(st.xbzrle_pages == 1 && st.normal_pages == 4 && st.duplicate_pages == 1,
+			   "counters: xbzrle %llu normal %llu zero %llu", (unsigned long long)st.xbzrle_pages,
+			   (unsigned long long)st.normal_pages, (unsigned long long)st.duplicate_pages);
+	}
+}
+
+/* Strangers on the data port are refused on their own connection only. */
+static void sc_stranger_data_conn(struct env *e)
+{
+	uint8_t other[GW_WIRE_ID_BYTES], page[PAGE];
+	uint64_t ent = gw_page_entry(2, GW_PAGE_NORMAL);
+	struct gw_msg_error derr = { 0 };
+	struct gw_conn stranger;
+	int t;
+
+	hs_hello(e);
+	memcpy(other, e->id, sizeof(other));
+	other[7] ^= 1;
+	t = hs_data_conn(e, &stranger, other, 0, &derr);
+	TEST_CHECK(t == GW_MSG_ERROR, "wrong id refused with ERROR (%d)", t);
+	TEST_CHECK(derr.code == GW_WERR_DENIED && derr.reason[0], "code %u reason \"%s\"", derr.code, derr.reason);
+	gw_conn_close(&stranger);
+	/* A stranger whose first frame is not CHAN_HELLO. */
+	hs_connect(e, &stranger);
+	gw_conn_send_buf(&stranger, GW_MSG_GO, NULL, 0);
+	{
+		uint8_t buf[GW_WIRE_MAX_REASON + 8];
+
+		t = hs_recv(e, &stranger, buf, sizeof(buf), NULL);
+		TEST_CHECK(t == GW_MSG_ERROR, "non-CHAN_HELLO refused with ERROR (%d)", t);
+	}
+	gw_conn_close(&stranger);
+	TEST_CHECK(!e->got_error, "no ERROR on control for strangers: %s", e->err.reason);
+	/* Now the real one. */
+	hs_open_data(e);
+	fill_page(page, 42);
+	TEST_ASSERT(hs_round(e, 0) == 0, "ROUND 0");
+	TEST_ASSERT(hs_pages_plain(e, 0, &ent, 1, page, PAGE) == 0, "PAGES");
+	hs_finish_valid(e, 1, 1, 0, no_digest);
+	TEST_CHECK(!memcmp(e->ram.host + 2 * PAGE, page, PAGE), "page 2 arrived");
+}
+
+/* First connections that are not a godwit source: ERROR, keep waiting. */
+static void sc_not_godwit_first(struct env *e)
+{
+	static const char http[] = "GET / HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n\r\n";
+	uint8_t buf[GW_WIRE_MAX_REASON + 8], page[PAGE];
+	uint64_t ent = gw_page_entry(3, GW_PAGE_NORMAL);
+	struct gw_conn c;
+	ssize_t n;
+	int t;
+
+	/* An HTTP client. */
+	hs_connect(e, &c);
+	TEST_ASSERT(write(c.fd, http, sizeof(http) - 1) == (ssize_t)sizeof(http) - 1, "write");
+	t = hs_recv(e, &c, buf, sizeof(buf), &n);
+	TEST_CHECK(t == GW_MSG_ERROR, "HTTP client answered with ERROR (%d)", t);
+	if (t == GW_MSG_ERROR) {
+		struct gw_msg_error m;
+
+		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, &m) == 0 && m.reason[0], "ERROR has a reason");
+	}
+	gw_conn_close(&c);
+	/* A client that connects and leaves. */
+	hs_connect(e, &c);
+	gw_conn_close(&c);
+	/* A HELLO with a broken CRC. */
+	{
+		struct gw_msg_hello m;
+		uint8_t hb[128];
+		struct gw_wbuf w;
+
+		hello_default(e, &m);
+		gw_wbuf_init(&w, hb, sizeof(hb));
+		gw_msg_hello_encode(&w, &m);
+		hs_connect(e, &c);
+		c.corrupt_next = true;
+		gw_conn_send_buf(&c, GW_MSG_HELLO, hb, w.len);
+		t = hs_recv(e, &c, buf, sizeof(buf), NULL);
+		TEST_CHECK(t == GW_MSG_ERROR, "corrupt HELLO answered with ERROR (%d)", t);
+		gw_conn_close(&c);
+	}
+	/* A godwit frame that is not HELLO. */
+	hs_connect(e, &c);
+	gw_conn_send_buf(&c, GW_MSG_GO, NULL, 0);
+	t = hs_recv(e, &c, buf, sizeof(buf), NULL);
+	TEST_CHECK(t == GW_MSG_ERROR, "GO first answered with ERROR (%d)", t);
+	gw_conn_close(&c);
+	{
+		struct gw_stats st;
+
+		gw_session_stats(e->s, &st);
+		TEST_CHECK(st.status != GW_STATUS_FAILED, "still waiting for a source: %s", gw_status_name(st.status));
+	}
+	/* And the real source. */
+	hs_setup(e);
+	fill_page(page, 43);
+	TEST_ASSERT(hs_round(e, 0) == 0, "ROUND 0");
+	TEST_ASSERT(hs_pages_plain(e, 0, &ent, 1, page, PAGE) == 0, "PAGES");
+	hs_finish_valid(e, 1, 1, 0, no_digest);
+	TEST_CHECK(!memcmp(e->ram.host + 3 * PAGE, page, PAGE), "page 3 arrived");
+}
+
+/* ---------------- runner ---------------- */
+
+/* Wait (bounded) for the session to end; cancel it if it does not. */
+static int end_session(struct env *e)
+{
+	struct gw_stats st;
+
+	for (int i = 0; i < 1000; i++) {
+		gw_session_stats(e->s, &st);
+		if (st.status == GW_STATUS_COMPLETED || st.status == GW_STATUS_FAILED ||
+		    st.status == GW_STATUS_CANCELLED)
+			break;
+		usleep(10000);
+	}
+	if (st.status != GW_STATUS_COMPLETED && st.status != GW_STATUS_FAILED &&
+	    st.status != GW_STATUS_CANCELLED) {
+		TEST_CHECK(0, "%s: destination still %s after 10 s", e->name, gw_status_name(st.status));
+		gw_session_cancel(e->s);
+	}
+	return gw_session_wait(e->s);
+}
+
+static void run_scenario(const struct scenario *sc)
+{
+	struct env e;
+	struct gw_vm_info vm;
+	struct gw_stats st;
+	char url[160];
+	int ret;
+
+	memset(&e, 0, sizeof(e));
+	e.name = sc->name;
+	e.ctl.fd = e.data.fd = -1;
+	for (unsigned i = 0; i < GW_WIRE_ID_BYTES; i++)
+		e.id[i] = (uint8_t)(i * 17 + 3);
+	snprintf(e.path, sizeof(e.path), "/tmp/gw-hostile-%d.sock", (int)getpid());
+	TEST_ASSERT(test_ram_create(&e.ram, "hostile-ram", RAM_BYTES, GUARD_BYTES) == 0, "RAM");
+	test_vm_info_one(&vm, &e.ram, "ram0");
+	e.s = gw_session_new(GW_ROLE_DEST, &vm, &test_vm_ops, &e.tvm);
+	TEST_ASSERT(e.s, "session");
+	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_IO_TIMEOUT_MS, 3000) == 0, "io timeout");
+	snprintf(url, sizeof(url), "unix:%s", e.path);
+	TEST_ASSERT(gw_incoming_start(e.s, url) == 0, "incoming");
+
+	sc->fn(&e);
+
+	if (sc->expect_err) {
+		/* The reason must come back on the control connection. */
+		for (int i = 0; i < 8 && !e.got_error && e.ctl.fd >= 0; i++) {
+			uint8_t buf[GW_WIRE_MAX_REASON + 64];
+
+			if (hs_recv(&e, &e.ctl, buf, sizeof(buf), NULL) < 0)
+				break;
+		}
+	}
+	gw_conn_close(&e.ctl);
+	gw_conn_close(&e.data);
+	ret = end_session(&e);
+	gw_session_stats(e.s, &st);
+
+	if (sc->expect_err) {
+		TEST_CHECK(ret == sc->expect_err, "%s: session ended %d (%s), expected %d (%s)", sc->name,
+			   ret, strerror(-ret), sc->expect_err, strerror(-sc->expect_err));
+		TEST_CHECK(st.status == GW_STATUS_FAILED, "%s: status %s", sc->name, gw_status_name(st.status));
+		TEST_CHECK(st.error[0] != 0, "%s: empty reason", sc->name);
+		TEST_CHECK(e.got_error, "%s: no ERROR frame on control", sc->name);
+		if (e.got_error) {
+			TEST_CHECK(e.err.code == (uint32_t)gw_wire_err_from_errno(sc->expect_err),
+				   "%s: ERROR code %u, expected %d", sc->name, e.err.code,
+				   gw_wire_err_from_errno(sc->expect_err));
+			TEST_CHECK(e.err.reason[0] != 0, "%s: ERROR without reason", sc->name);
+		}
+		TEST_CHECK(test_vm_load(&e.tvm.resume_calls) == 0, "%s: VM resumed", sc->name);
+	} else {
+		TEST_CHECK(ret == 0, "%s: session ended %d: %s", sc->name, ret, st.error);
+		TEST_CHECK(st.status == GW_STATUS_COMPLETED, "%s: status %s", sc->name, gw_status_name(st.status));
+		TEST_CHECK(test_vm_load(&e.tvm.resume_calls) == 1, "%s: resume called %u times", sc->name,
+			   test_vm_load(&e.tvm.resume_calls));
+		TEST_CHECK(test_vm_load(&e.tvm.load_calls) == 1, "%s: load_state called %u times", sc->name,
+			   test_vm_load(&e.tvm.load_calls));
+		TEST_CHECK(!e.got_error, "%s: ERROR frame: %s", sc->name, e.err.reason);
+	}
+	TEST_CHECK(test_ram_guards_intact(&e.ram), "%s: guard regions written", sc->name);
+	printf("%-28s %s: %s%s%s\n", sc->name, gw_status_name(st.status),
+	       st.error[0] ? st.error : "ok", e.got_error ? " | ERROR to source: " : "",
+	       e.got_error ? e.err.reason : "");
+	gw_session_free(e.s);
+	test_ram_destroy(&e.ram);
+}
+
+static const struct scenario scenarios[] = {
+	{ "page_beyond_block", sc_page_beyond_block, -ERANGE },
+	{ "page_index_huge", sc_page_index_huge, -ERANGE },
+	{ "zero_page_beyond", sc_zero_page_beyond, -ERANGE },
+	{ "block_1", sc_block_1, -EPROTO },
+	{ "entry_kind_7", sc_kind_7, -EPROTO },
+	{ "entry_kind_0", sc_kind_0, -EPROTO },
+	{ "raw_bytes_disagree", sc_raw_bytes_disagree, -EPROTO },
+	{ "pages_bad_crc", sc_bad_crc, -EBADMSG },
+	{ "zstd_garbage", sc_zstd_garbage, -EUCLEAN },
+	{ "lz4_short_output", sc_lz4_short, -EUCLEAN },
+	{ "xbzrle_unannounced", sc_xbzrle_unannounced, -EPROTO },
+	{ "xbzrle_garbage", sc_xbzrle_garbage, -EUCLEAN },
+	{ "xbzrle_len_overrun", sc_xbzrle_len_overrun, -EPROTO },
+	{ "unknown_type_99_ctl", sc_unknown_type_ctl, -EPROTO },
+	{ "unknown_type_99_data", sc_unknown_type_data, -EPROTO },
+	{ "wrong_seq_data", sc_wrong_seq_data, -EPROTO },
+	{ "chan_ack_on_ctl", sc_chan_ack_on_ctl, -EPROTO },
+	{ "pages_on_ctl", sc_pages_on_ctl, -EPROTO },
+	{ "state_truncated", sc_state_truncated, -EPROTO },
+	{ "state_bad_crc", sc_state_bad_crc, -EBADMSG },
+	{ "second_state", sc_second_state, -EPROTO },
+	{ "complete_total_mismatch", sc_complete_total_mismatch, -EPROTO },
+	{ "chan_end_wrong_totals", sc_chan_end_wrong_totals, -EPROTO },
+	{ "complete_before_state", sc_complete_before_state, -EPROTO },
+	{ "go_before_ready", sc_go_before_ready, -EPROTO },
+	{ "round_backwards", sc_round_backwards, -EPROTO },
+	{ "extents_beyond", sc_extents_beyond, -ERANGE },
+	{ "layout_mismatch", sc_layout_mismatch, -ERANGE },
+	{ "hello_page_size_8192", sc_hello_page_size, -EPROTO },
+	{ "local_without_fds", sc_hello_local_flag_unix_no_fds, -EPROTO },
+	{ "channel_index_invalid", sc_channel_index_invalid, -EPROTO },
+	{ "digest_mismatch", sc_digest_mismatch, -EILSEQ },
+	{ "valid_plain", sc_valid_plain, 0 },
+	{ "valid_zstd_xbzrle_verified", sc_valid_verified, 0 },
+	{ "stranger_data_conn", sc_stranger_data_conn, 0 },
+	{ "not_godwit_first", sc_not_godwit_first, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	test_log_quiet();
+	for (unsigned i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		if (argc > 1 && strcmp(argv[1], scenarios[i].name))
+			continue;
+		run_scenario(&scenarios[i]);
+	}
+	TEST_EXIT();
+}

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/* Helpers for engine unit tests (see test_vm.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "test_vm.h"
+
+int test_ram_create(struct test_ram *r, const char *name, size_t size_bytes, size_t guard_bytes)
+{
+	size_t total = size_bytes + 2 * guard_bytes;
+	void *p;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->fd = memfd_create(name, MFD_CLOEXEC);
+	if (r->fd < 0)
+		return -errno;
+	if (ftruncate(r->fd, (off_t)size_bytes)) {
+		ret = -errno;
+		goto err_fd;
+	}
+	/* Reserve the whole range, then put RAM and guards in it. */
+	r->map = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r->map == MAP_FAILED) {
+		ret = -errno;
+		goto err_fd;
+	}
+	r->size_bytes = size_bytes;
+	r->guard_bytes = guard_bytes;
+	r->host = r->map + guard_bytes;
+	p = mmap(r->host, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, r->fd, 0);
+	if (p == MAP_FAILED) {
+		ret = -errno;
+		goto err_map;
+	}
+	if (guard_bytes) {
+		uint8_t *guards[2] = { r->map, r->host + size_bytes };
+
+		for (int i = 0; i < 2; i++) {
+			p = mmap(guards[i], guard_bytes, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			if (p == MAP_FAILED) {
+				ret = -errno;
+				goto err_map;
+			}
+			memset(guards[i], TEST_GUARD_BYTE, guard_bytes);
+			if (mprotect(guards[i], guard_bytes, PROT_READ)) {
+				ret = -errno;
+				goto err_map;
+			}
+		}
+	}
+	return 0;
+err_map:
+	munmap(r->map, total);
+err_fd:
+	close(r->fd);
+	r->fd = -1;
+	return ret;
+}
+
+bool test_ram_guards_intact(const struct test_ram *r)
+{
+	const uint8_t *guards[2] = { r->map, r->host + r->size_bytes };
+
+	for (int g = 0; g < 2 && r->guard_bytes; g++)
+		for (size_t i = 0; i < r->guard_bytes; i++)
+			if (guards[g][i] != TEST_GUARD_BYTE)
+				return false;
+	return true;
+}
+
+void test_ram_destroy(struct test_ram *r)
+{
+	if (r->map)
+		munmap(r->map, r->size_bytes + 2 * r->guard_bytes);
+	if (r->fd >= 0)
+		close(r->fd);
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+void test_vm_info_one(struct gw_vm_info *vm, const struct test_ram *r, const char *name)
+{
+	memset(vm, 0, sizeof(*vm));
+	vm->nr_blocks = 1;
+	vm->kvm_vm_fd = -1;
+	vm->nr_vcpus = 1;
+	snprintf(vm->blocks[0].name, sizeof(vm->blocks[0].name), "%s", name);
+	vm->blocks[0].host = r->host;
+	vm->blocks[0].size_bytes = r->size_bytes;
+	vm->blocks[0].page_size_bytes = TEST_PAGE_BYTES;
+	vm->blocks[0].fd = r->fd;
+}
+
+static int tvm_pause(void *opaque)
+{
+	struct test_vm *t = opaque;
+
+	if (t->on_pause)
+		t->on_pause(t->hook_arg);
+	__atomic_fetch_add(&t->pause_calls, 1, __ATOMIC_ACQ_REL);
+	return 0;
+}
+
+static int tvm_resume(void *opaque)
+{
+	struct test_vm *t = opaque;
+
+	__atomic_fetch_add(&t->resume_calls, 1, __ATOMIC_ACQ_REL);
+	if (t->on_resume)
+		t->on_resume(t->hook_arg);
+	return 0;
+}
+
+static int tvm_save(void *opaque, struct gw_state *st)
+{
+	struct test_vm *t = opaque;
+
+	__atomic_fetch_add(&t->save_calls, 1, __ATOMIC_ACQ_REL);
+	if (!t->sec_name[0])
+		return 0;
+	return gw_state_add(st, t->sec_name, 3, t->sec_data, sizeof(t->sec_data));
+}
+
+static int tvm_load(void *opaque, struct gw_state *st)
+{
+	struct test_vm *t = opaque;
+	uint32_t version;
+	size_t len;
+	const void *data;
+
+	__atomic_fetch_add(&t->load_calls, 1, __ATOMIC_ACQ_REL);
+	if (!t->load_checks_section)
+		return 0;
+	data = gw_state_find(st, t->sec_name, &version, &len);
+	if (!data || version != 3 || len != sizeof(t->sec_data) || memcmp(data, t->sec_data, len))
+		return gw_state_reject(st, -EINVAL, "section %s missing or altered", t->sec_name);
+	t->load_saw_section = true;
+	return 0;
+}
+
+const struct gw_vm_ops test_vm_ops = {
+	.pause = tvm_pause,
+	.resume = tvm_resume,
+	.save_state = tvm_save,
+	.load_state = tvm_load,
+};
+
+static void quiet_sink(void *opaque, enum gw_log_level level, const char *line)
+{
+	(void)opaque;
+	if (level <= GW_LOG_WARN && getenv("GW_TEST_SHOW_ERRORS"))
+		fprintf(stderr, "%s\n", line);
+}
+
+void test_log_quiet(void)
+{
+	if (!getenv("GW_TEST_VERBOSE"))
+		gw_log_set_sink(quiet_sink, NULL);
+}

@@ -1,0 +1,337 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invariant: the message decoders accept exactly the well-formed messages.
+ * HELLO: a valid message round-trips; every malformed field (truncation at
+ * any length, page size, channel count, flags, block count, block names,
+ * sizes, gpa overflow, trailing bytes) is refused with -EPROTO and a
+ * non-empty reason. PAGES header: entry count, codec, raw size, codec none
+ * with data != raw and a length disagreeing with the frame are refused.
+ * STATE: round-trips sections byte-exact; a count over the bound, any
+ * truncation, a name without NUL, a repeated name and trailing bytes are
+ * refused.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "state.h"
+#include "wire.h"
+#include "test_util.h"
+
+TEST_DEFINE_FAILURES;
+
+#define HELLO_FIXED_BYTES 52
+#define HELLO_BLOCK_BYTES 56
+
+static void valid_hello(struct gw_msg_hello *m, unsigned nr_blocks)
+{
+	memset(m, 0, sizeof(*m));
+	m->min_version = 1;
+	m->max_version = 1;
+	for (unsigned i = 0; i < GW_WIRE_ID_BYTES; i++)
+		m->id[i] = (uint8_t)(0xa0 + i);
+	m->page_size_bytes = 4096;
+	m->nr_channels = 4;
+	m->codec = 1;
+	m->codec_level = 3;
+	m->flags = GW_HELLO_VERIFY | GW_HELLO_XBZRLE;
+	m->batch_pages = 128;
+	m->nr_blocks = nr_blocks;
+	for (unsigned i = 0; i < nr_blocks; i++) {
+		snprintf(m->blocks[i].name, GW_RAM_NAME_MAX, "ram%u", i);
+		m->blocks[i].gpa = (uint64_t)i << 32;
+		m->blocks[i].size_bytes = (uint64_t)(i + 1) << 20;
+		m->blocks[i].page_size_bytes = 4096;
+	}
+}
+
+static size_t enc(const struct gw_msg_hello *m, uint8_t *buf, size_t cap)
+{
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, cap);
+	TEST_ASSERT(gw_msg_hello_encode(&w, m) == 0, "encode");
+	return w.len;
+}
+
+static uint8_t hbuf[HELLO_FIXED_BYTES + (GW_MAX_RAM_BLOCKS + 1) * HELLO_BLOCK_BYTES + 64];
+
+/* Decode must refuse @len bytes of hbuf with -EPROTO and a reason. */
+static void expect_refused(size_t len, const char *what)
+{
+	struct gw_msg_hello *out = malloc(sizeof(*out));
+	char why[200] = "";
+	int ret;
+
+	TEST_ASSERT(out, "malloc");
+	ret = gw_msg_hello_decode(hbuf, len, out, why, sizeof(why));
+	TEST_CHECK(ret == -EPROTO, "%s: decode returned %d", what, ret);
+	TEST_CHECK(why[0] != 0, "%s: no reason", what);
+	if (getenv("GW_TEST_VERBOSE"))
+		printf("%-28s -> %s\n", what, why);
+	free(out);
+}
+
+/* Encode a tweaked copy of the valid HELLO and expect refusal. */
+#define REFUSE_TWEAK(what, stmt) do {						\
+	struct gw_msg_hello __m;						\
+	valid_hello(&__m, 2);							\
+	{ struct gw_msg_hello *h = &__m; stmt; }				\
+	expect_refused(enc(&__m, hbuf, sizeof(hbuf)), what);			\
+} while (0)
+
+static void test_hello(void)
+{
+	struct gw_msg_hello m, out;
+	char why[200];
+	size_t len;
+
+	/* Valid, 1 and 64 blocks. */
+	for (unsigned nb = 1; nb <= GW_MAX_RAM_BLOCKS; nb += 63) {
+		valid_hello(&m, nb);
+		len = enc(&m, hbuf, sizeof(hbuf));
+		TEST_CHECK(len == HELLO_FIXED_BYTES + nb * HELLO_BLOCK_BYTES, "length %zu", len);
+		TEST_CHECK(len <= gw_wire_max_payload(GW_MSG_HELLO), "fits the HELLO bound");
+		why[0] = 0;
+		TEST_CHECK(gw_msg_hello_decode(hbuf, len, &out, why, sizeof(why)) == 0, "valid: %s", why);
+		TEST_CHECK(!memcmp(out.id, m.id, GW_WIRE_ID_BYTES) && out.nr_channels == 4 && out.codec == 1 &&
+			   out.codec_level == 3 && out.flags == m.flags && out.batch_pages == 128 &&
+			   out.nr_blocks == nb, "fields round trip");
+		for (unsigned i = 0; i < nb; i++)
+			TEST_CHECK(!strcmp(out.blocks[i].name, m.blocks[i].name) &&
+				   out.blocks[i].gpa == m.blocks[i].gpa &&
+				   out.blocks[i].size_bytes == m.blocks[i].size_bytes &&
+				   out.blocks[i].page_size_bytes == 4096, "block %u round trip", i);
+	}
+
+	/* Truncated at every length. */
+	valid_hello(&m, 2);
+	len = enc(&m, hbuf, sizeof(hbuf));
+	for (size_t cut = 0; cut < len; cut++) {
+		char what[48];
+
+		snprintf(what, sizeof(what), "truncated at %zu", cut);
+		expect_refused(cut, what);
+	}
+	/* Trailing bytes. */
+	hbuf[len] = 0;
+	expect_refused(len + 1, "one trailing byte");
+	expect_refused(len + HELLO_BLOCK_BYTES, "a whole extra block");
+
+	REFUSE_TWEAK("versions 0..0", h->min_version = 0; h->max_version = 0);
+	REFUSE_TWEAK("versions 2..1", h->min_version = 2);
+	REFUSE_TWEAK("page size 8192", h->page_size_bytes = 8192;
+		     h->blocks[0].page_size_bytes = h->blocks[1].page_size_bytes = 8192);
+	REFUSE_TWEAK("page size 0", h->page_size_bytes = 0);
+	REFUSE_TWEAK("0 channels", h->nr_channels = 0);
+	REFUSE_TWEAK("65 channels", h->nr_channels = GW_MAX_CHANNELS + 1);
+	REFUSE_TWEAK("codec 6", h->codec = 6);
+	REFUSE_TWEAK("unknown flag bit 3", h->flags |= 1u << 3);
+	REFUSE_TWEAK("unknown flag bit 31", h->flags |= 1u << 31);
+	REFUSE_TWEAK("batch 0", h->batch_pages = 0);
+	REFUSE_TWEAK("batch 1025", h->batch_pages = GW_WIRE_MAX_BATCH_PAGES + 1);
+	REFUSE_TWEAK("block page size 8192", h->blocks[1].page_size_bytes = 8192);
+	REFUSE_TWEAK("empty name", h->blocks[1].name[0] = 0);
+	REFUSE_TWEAK("duplicate names", strcpy(h->blocks[1].name, "ram0"));
+	REFUSE_TWEAK("size 0", h->blocks[0].size_bytes = 0);
+	REFUSE_TWEAK("size not page multiple", h->blocks[0].size_bytes = 4097);
+	REFUSE_TWEAK("size 2^64-4096", h->blocks[0].size_bytes = UINT64_MAX - 4095);
+	REFUSE_TWEAK("gpa not aligned", h->blocks[1].gpa = 0x1000800);
+	REFUSE_TWEAK("gpa + size overflows", h->blocks[1].gpa = UINT64_MAX - 4095;
+		     h->blocks[1].size_bytes = 8192);
+
+	/* Block counts 0 and 65: the count field is patched in the bytes. */
+	valid_hello(&m, 1);
+	len = enc(&m, hbuf, sizeof(hbuf));
+	hbuf[48] = 0;
+	expect_refused(HELLO_FIXED_BYTES, "0 blocks");
+	expect_refused(len, "0 blocks, one block of bytes");
+	valid_hello(&m, GW_MAX_RAM_BLOCKS);
+	len = enc(&m, hbuf, sizeof(hbuf));
+	memcpy(hbuf + len, hbuf + len - HELLO_BLOCK_BYTES, HELLO_BLOCK_BYTES);
+	strcpy((char *)hbuf + len, "ram64");
+	hbuf[48] = GW_MAX_RAM_BLOCKS + 1;
+	expect_refused(len + HELLO_BLOCK_BYTES, "65 blocks");
+
+	/* A name filling all 32 bytes without a NUL. */
+	valid_hello(&m, 2);
+	len = enc(&m, hbuf, sizeof(hbuf));
+	memset(hbuf + HELLO_FIXED_BYTES + HELLO_BLOCK_BYTES, 'A', GW_RAM_NAME_MAX);
+	expect_refused(len, "name without NUL");
+}
+
+static void pages_enc(uint8_t *out, uint32_t block, uint32_t n, uint32_t codec,
+		      uint32_t data, uint32_t raw)
+{
+	struct gw_msg_pages_hdr ph = { .block = block, .nr_entries = n, .round = 9,
+				       .codec = codec, .data_bytes = data, .raw_bytes = raw };
+
+	gw_msg_pages_hdr_encode(out, &ph);
+}
+
+static uint32_t frame_len(uint32_t n, uint32_t data)
+{
+	return GW_PAGES_HDR_BYTES + n * GW_PAGES_ENTRY_BYTES + data;
+}
+
+static void test_pages_hdr(void)
+{
+	uint8_t b[GW_PAGES_HDR_BYTES];
+	struct gw_msg_pages_hdr ph;
+
+	pages_enc(b, 3, 2, 0, 8192, 8192);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(2, 8192), &ph) == 0, "valid");
+	TEST_CHECK(ph.block == 3 && ph.nr_entries == 2 && ph.round == 9 && ph.codec == 0 &&
+		   ph.data_bytes == 8192 && ph.raw_bytes == 8192, "round trip");
+	pages_enc(b, 0, 1024, 1, 100, 1024 * 4098);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1024, 100), &ph) == 0, "max batch, max raw");
+	TEST_CHECK(frame_len(1024, 1024 * 4098) <= gw_wire_max_payload(GW_MSG_PAGES), "bound covers max");
+	pages_enc(b, 0, 5, 0, 0, 0);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(5, 0), &ph) == 0, "zero pages only");
+
+	pages_enc(b, 0, 0, 0, 0, 0);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(0, 0), &ph) == -EPROTO, "count 0");
+	pages_enc(b, 0, 1025, 0, 0, 0);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1025, 0), &ph) == -EPROTO, "count 1025");
+	pages_enc(b, 0, 0xffffffffu, 0, 0, 0);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, 24, &ph) == -EPROTO, "count 2^32-1");
+	for (uint32_t codec = 5; codec < 8; codec++) {
+		pages_enc(b, 0, 1, codec, 10, 4096);
+		TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1, 10), &ph) == -EPROTO, "codec %u", codec);
+	}
+	pages_enc(b, 0, 1, 1, 10, 4099);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1, 10), &ph) == -EPROTO, "raw > n * 4098");
+	pages_enc(b, 0, 1, 1, 10, 0xffffffffu);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1, 10), &ph) == -EPROTO, "raw 2^32-1");
+	pages_enc(b, 0, 1, 0, 4096, 4000);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1, 4096), &ph) == -EPROTO, "none: data != raw");
+	pages_enc(b, 0, 2, 0, 8192, 8192);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(2, 8192) - 1, &ph) == -EPROTO, "frame 1 short");
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(2, 8192) + 1, &ph) == -EPROTO, "frame 1 long");
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1, 8192), &ph) == -EPROTO, "entries missing");
+	pages_enc(b, 0, 1, 2, 0xfffffff0u, 4096);
+	TEST_CHECK(gw_msg_pages_hdr_decode(b, 0xffffffffu, &ph) == -EPROTO, "data bytes near 4 GiB");
+}
+
+static uint8_t sbuf[4 + 300 * (GW_SECTION_NAME_MAX + 8) + 4096];
+
+static void test_state(void)
+{
+	struct gw_state *st = malloc(sizeof(*st)), *out = malloc(sizeof(*out));
+	uint8_t data[1000];
+	struct gw_wbuf w;
+	size_t len;
+
+	TEST_ASSERT(st && out, "malloc");
+	for (unsigned i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 13);
+	gw_state_init(st);
+	TEST_ASSERT(gw_state_add(st, "cpu0", 7, data, 100) == 0, "add");
+	TEST_ASSERT(gw_state_add(st, "empty", 1, NULL, 0) == 0, "add empty");
+	TEST_ASSERT(gw_state_add(st, "a-name-of-thirty-one-characters", 0xffffffffu, data, 1000) == 0, "add long");
+	len = gw_msg_state_size(st);
+	TEST_CHECK(len == 4 + 3 * (GW_SECTION_NAME_MAX + 8) + 1100, "size %zu", len);
+	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
+	TEST_ASSERT(gw_msg_state_encode(&w, st) == 0 && w.len == len, "encode %zu", w.len);
+	gw_state_init(out);
+	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == 0, "decode");
+	TEST_CHECK(gw_state_count(out) == 3, "count %u", gw_state_count(out));
+	{
+		uint32_t v;
+		size_t n;
+		const void *p = gw_state_find(out, "cpu0", &v, &n);
+
+		TEST_CHECK(p && v == 7 && n == 100 && !memcmp(p, data, 100), "cpu0");
+		p = gw_state_find(out, "empty", &v, &n);
+		TEST_CHECK(p && v == 1 && n == 0, "empty");
+		p = gw_state_find(out, "a-name-of-thirty-one-characters", &v, &n);
+		TEST_CHECK(p && v == 0xffffffffu && n == 1000 && !memcmp(p, data, 1000), "long name");
+	}
+	gw_state_release(out);
+
+	/* Zero sections. */
+	{
+		struct gw_state *z = malloc(sizeof(*z));
+
+		TEST_ASSERT(z, "malloc");
+		gw_state_init(z);
+		gw_wbuf_init(&w, sbuf, sizeof(sbuf));
+		gw_msg_state_encode(&w, z);
+		TEST_CHECK(w.len == 4 && gw_msg_state_decode(sbuf, 4, out) == 0 && gw_state_count(out) == 0,
+			   "zero sections");
+		gw_state_release(out);
+		free(z);
+	}
+
+	/* Every truncation (inside the count, a name, a length, data). */
+	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
+	gw_msg_state_encode(&w, st);
+	for (size_t cut = 0; cut < len; cut++) {
+		TEST_CHECK(gw_msg_state_decode(sbuf, cut, out) == -EPROTO, "truncated at %zu", cut);
+		gw_state_release(out);
+	}
+	TEST_CHECK(gw_msg_state_decode(sbuf, len + 1, out) == -EPROTO, "trailing byte");
+	gw_state_release(out);
+
+	/* A section length pointing far past the end. */
+	sbuf[4 + GW_SECTION_NAME_MAX + 4 + 3] = 0x7f;
+	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "section length 2 GiB");
+	gw_state_release(out);
+	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
+	gw_msg_state_encode(&w, st);
+
+	/* Name without NUL. */
+	memset(sbuf + 4, 'N', GW_SECTION_NAME_MAX);
+	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "name without NUL");
+	gw_state_release(out);
+	/* Empty name. */
+	memset(sbuf + 4, 0, GW_SECTION_NAME_MAX);
+	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "empty name");
+	gw_state_release(out);
+	/* Duplicate name: the second section renamed to the first. */
+	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
+	gw_msg_state_encode(&w, st);
+	memset(sbuf + 4 + GW_SECTION_NAME_MAX + 8 + 100, 0, GW_SECTION_NAME_MAX);
+	memcpy(sbuf + 4 + GW_SECTION_NAME_MAX + 8 + 100, "cpu0", 4);
+	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "duplicate name");
+	gw_state_release(out);
+
+	/* Count over the bound, with and without the bytes behind it. */
+	{
+		uint32_t count = GW_STATE_MAX_SECTIONS + 1;
+		size_t n = 4;
+
+		memcpy(sbuf, &count, 4);
+		for (uint32_t i = 0; i < count; i++) {
+			memset(sbuf + n, 0, GW_SECTION_NAME_MAX + 8);
+			snprintf((char *)sbuf + n, GW_SECTION_NAME_MAX, "s%u", i);
+			n += GW_SECTION_NAME_MAX + 8;
+		}
+		TEST_CHECK(gw_msg_state_decode(sbuf, n, out) == -EPROTO, "257 sections");
+		gw_state_release(out);
+		TEST_CHECK(gw_msg_state_decode(sbuf, 4, out) == -EPROTO, "257 sections, no bytes");
+		gw_state_release(out);
+		count = 0xffffffffu;
+		memcpy(sbuf, &count, 4);
+		TEST_CHECK(gw_msg_state_decode(sbuf, n, out) == -EPROTO, "2^32-1 sections");
+		gw_state_release(out);
+		/* Exactly the maximum is fine. */
+		count = GW_STATE_MAX_SECTIONS;
+		memcpy(sbuf, &count, 4);
+		TEST_CHECK(gw_msg_state_decode(sbuf, n - (GW_SECTION_NAME_MAX + 8), out) == 0, "256 sections");
+		TEST_CHECK(gw_state_count(out) == GW_STATE_MAX_SECTIONS, "256 decoded");
+		gw_state_release(out);
+	}
+	gw_state_release(st);
+	free(st);
+	free(out);
+}
+
+int main(void)
+{
+	test_hello();
+	test_pages_hdr();
+	test_state();
+	TEST_EXIT();
+}
