@@ -18,8 +18,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "soft/soft_internal.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -178,7 +180,16 @@ struct fill_job {
 	atomic_int err;			/* first error */
 };
 
-static void fill_run(struct fill_job *job, unsigned bi, uint64_t run)
+/*
+ * One 2 MiB run. Blocks with a backing fd are written with pwrite() from a
+ * buffer the worker reuses: the kernel copies through its direct map, while
+ * the first user-mode touch of each 4 KiB page of a mapping costs several
+ * microseconds in a nested VM (measured here: ~3 s/GiB per thread against
+ * ~0.2 s/GiB for pwrite). It also models a KVM guest better: a guest fills
+ * its RAM without going through the VMM's own mapping. @buf may be NULL
+ * (allocation failed): then the run is written through the mapping.
+ */
+static void fill_run(struct fill_job *job, unsigned bi, uint64_t run, uint8_t *buf)
 {
 	const struct gw_ram_block *b = &job->info->blocks[bi];
 	uint64_t block_pages = b->size_bytes / SOFT_PAGE_BYTES;
@@ -191,11 +202,29 @@ static void fill_run(struct fill_job *job, unsigned bi, uint64_t run)
 		global_first += job->info->blocks[i].size_bytes / SOFT_PAGE_BYTES;
 	global_first += first;
 
-	/*
-	 * One call maps the whole run: cheaper than 512 separate faults, and
-	 * zero pages of fresh RAM need nothing more. Best effort: writes fault
-	 * the pages in anyway.
-	 */
+	if (job->fill == SOFT_FILL_ZERO && job->fresh) {
+		/* Populated zero pages without writing them: the kernel clears them. */
+		if (madvise(p, n * SOFT_PAGE_BYTES, MADV_POPULATE_WRITE) == 0)
+			return;
+	}
+	if (b->fd >= 0 && buf) {
+		size_t len = n * SOFT_PAGE_BYTES, done = 0;
+		off_t off = (off_t)(b->fd_offset_bytes + first * SOFT_PAGE_BYTES);
+
+		for (uint64_t i = 0; i < n; i++)
+			soft_fill_page(job->fill, job->seed, global_first + i, buf + i * SOFT_PAGE_BYTES);
+		while (done < len) {
+			ssize_t w = pwrite(b->fd, buf + done, len - done, off + (off_t)done);
+
+			if (w <= 0)
+				break;
+			done += (size_t)w;
+		}
+		if (done == len)
+			return;
+		/* A file that refuses pwrite: fall through to the mapping. */
+	}
+	/* One call maps the whole run: cheaper than 512 separate faults. */
 	(void)madvise(p, n * SOFT_PAGE_BYTES, MADV_POPULATE_WRITE);
 	for (uint64_t i = 0; i < n; i++) {
 		uint8_t *page = p + i * SOFT_PAGE_BYTES;
@@ -209,6 +238,7 @@ static void fill_run(struct fill_job *job, unsigned bi, uint64_t run)
 static void *fill_worker(void *arg)
 {
 	struct fill_job *job = arg;
+	uint8_t *buf = aligned_alloc(SOFT_PAGE_BYTES, FILL_RUN_PAGES * SOFT_PAGE_BYTES);
 	unsigned bi = 0;
 
 	for (;;) {
@@ -218,8 +248,9 @@ static void *fill_worker(void *arg)
 			break;
 		while (r >= job->run_base[bi + 1])
 			bi++;
-		fill_run(job, bi, r - job->run_base[bi]);
+		fill_run(job, bi, r - job->run_base[bi], buf);
 	}
+	free(buf);
 	return NULL;
 }
 
