@@ -653,6 +653,35 @@ static void sc_digest_mismatch(struct env *e)
 	hs_complete(e, GW_COMPLETE_DIGEST, dg, 1);
 }
 
+/* COMPLETE while the channel never ended; then the data connection drops. */
+static void sc_complete_without_chan_end(struct env *e)
+{
+	hs_setup(e);
+	hs_round(e, 0);
+	hs_state_empty(e);
+	hs_complete(e, 0, no_digest, 0);
+	usleep(20000);
+	gw_conn_close(&e->data);
+}
+
+/* A PAGES frame cut in the middle of its data by the source going away. */
+static void sc_data_closed_mid_frame(struct env *e)
+{
+	struct gw_msg_pages_hdr ph = { .block = 0, .nr_entries = 1, .codec = 0,
+				       .data_bytes = PAGE, .raw_bytes = PAGE };
+	uint8_t frame[GW_WIRE_HDR_BYTES + GW_PAGES_HDR_BYTES + 8 + 100];
+	uint64_t ent = htole64(gw_page_entry(12, GW_PAGE_NORMAL));
+
+	hs_setup(e);
+	hs_round(e, 0);
+	gw_wire_hdr_encode(frame, GW_MSG_PAGES, 0, GW_PAGES_HDR_BYTES + 8 + PAGE, e->data.send_seq);
+	gw_msg_pages_hdr_encode(frame + GW_WIRE_HDR_BYTES, &ph);
+	memcpy(frame + GW_WIRE_HDR_BYTES + GW_PAGES_HDR_BYTES, &ent, 8);
+	memset(frame + GW_WIRE_HDR_BYTES + GW_PAGES_HDR_BYTES + 8, 0x5a, 100);
+	TEST_ASSERT(write(e->data.fd, frame, sizeof(frame)) == (ssize_t)sizeof(frame), "write");
+	gw_conn_close(&e->data);
+}
+
 /* ---------------- valid migrations ---------------- */
 
 /* Pages of the valid plain migration, checked after it. */
@@ -973,6 +1002,8 @@ static const struct scenario scenarios[] = {
 	{ "chan_end_wrong_totals", sc_chan_end_wrong_totals, -EPROTO },
 	{ "complete_before_state", sc_complete_before_state, -EPROTO },
 	{ "go_before_ready", sc_go_before_ready, -EPROTO },
+	{ "complete_without_chan_end", sc_complete_without_chan_end, -ECONNRESET },
+	{ "data_closed_mid_frame", sc_data_closed_mid_frame, -ECONNRESET },
 	{ "round_backwards", sc_round_backwards, -EPROTO },
 	{ "extents_beyond", sc_extents_beyond, -ERANGE },
 	{ "layout_mismatch", sc_layout_mismatch, -ERANGE },
