@@ -1,0 +1,628 @@
+#!/usr/bin/env python3
+"""godwit scenario benchmark: migrations over loopback and shaped veth links.
+
+Usage: bench/bench.py BUILD_DIR [--quick] [--groups basic,matrix]
+       [--links loopback,10gbit,1gbit] [--channels 1,2,4] [--codecs none,zstd,...]
+       [--memory SIZE] [--out DIR] [--io-timeout-ms N] [--iperf-seconds N]
+(bench/run.sh is the usual entry point; docs/bench.md explains every column.)
+
+For every scenario group and link this measures the link with iperf3 in the
+same run, then runs each migration with fresh processes:
+  destination: [ip netns exec DST] godwit run --incoming tcp:ADDR:0 --api D/dst.sock
+  source:      [ip netns exec SRC] godwit run --api D/src.sock --memory ... --workload ...
+  driver:      godwit migrate --api D/src.sock --to URL --json ...
+The migrate command talks to the source only over its unix API socket, which
+is reachable from any network namespace. The destination's CPU time is read
+from /proc/PID/stat just before the migration starts and just after it ends
+(the CLI reports only the source's). Markdown tables go to stdout, progress to
+stderr, one JSON object per migration to OUT/<stamp>.jsonl.
+
+Invariants: every process and namespace started here is stopped here, also on
+error or Ctrl-C; traffic only ever goes to 127.0.0.1 or to the two addresses
+inside our own namespaces. Nothing here judges a figure: the tables report.
+"""
+
+import argparse
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+PAGE_BYTES = 4096
+GIB = 1 << 30
+MIB = 1 << 20
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+NETNS_LIB = os.path.join(ROOT, "tests", "integration", "netns.sh")
+CODECS = ["none", "zstd", "lz4", "zlib", "isal", "auto"]
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    t = time.monotonic() - T0
+    sys.stderr.write("[bench %3d:%02d] %s\n" % (t // 60, t % 60, msg))
+    sys.stderr.flush()
+
+
+def size_str(n):
+    if n % GIB == 0:
+        return "%dG" % (n // GIB)
+    return "%dM" % (n // MIB)
+
+
+def parse_size(s):
+    mult = {"K": 1 << 10, "M": MIB, "G": GIB}.get(s[-1:].upper())
+    return int(s[:-1]) * mult if mult else int(s)
+
+
+# ---- links ----------------------------------------------------------------
+
+class Link:
+    """Where the two ends run: loopback (host namespace) or a veth pair.
+
+    name: label in tables; rate: tc rate or None; ns_src/ns_dst: namespace
+    names or None; dst_addr: the address the destination listens on.
+    """
+
+    def __init__(self, name, rate=None, subnet=None):
+        self.name = name
+        self.rate = rate
+        self.subnet = subnet
+        self.ns_src = self.ns_dst = None
+        self.dst_addr = "127.0.0.1"
+        self.up = False
+
+    @property
+    def netns(self):
+        return self.rate is not None
+
+    def tag(self):
+        return "bench" + self.name
+
+    def setup(self):
+        if not self.netns:
+            self.up = True
+            return
+        sh = '. "%s" && netns_setup %s %s %d' % (NETNS_LIB, self.tag(), self.rate, self.subnet)
+        subprocess.run(["bash", "-c", sh], check=True)
+        self.ns_src = "gw-%s-src" % self.tag()
+        self.ns_dst = "gw-%s-dst" % self.tag()
+        self.dst_addr = "10.99.%d.2" % self.subnet
+        self.up = True
+
+    def teardown(self):
+        if self.netns and self.up:
+            sh = '. "%s" && netns_teardown %s' % (NETNS_LIB, self.tag())
+            subprocess.run(["bash", "-c", sh], check=False)
+        self.up = False
+
+    def wrap(self, argv, side):
+        ns = self.ns_src if side == "src" else self.ns_dst
+        if ns:
+            return ["ip", "netns", "exec", ns] + argv
+        return argv
+
+
+def iperf(link, seconds):
+    """Receiver-side rate src -> dst in bits per second, or None (twice tried)."""
+    if not shutil.which("iperf3"):
+        return None
+    bps = iperf_once(link, seconds)
+    return bps if bps is not None else iperf_once(link, seconds)
+
+
+def iperf_once(link, seconds):
+    port = 5299
+    srv = subprocess.Popen(link.wrap(["iperf3", "-s", "-1", "-B", link.dst_addr, "-p", str(port)],
+                                     "dst"),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        out = None
+        err = ""
+        # The server needs a moment to listen; retry the client a few times
+        # rather than sleeping a fixed time.
+        for _ in range(30):
+            r = subprocess.run(link.wrap(["iperf3", "-c", link.dst_addr, "-p", str(port),
+                                          "-t", str(seconds), "-J"], "src"),
+                               capture_output=True, text=True, timeout=seconds + 30)
+            if r.returncode == 0:
+                out = r.stdout
+                break
+            err = (r.stderr.strip() or r.stdout.strip())[-200:]
+            time.sleep(0.1)
+        if not out:
+            log("iperf3 on %s failed: %s" % (link.name, err))
+            return None
+        res = json.loads(out)
+        if "error" in res:
+            raise ValueError(res["error"])
+        return float(res["end"]["sum_received"]["bits_per_second"])
+    except (subprocess.TimeoutExpired, ValueError, KeyError) as e:
+        log("iperf3 on %s: no rate (%s: %s)" % (link.name, type(e).__name__, e))
+        return None
+    finally:
+        if srv.poll() is None:
+            srv.terminate()
+        try:
+            srv.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            srv.kill()
+            srv.wait()
+
+
+# ---- one migration --------------------------------------------------------
+
+def proc_cpu_s(pid):
+    """utime + stime of PID in seconds (10 ms resolution), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.godwit = None
+        for cand in ("tools/godwit", "godwit"):
+            p = os.path.join(args.build, cand)
+            if os.access(p, os.X_OK):
+                self.godwit = os.path.abspath(p)
+                break
+        self.tmp = tempfile.mkdtemp(prefix="gw-bench.")
+        self.procs = []
+        self.links = []
+        self.ramfiles = {}
+        self.records = []
+        os.makedirs(args.out, exist_ok=True)
+        self.out_path = os.path.join(args.out, time.strftime("%Y%m%d-%H%M%S") +
+                                     ("-quick" if args.quick else "") + ".jsonl")
+        self.out = open(self.out_path, "a")
+        self.nrun = 0
+        self.ntotal = 0
+
+    # -- process plumbing --
+
+    def spawn(self, argv, log_path, stdout=subprocess.DEVNULL):
+        lf = open(log_path, "ab")
+        p = subprocess.Popen(argv, stdout=stdout, stderr=lf, stdin=subprocess.DEVNULL)
+        lf.close()
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, api):
+        if p is None:
+            return
+        if p.poll() is None and api and os.path.exists(api):
+            subprocess.run([self.godwit, "quit", "--api", api], capture_output=True, timeout=30)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def gw_json(self, *argv, timeout=60):
+        r = subprocess.run([self.godwit] + list(argv) + ["--json"], capture_output=True,
+                           text=True, timeout=timeout)
+        try:
+            return r.returncode, json.loads(r.stdout)
+        except ValueError:
+            return r.returncode, None
+
+    def wait_running(self, api, proc, timeout_s):
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if proc.poll() is not None:
+                return False
+            if os.path.exists(api):
+                rc, st = self.gw_json("status", "--api", api)
+                if st and st.get("vm-status") == "running":
+                    return True
+            time.sleep(0.1)
+        return False
+
+    def read_incoming(self, proc, timeout_s):
+        end = time.monotonic() + timeout_s
+        buf = b""
+        fd = proc.stdout.fileno()
+        while time.monotonic() < end and b"\n" not in buf:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+        line = buf.split(b"\n", 1)[0].decode(errors="replace").split()
+        if len(line) == 2 and line[0] == "incoming":
+            return line[1]
+        return None
+
+    def ramfile(self, memory, fill):
+        """A tmpfs file holding RAM already filled with FILL.
+
+        Filling 4 GiB with mix content costs ~30 s of CPU here; doing it once
+        per size and mapping the file in every source (--memory-file, --fill
+        none keeps what is there) keeps that cost out of the run's time budget.
+        The idle workload writes only its progress counter into it."""
+        key = (memory, fill)
+        if key in self.ramfiles:
+            return self.ramfiles[key]
+        d = "/dev/shm" if os.path.isdir("/dev/shm") else self.tmp
+        path = os.path.join(d, "gw-bench-%d-%s-%s.ram" % (os.getpid(), size_str(memory), fill))
+        api = os.path.join(self.tmp, "fill.sock")
+        log("preparing %s of %s RAM content in %s" % (size_str(memory), fill, path))
+        p = self.spawn([self.godwit, "run", "--api", api, "--memory", str(memory),
+                        "--memory-file", path, "--fill", fill, "--workload", "idle",
+                        "--log-level", "warn"], os.path.join(self.tmp, "fill.log"))
+        ok = self.wait_running(api, p, 600)
+        self.stop(p, api)
+        if not ok:
+            raise RuntimeError("could not prepare %s (see %s/fill.log)" % (path, self.tmp))
+        self.ramfiles[key] = path
+        return path
+
+    def migrate(self, link, group, memory, fill, workload, channels=1, codec="none",
+                extra=(), iperf_bps=None, use_ramfile=True):
+        """One migration with fresh processes; returns the record (dict)."""
+        self.nrun += 1
+        label = "%s %s %s fill=%s %s ch=%d %s" % (group, link.name, size_str(memory), fill,
+                                                  workload, channels, codec)
+        run_dir = tempfile.mkdtemp(prefix="m%03d." % self.nrun, dir=self.tmp)
+        src_api = os.path.join(run_dir, "src.sock")
+        dst_api = os.path.join(run_dir, "dst.sock")
+        common = ["--log-level", "warn", "--set", "io-timeout-ms=%d" % self.args.io_timeout_ms]
+        rec = {"group": group, "link": link.name, "link-rate": link.rate,
+               "memory": memory, "fill": fill, "workload": workload,
+               "channels": channels, "codec": codec, "extra": list(extra),
+               "iperf-bps": iperf_bps, "error": None}
+        src = dst = None
+        t_start = time.monotonic()
+        try:
+            src_argv = [self.godwit, "run", "--api", src_api, "--memory", str(memory),
+                        "--workload", workload] + common
+            # Only an idle guest may share the prepared file: a dirtying one
+            # would change the content later runs start from.
+            if use_ramfile and workload == "idle" and fill not in ("none", "zero"):
+                src_argv += ["--memory-file", self.ramfile(memory, fill), "--fill", "none"]
+            else:
+                src_argv += ["--fill", fill]
+            dst = self.spawn(link.wrap([self.godwit, "run", "--incoming",
+                                        "tcp:%s:0" % link.dst_addr, "--api", dst_api] + common,
+                                       "dst"),
+                             os.path.join(run_dir, "dst.log"), stdout=subprocess.PIPE)
+            src = self.spawn(link.wrap(src_argv, "src"), os.path.join(run_dir, "src.log"))
+            url = self.read_incoming(dst, 30)
+            if not url:
+                raise RuntimeError("destination printed no 'incoming URL' line")
+            if not self.wait_running(src_api, src, 600):
+                raise RuntimeError("source VM did not start")
+            mig = [self.godwit, "migrate", "--api", src_api, "--to", url, "--json",
+                   "--channels", str(channels), "--compress", codec] + list(extra)
+            dcpu0 = proc_cpu_s(dst.pid)
+            t0 = time.monotonic()
+            r = subprocess.run(mig, capture_output=True, text=True,
+                               timeout=self.args.migrate_timeout_s)
+            wall = time.monotonic() - t0
+            dcpu1 = proc_cpu_s(dst.pid)
+            try:
+                st = json.loads(r.stdout)
+            except ValueError:
+                raise RuntimeError("migrate printed no JSON (exit %d): %s" %
+                                   (r.returncode, r.stderr.strip()[-300:]))
+            rec["stats"] = st
+            rec["migrate-wall-s"] = wall
+            rec["dst-cpu-seconds"] = (dcpu1 - dcpu0) if dcpu0 is not None and dcpu1 is not None \
+                else None
+            completed = st.get("status") == "completed"
+            check = "n/a"
+            progress = None
+            if completed:
+                if self.wait_running(dst_api, dst, 30):
+                    _, s1 = self.gw_json("status", "--api", dst_api)
+                    time.sleep(0.3)
+                    _, s2 = self.gw_json("status", "--api", dst_api)
+                    if s1 and s2:
+                        progress = s2.get("guest-progress-count", 0) > \
+                            s1.get("guest-progress-count", 0)
+                    crc, c = self.gw_json("check", "--api", dst_api, timeout=300)
+                    check = {0: "ok", 1: "mismatch", 2: "n/a"}.get(crc, "error")
+                else:
+                    check = "dst-not-running"
+            digest = st.get("verified", False)
+            rec["check"] = check
+            rec["guest-progress"] = progress
+            # As godwit demo: verified when at least one check ran and none failed.
+            rec["verified"] = bool(completed and digest and check in ("ok", "n/a"))
+            if not completed:
+                rec["error"] = "%s: %s" % (st.get("status"), st.get("error-desc", ""))
+        except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
+            rec["error"] = str(e)
+        finally:
+            self.stop(src, src_api)
+            self.stop(dst, dst_api)
+        derive(rec)
+        rec["run-s"] = time.monotonic() - t_start
+        if rec["error"]:
+            for side in ("src", "dst"):
+                try:
+                    with open(os.path.join(run_dir, side + ".log"), errors="replace") as f:
+                        tail = f.read().strip().splitlines()[-3:]
+                    rec[side + "-log-tail"] = tail
+                except OSError:
+                    pass
+        self.out.write(json.dumps(rec, sort_keys=True) + "\n")
+        self.out.flush()
+        self.records.append(rec)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if rec["error"]:
+            log("[%d/%d] %s: FAILED: %s" % (self.nrun, self.ntotal, label, rec["error"]))
+        else:
+            log("[%d/%d] %s: %.0f ms total, %.1f ms downtime, %s (%.1f s)" %
+                (self.nrun, self.ntotal, label, rec["total-ms"], rec["downtime-ms"],
+                 "verified" if rec["verified"] else "NOT verified", rec["run-s"]))
+        return rec
+
+    def cleanup(self):
+        for p in list(self.procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        self.procs = []
+        for link in self.links:
+            link.teardown()
+        for path in self.ramfiles.values():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        self.ramfiles = {}
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.out.close()
+
+
+def derive(rec):
+    """Figures of merit from the raw statistics (see docs/bench.md)."""
+    st = rec.get("stats") or {}
+    ram = st.get("ram") or {}
+    total_ms = st.get("total-time") or 0.0
+    secs = total_ms / 1000.0
+    moved = (ram.get("normal", 0) + ram.get("duplicate", 0)) * PAGE_BYTES
+    wire = ram.get("transferred", 0)
+    rec["total-ms"] = total_ms
+    rec["downtime-ms"] = st.get("downtime", 0.0)
+    rec["setup-ms"] = st.get("setup-time", 0.0)
+    rec["moved-bytes"] = moved
+    rec["wire-bytes"] = wire
+    rec["ram-bps"] = moved * 8 / secs if secs > 0 else None     # bits/s of guest pages
+    rec["wire-bps"] = wire * 8 / secs if secs > 0 else None     # bits/s on the wire
+    rec["span-bps"] = ram.get("total", 0) * 8 / secs if secs > 0 else None
+    raw = ram.get("payload-raw-bytes", 0)
+    pw = ram.get("payload-wire-bytes", 0)
+    rec["compression-ratio"] = raw / pw if pw else ram.get("compression-ratio")
+    ip = rec.get("iperf-bps")
+    rec["ram-vs-iperf"] = rec["ram-bps"] / ip if ip and rec["ram-bps"] else None
+    rec["wire-vs-iperf"] = rec["wire-bps"] / ip if ip and rec["wire-bps"] else None
+    u, s = st.get("cpu-user-seconds"), st.get("cpu-system-seconds")
+    rec["src-cpu-seconds"] = (u or 0.0) + (s or 0.0) if u is not None else None
+
+
+# ---- tables ---------------------------------------------------------------
+
+def fmt(v, spec="%.1f", none="-"):
+    return none if v is None else spec % v
+
+
+def gbit(bps):
+    return fmt(bps / 1e9 if bps is not None else None, "%.2f")
+
+
+def table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |",
+           "|" + "|".join("---:" if i else "---" for i in range(len(headers))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+def verified_cell(rec):
+    if rec.get("error"):
+        return "FAILED: " + rec["error"][:60]
+    return ("yes" if rec["verified"] else "NO") + ("" if rec.get("check") in (None, "n/a")
+                                                   else " (check %s)" % rec["check"])
+
+
+def table_basic(recs):
+    headers = ["scenario", "link", "iperf3 Gbit/s", "total ms", "downtime ms", "setup ms",
+               "transferred B", "mbps", "pages/s", "rounds", "span Gbit/s", "RAM Gbit/s",
+               "wire Gbit/s", "wire/iperf3", "CPU s src", "CPU s dst", "verified"]
+    rows = []
+    for r in recs:
+        st = r.get("stats") or {}
+        ram = st.get("ram") or {}
+        rows.append([r["name"], r["link"], gbit(r["iperf-bps"]), fmt(r["total-ms"]),
+                     fmt(r["downtime-ms"]), fmt(r["setup-ms"]), ram.get("transferred", "-"),
+                     fmt(ram.get("mbps"), "%.0f"), ram.get("pages-per-second", "-"),
+                     st.get("rounds", "-"), gbit(r["span-bps"]), gbit(r["ram-bps"]), gbit(r["wire-bps"]),
+                     fmt(r["wire-vs-iperf"], "%.2f"), fmt(r["src-cpu-seconds"], "%.2f"),
+                     fmt(r["dst-cpu-seconds"], "%.2f"), verified_cell(r)])
+    return table(headers, rows)
+
+
+def table_matrix(recs):
+    headers = ["link", "RAM", "ch", "codec", "total ms", "downtime ms", "RAM Gbit/s",
+               "wire Gbit/s", "wire B", "ratio", "CPU s src", "CPU s dst", "iperf3 Gbit/s",
+               "RAM/iperf3", "wire/iperf3", "verified"]
+    rows = []
+    for r in recs:
+        rows.append([r["link"], size_str(r["memory"]), r["channels"], r["codec"],
+                     fmt(r["total-ms"], "%.0f"), fmt(r["downtime-ms"]), gbit(r["ram-bps"]),
+                     gbit(r["wire-bps"]), r["wire-bytes"], fmt(r["compression-ratio"], "%.2f"),
+                     fmt(r["src-cpu-seconds"], "%.2f"), fmt(r["dst-cpu-seconds"], "%.2f"),
+                     gbit(r["iperf-bps"]), fmt(r["ram-vs-iperf"], "%.2f"),
+                     fmt(r["wire-vs-iperf"], "%.2f"), verified_cell(r)])
+    return table(headers, rows)
+
+
+# ---- scenarios ------------------------------------------------------------
+
+def plan(args, netns_ok):
+    """(basic, matrix): lists of scenario dicts, and the links they need."""
+    q = args.quick
+    basic = []
+    if q:
+        basic = [
+            dict(name="idle 256M untouched", memory=256 * MIB, fill="none", workload="idle"),
+            dict(name="idle 256M mix", memory=256 * MIB, fill="mix", workload="idle"),
+            dict(name="dirty 256M ws=64M", memory=256 * MIB, fill="mix",
+                 workload="dirty:ws=64M,pattern=page",
+                 extra=["--converge-timeout", "10000", "--on-timeout", "force"]),
+        ]
+    else:
+        basic = [
+            dict(name="idle 8G untouched", memory=8 * GIB, fill="none", workload="idle"),
+            dict(name="idle 4G mix", memory=4 * GIB, fill="mix", workload="idle"),
+            dict(name="dirty 1G ws=256M", memory=1 * GIB, fill="mix",
+                 workload="dirty:ws=256M,pattern=page",
+                 extra=["--converge-timeout", "20000", "--on-timeout", "force"]),
+        ]
+    if q:
+        links = [("loopback", 256 * MIB, [1, 2], ["none", "zstd"])]
+        if netns_ok:
+            links.append(("1gbit", 256 * MIB, [2], ["none", "lz4"]))
+    else:
+        # 1 GiB per migration on every link: 54 migrations of 4 GiB take
+        # about an hour on this 2-core machine (zlib alone ~40 s each), far
+        # over the run's ~20 minute budget. --memory 4G gives issue 4's size.
+        links = [("loopback", 1 * GIB, [1, 2, 4], CODECS)]
+        if netns_ok:
+            links += [("10gbit", 1 * GIB, [1, 2, 4], CODECS),
+                      ("1gbit", 1 * GIB, [1, 2, 4], CODECS)]
+    if args.links:
+        want = args.links.split(",")
+        links = [l for l in links if l[0] in want]
+    matrix = []
+    for name, mem, chans, codecs in links:
+        if args.memory:
+            mem = parse_size(args.memory)
+        for ch in chans:
+            if args.channels and str(ch) not in args.channels.split(","):
+                continue
+            for c in codecs:
+                if args.codecs and c not in args.codecs.split(","):
+                    continue
+                matrix.append(dict(link=name, memory=mem, channels=ch, codec=c))
+    return basic, matrix
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--quick", action="store_true", help="reduced set (256M, few combos)")
+    ap.add_argument("--groups", default="basic,matrix", help="basic,matrix")
+    ap.add_argument("--links", default="", help="matrix links: loopback,10gbit,1gbit")
+    ap.add_argument("--channels", default="", help="matrix channel counts, e.g. 1,4")
+    ap.add_argument("--codecs", default="", help="matrix codecs, e.g. none,zstd")
+    ap.add_argument("--memory", default="", help="matrix RAM size for every link, e.g. 1G")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--iperf-seconds", type=int, default=3)
+    ap.add_argument("--io-timeout-ms", type=int, default=60000,
+                    help="godwit io-timeout-ms for both ends (default 60000)")
+    ap.add_argument("--migrate-timeout-s", type=int, default=300)
+    args = ap.parse_args()
+    groups = args.groups.split(",")
+
+    b = Bench(args)
+    if not b.godwit:
+        sys.stderr.write("bench: no godwit binary under %s\n" % args.build)
+        return 77
+    netns_ok = subprocess.run(["bash", "-c", '. "%s" && netns_available' % NETNS_LIB]).returncode == 0
+    if not netns_ok:
+        log("network namespaces unavailable (need root / CAP_NET_ADMIN): loopback only")
+    if not shutil.which("iperf3"):
+        log("iperf3 missing: the iperf3 columns stay empty (apt-get install iperf3)")
+    basic, matrix = plan(args, netns_ok)
+    if "basic" not in groups:
+        basic = []
+    if "matrix" not in groups:
+        matrix = []
+    b.ntotal = len(basic) + len(matrix)
+    log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_signal)
+
+    links = {"loopback": Link("loopback"),
+             "10gbit": Link("10gbit", "10gbit", 201),
+             "1gbit": Link("1gbit", "1gbit", 202)}
+    rc = 0
+    try:
+        basic_recs = []
+        if basic:
+            lo = links["loopback"]
+            lo.setup()
+            for sc in basic:
+                # The link is measured right before each scenario (same run,
+                # same background load as near as we can).
+                bps = iperf(lo, args.iperf_seconds)
+                rec = b.migrate(lo, "basic", sc["memory"], sc["fill"], sc["workload"],
+                                extra=sc.get("extra", ()), iperf_bps=bps)
+                rec["name"] = sc["name"]
+                basic_recs.append(rec)
+            print("## Scenarios (%s)\n" % ("quick" if args.quick else "full"))
+            print(table_basic(basic_recs))
+            print()
+            sys.stdout.flush()
+        matrix_recs = []
+        by_link = {}
+        for m in matrix:
+            by_link.setdefault(m["link"], []).append(m)
+        for lname, ms in by_link.items():
+            link = links[lname]
+            b.links.append(link)
+            link.setup()
+            bps = iperf(link, args.iperf_seconds)
+            log("iperf3 %s: %s Gbit/s" % (lname, gbit(bps)))
+            recs = []
+            for m in ms:
+                recs.append(b.migrate(link, "matrix", m["memory"], "mix", "idle",
+                                      m["channels"], m["codec"], iperf_bps=bps))
+            link.teardown()
+            matrix_recs += recs
+            print("## Channels x codec over %s (%s of mix RAM, idle guest)\n" %
+                  (lname, size_str(ms[0]["memory"])))
+            print(table_matrix(recs))
+            print()
+            sys.stdout.flush()
+        if any(r["error"] for r in b.records):
+            rc = 1
+    except KeyboardInterrupt:
+        log("interrupted")
+        rc = 130
+    finally:
+        b.cleanup()
+    log("done in %.0f s; raw results: %s" % (time.monotonic() - T0, b.out_path))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
