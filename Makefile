@@ -14,7 +14,7 @@ $(BUILD)/build.ninja: | deps
 	meson setup $(BUILD) $(MESON_OPTS)
 
 demo: all
-	$(BUILD)/godwit demo --memory 1G --fill mix --workload dirty:ws=64M,pattern=page,rate=20000
+	$(BUILD)/tools/godwit demo --memory 1G --fill mix --workload dirty:ws=64M,pattern=page,rate=20000
 
 test: all
 	@scripts/deps.sh test

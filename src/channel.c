@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #include "channel.h"
 #include "codec.h"
 #include "session_int.h"
@@ -93,26 +94,21 @@ void gw_channel_finish(struct gw_channel *ch)
 /*
  * Decide for one batch whether compressing pays (codec auto): compress when
  * the time to compress plus the time to send the smaller result beats the
- * time to send it raw, at the rate the link gives each channel. Every 16th
- * batch is compressed anyway to keep the estimates fresh.
+ * time to send it raw. The link's cost per wire byte is what this channel
+ * measured its own sends to take (a full socket buffer blocks the sender,
+ * so a slow link shows directly), or what the bandwidth cap allows. Every
+ * 16th batch is compressed anyway to keep the compression estimates fresh.
  */
 static bool auto_wants_compress(struct gw_channel *ch)
 {
 	struct gw_session *s = ch->s;
-	uint64_t rate_bps, bw = (uint64_t)gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
-	double link_ns_per_byte;
+	int64_t cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
+	double link_ns_per_byte = ch->auto_link_ns_per_byte;
 
 	if (ch->auto_batches++ % 16 == 0)
 		return true;
-	pthread_mutex_lock(&s->lock);
-	rate_bps = s->stats.rate_bps;
-	pthread_mutex_unlock(&s->lock);
-	if (bw && (!rate_bps || bw < rate_bps))
-		rate_bps = bw;
-	if (!rate_bps)
-		return false;	/* no measurement yet: assume a fast link */
-	/* Each channel gets its share of the link. */
-	link_ns_per_byte = 1e9 * s->nr_channels / (double)rate_bps;
+	if (cap_bps > 0 && 1e9 * s->nr_channels / (double)cap_bps > link_ns_per_byte)
+		link_ns_per_byte = 1e9 * s->nr_channels / (double)cap_bps;
 	return ch->auto_ns_per_byte + ch->auto_ratio * link_ns_per_byte < link_ns_per_byte;
 }
 
@@ -139,6 +135,44 @@ static int channel_codec_ready(struct gw_channel *ch, enum gw_codec_id id)
 	return 0;
 }
 
+/*
+ * Read the span of the batch (first to last page to send) into raw_buf.
+ * fd-backed RAM is read with one pread: kernel-side copies skip the
+ * first-touch faults of the mapping (seconds per GiB on virtualised hosts)
+ * and leave userfaultfd tracking alone. Returns the span's first page or
+ * -errno; anonymous RAM returns -EOPNOTSUPP (read through the mapping).
+ */
+static int64_t read_span(struct gw_channel *ch, const struct gw_ram_block *blk,
+			 const struct gw_batch *b, uint64_t *span_pages)
+{
+	uint64_t first = UINT64_MAX, last = 0, done = 0, len;
+
+	if (blk->fd < 0)
+		return -EOPNOTSUPP;
+	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
+		if (!b->mask[w])
+			continue;
+		if (first == UINT64_MAX)
+			first = w * 64 + (unsigned)__builtin_ctzll(b->mask[w]);
+		last = w * 64 + 63 - (unsigned)__builtin_clzll(b->mask[w]);
+	}
+	if (first == UINT64_MAX)
+		return -ENODATA;
+	*span_pages = last - first + 1;
+	len = *span_pages * PAGE_BYTES;
+	while (done < len) {
+		ssize_t n = pread(blk->fd, ch->raw_buf + done, len - done,
+				  (off_t)(blk->fd_offset_bytes + (b->first_page + first) * PAGE_BYTES + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		done += (uint64_t)n;
+	}
+	return (int64_t)first;
+}
+
 static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 {
 	struct gw_session *s = ch->s;
@@ -146,35 +180,47 @@ static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 	uint8_t *base = (uint8_t *)blk->host;
 	struct gw_msg_pages_hdr ph = { .block = b->block, .round = __atomic_load_n(&s->round, __ATOMIC_RELAXED) };
 	uint8_t phbuf[GW_PAGES_HDR_BYTES];
-	uint64_t nr_normal = 0, nr_zero = 0, nr_xb = 0;
+	uint64_t nr_normal = 0, nr_zero = 0, nr_xb = 0, span_pages = 0;
 	size_t raw_len = 0;
 	const uint8_t *data = ch->raw_buf;
 	size_t data_len;
 	struct iovec iov[3];
+	int64_t span_first;
 	int ret;
 
+	span_first = read_span(ch, blk, b, &span_pages);
+	if (span_first < 0 && span_first != -EOPNOTSUPP && span_first != -ENODATA)
+		return gw_fail(s, "send", (int)span_first, false, "channel %u: reading RAM: %s",
+			       ch->index, strerror((int)-span_first));
+	/*
+	 * Pages are compacted forward inside raw_buf: the write position never
+	 * passes the read position (a record is at most a page), so the
+	 * span's data is consumed before it is overwritten.
+	 */
 	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
 		uint64_t bits = b->mask[w];
 
 		while (bits) {
 			unsigned bit = (unsigned)__builtin_ctzll(bits);
-			uint64_t page = b->first_page + w * 64 + bit;
-			const uint8_t *src = base + page * PAGE_BYTES;
+			uint64_t idx = w * 64 + bit, page = b->first_page + idx;
 			uint64_t key = (uint64_t)b->block << 48 | page;
 			enum gw_page_kind kind = GW_PAGE_NORMAL;
+			uint8_t *slot = ch->raw_buf + raw_len;
+			const uint8_t *src;
 			uint8_t *old;
 
 			bits &= bits - 1;
+			src = span_first >= 0 ? ch->raw_buf + (idx - (uint64_t)span_first) * PAGE_BYTES
+					      : base + page * PAGE_BYTES;
 			if (gw_is_zero(src, PAGE_BYTES)) {
 				kind = GW_PAGE_ZERO;
 				nr_zero++;
 				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key)))
 					memset(old, 0, PAGE_BYTES);
 			} else {
-				/* Snapshot first: the guest may write meanwhile. */
-				uint8_t *slot = ch->raw_buf + raw_len;
-
-				memcpy(slot, src, PAGE_BYTES);
+				/* Snapshot (mapping) or compaction (span): the guest may write meanwhile. */
+				if (slot != src)
+					memmove(slot, src, PAGE_BYTES);
 				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key))) {
 					uint8_t tmp[PAGE_BYTES / 2];
 					ssize_t n = gw_xbzrle_encode(old, slot, PAGE_BYTES, tmp, sizeof(tmp));
@@ -237,7 +283,13 @@ static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 	iov[1] = (struct iovec){ ch->entries, ph.nr_entries * sizeof(uint64_t) };
 	iov[2] = (struct iovec){ (void *)data, data_len };
 	gw_ratelimit(s, GW_WIRE_HDR_BYTES + sizeof(phbuf) + iov[1].iov_len + data_len);
+	uint64_t t_send = gw_now_ns();
 	ret = gw_conn_send(&ch->conn, GW_MSG_PAGES, 0, iov, data_len ? 3 : 2, NULL, 0);
+	if (!ret && data_len >= 65536) {
+		double ns_per_byte = (double)(gw_now_ns() - t_send) / (double)data_len;
+
+		ch->auto_link_ns_per_byte = 0.8 * ch->auto_link_ns_per_byte + 0.2 * ns_per_byte;
+	}
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
 			       ch->index, strerror(-ret));
@@ -317,11 +369,51 @@ void *gw_channel_send_main(void *arg)
 
 #define RECV_IOV_MAX 64
 
+static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, buf, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+static int pread_all(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pread(fd, buf, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+static off_t page_off(const struct gw_dst_block *db, uint64_t page)
+{
+	return (off_t)(db->fd_offset_bytes + page * PAGE_BYTES);
+}
+
 /* Apply a zero page: fresh memory is already zero, so write only pages we wrote. */
 static void apply_zero(struct gw_dst_block *db, uint64_t page)
 {
+	static const uint8_t zero_page[PAGE_BYTES];
+
 	if (gw_bitmap_test(&db->written, page)) {
-		memset(db->host + page * PAGE_BYTES, 0, PAGE_BYTES);
+		if (db->fd < 0 || pwrite_all(db->fd, zero_page, PAGE_BYTES, page_off(db, page)))
+			memset(db->host + page * PAGE_BYTES, 0, PAGE_BYTES);
 		__atomic_fetch_and(&db->written.words[page / 64], ~(1ULL << (page % 64)), __ATOMIC_RELAXED);
 	}
 }
@@ -403,7 +495,7 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 	if (ph.raw_bytes < nr_normal * PAGE_BYTES + nr_xb * 2)
 		return -EPROTO;
 
-	if (ph.codec == GW_CODEC_NONE && nr_xb == 0) {
+	if (ph.codec == GW_CODEC_NONE && nr_xb == 0 && db->fd < 0) {
 		ret = recv_direct(ch, db, ph.nr_entries, crc);
 		if (ret)
 			return ret;
@@ -458,10 +550,31 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 			break;
 		case GW_PAGE_NORMAL:
 			if (raw) {
+				uint32_t run = 1;
+
 				if (off + PAGE_BYTES > ph.raw_bytes)
 					return -EPROTO;
-				memcpy(dst, raw + off, PAGE_BYTES);
-				off += PAGE_BYTES;
+				if (db->fd >= 0) {
+					/* Coalesce following normal pages that are contiguous. */
+					while (i + run < ph.nr_entries) {
+						uint64_t e2 = le64toh(ch->entries[i + run]);
+
+						if ((e2 & 15) != GW_PAGE_NORMAL || (e2 >> 4) != page + run ||
+						    off + (uint64_t)(run + 1) * PAGE_BYTES > ph.raw_bytes)
+							break;
+						run++;
+					}
+					ret = pwrite_all(db->fd, raw + off, (size_t)run * PAGE_BYTES, page_off(db, page));
+					if (ret)
+						return ret;
+				} else {
+					memcpy(dst, raw + off, PAGE_BYTES);
+				}
+				off += (size_t)run * PAGE_BYTES;
+				for (uint32_t k = 0; k < run; k++)
+					gw_bitmap_set_atomic(&db->written, page + k);
+				i += run - 1;
+				break;
 			}
 			gw_bitmap_set_atomic(&db->written, page);
 			break;
@@ -474,8 +587,20 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 			off += 2;
 			if (n > ph.raw_bytes - off)
 				return -EPROTO;
-			if (gw_xbzrle_decode(raw + off, n, dst, PAGE_BYTES))
+			if (db->fd >= 0) {
+				uint8_t tmp[PAGE_BYTES];
+
+				ret = pread_all(db->fd, tmp, PAGE_BYTES, page_off(db, page));
+				if (ret)
+					return ret;
+				if (gw_xbzrle_decode(raw + off, n, tmp, PAGE_BYTES))
+					return -EUCLEAN;
+				ret = pwrite_all(db->fd, tmp, PAGE_BYTES, page_off(db, page));
+				if (ret)
+					return ret;
+			} else if (gw_xbzrle_decode(raw + off, n, dst, PAGE_BYTES)) {
 				return -EUCLEAN;
+			}
 			off += n;
 			gw_bitmap_set_atomic(&db->written, page);
 			break;
@@ -523,6 +648,10 @@ void *gw_channel_recv_main(void *arg)
 		ret = gw_conn_recv_hdr(&ch->conn, &h, &crc);
 		if (ret)
 			break;
+		if (gw_fault_armed(s, GW_FAULT_DST_STALL) &&
+		    __atomic_load_n(&s->round, __ATOMIC_RELAXED) >= (uint32_t)gw_param(s, GW_PARAM_FAULT_ARG))
+			for (;;)
+				pause();	/* testing: a destination that stops reading */
 		if (h.type == GW_MSG_PAGES) {
 			if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && s->round == 0 &&
 			    ch->conn.bytes_recv >= (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG))

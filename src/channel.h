@@ -62,7 +62,8 @@ struct gw_channel {
 	size_t comp_cap;
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
 	/* auto codec model: smoothed compression cost and ratio */
-	double auto_ns_per_byte, auto_ratio;
+	double auto_ns_per_byte, auto_ratio;	/* compression cost per raw byte, out/in */
+	double auto_link_ns_per_byte;		/* measured send cost per wire byte */
 	uint64_t auto_batches;
 };
 

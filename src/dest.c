@@ -7,6 +7,7 @@
  * VM never runs here.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,7 +40,8 @@ static void *populate_main(void *arg)
 
 	gw_log_set_side(s->side);
 	for (unsigned i = 0; i < job->nr && !gw_failed(s); i++) {
-		uint8_t *host = s->dblk[job->ext[i].block].host;
+		const struct gw_dst_block *db = &s->dblk[job->ext[i].block];
+		uint8_t *host = db->host;
 		uint64_t done = 0;
 
 		/* In 64 MiB steps so that a failure stops it soon. */
@@ -48,8 +50,12 @@ static void *populate_main(void *arg)
 
 			if (n > 16384)
 				n = 16384;
-			if (madvise(host + (job->ext[i].first + done) * 4096, n * 4096, MADV_POPULATE_WRITE))
-				break;	/* best effort: the stream will fault pages in */
+			/* fd-backed RAM is written with pwrite: allocate its pages; else fault them in. */
+			if (db->fd >= 0 ?
+			    fallocate(db->fd, 0, (off_t)(db->fd_offset_bytes + (job->ext[i].first + done) * 4096),
+				      (off_t)(n * 4096)) :
+			    madvise(host + (job->ext[i].first + done) * 4096, n * 4096, MADV_POPULATE_WRITE))
+				break;	/* best effort: the stream will allocate pages itself */
 			done += n;
 		}
 		pages += done;
@@ -159,6 +165,8 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 		if (!b->host || b->size_bytes != want.blocks[i].size_bytes || b->page_size_bytes != 4096)
 			return gw_fail(s, "setup", -ERANGE, false, "VMM built block %s wrongly", b->name);
 		s->dblk[i].host = b->host;
+		s->dblk[i].fd = (s->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
+		s->dblk[i].fd_offset_bytes = b->fd_offset_bytes;
 		s->dblk[i].nr_pages = b->size_bytes / 4096;
 		if (gw_bitmap_init(&s->dblk[i].written, s->dblk[i].nr_pages))
 			return gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
@@ -213,7 +221,7 @@ static int accept_channels(struct gw_session *s)
 			return gw_fail(s, "setup", ret, false, "channel %u setup", idx);
 		s->chans[idx].conn.recv_seq = tmp.recv_seq;
 		/* Receives block as long as the source is alive: no receive timeout. */
-		gw_conn_set_timeout(&s->chans[idx].conn, 0);
+		gw_conn_set_recv_timeout(&s->chans[idx].conn, 0);
 		uint8_t ack[4] = { (uint8_t)idx, (uint8_t)(idx >> 8), 0, 0 };
 		ret = gw_conn_send_buf(&s->chans[idx].conn, GW_MSG_CHAN_ACK, ack, sizeof(ack));
 		if (ret)
@@ -458,7 +466,7 @@ static int control_loop(struct gw_session *s)
 	gw_state_init(st);
 	/* No receive timeout during precopy: rounds can be long; liveness
 	 * comes from the source's writes and TCP errors. */
-	gw_conn_set_timeout(&s->ctl, 0);
+	gw_conn_set_recv_timeout(&s->ctl, 0);
 	for (;;) {
 		struct gw_frame_hdr h;
 		ssize_t n = gw_conn_recv(&s->ctl, &h, buf, cap, NULL, 0, NULL);

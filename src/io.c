@@ -39,6 +39,14 @@ int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
 	return 0;
 }
 
+int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+
+	return setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ? -errno : 0;
+}
+
 static int io_errno(int e)
 {
 	if (e == EAGAIN || e == EWOULDBLOCK)

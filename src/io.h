@@ -31,6 +31,8 @@ void gw_conn_close(struct gw_conn *c);
 void gw_conn_shutdown(struct gw_conn *c);
 /* Receive/send timeouts on the socket; a silent peer gives -ETIMEDOUT. */
 int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms);
+/* Receive timeout alone (0 = wait for ever: liveness from sends and TCP). */
+int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
 
 /*
  * Send one frame: payload gathered from @iov. 0 or -errno (-EPIPE,

@@ -39,6 +39,8 @@ struct gw_error {
 /* Destination-side per-block receive state. */
 struct gw_dst_block {
 	uint8_t *host;			/* set by the migration thread before channels start */
+	int fd;				/* backing fd or -1: pages are written with pwrite */
+	uint64_t fd_offset_bytes;
 	uint64_t nr_pages;
 	struct gw_bitmap written;	/* pages holding non-zero data: atomic bit ops */
 };

@@ -24,6 +24,8 @@ struct src_ctx {
 	struct gw_converge conv;
 	uint64_t ram_pages, dirty_pages, skipped_pages;
 	uint64_t cpu_user0_ns, cpu_sys0_ns;
+	uint64_t last_publish_ns;	/* live statistics every 100 ms */
+	bool switched_over;		/* expected downtime frozen at the decision */
 	bool paused;
 	struct gw_state state;
 };
@@ -58,9 +60,11 @@ static void publish(struct gw_session *s, struct src_ctx *c)
 	st->rate_bps = c->conv.rate_bps;
 	st->pages_per_second = elapsed_ns ?
 		(uint64_t)((st->normal_pages + st->duplicate_pages + st->xbzrle_pages) * 1e9 / (double)elapsed_ns) : 0;
-	st->expected_downtime_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
-	if (st->expected_downtime_ns == UINT64_MAX)
-		st->expected_downtime_ns = 0;
+	if (!c->switched_over) {
+		st->expected_downtime_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
+		if (st->expected_downtime_ns == UINT64_MAX)
+			st->expected_downtime_ns = 0;
+	}
 	st->nr_channels = s->nr_channels;
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
 		st->channel_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
@@ -346,6 +350,10 @@ static int send_dirty(struct gw_session *s, struct src_ctx *c)
 			if (ret)
 				return ret;
 			pos = end;
+			if (gw_now_ns() - c->last_publish_ns > 100000000ull) {
+				c->last_publish_ns = gw_now_ns();
+				publish(s, c);
+			}
 		}
 	}
 	for (unsigned i = 0; i < s->nr_channels; i++) {
@@ -509,6 +517,8 @@ static int final_phase(struct gw_session *s, struct src_ctx *c, bool local)
 	size_t len;
 	int ret;
 
+	publish(s, c);
+	c->switched_over = true;
 	gw_set_status(s, GW_STATUS_DEVICE);
 	s->t_pause_ns = gw_now_ns();
 	ret = s->ops->pause(s->opaque);
@@ -759,6 +769,12 @@ void *gw_source_main(void *arg)
 	ret = handshake(s);
 	if (ret)
 		goto out;
+	/*
+	 * The destination is silent on control during precopy: the reader
+	 * waits without a timeout; a dead peer shows as a send timeout or a
+	 * TCP error, and handover waits are bounded by wait_mbox().
+	 */
+	gw_conn_set_recv_timeout(&s->ctl, 0);
 	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s) == 0)
 		s->ctl_reader_started = true;
 	else {

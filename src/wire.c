@@ -255,8 +255,10 @@ int gw_msg_hello_decode(const void *buf, size_t len, struct gw_msg_hello *m,
 		return WHY("HELLO versions %u..%u invalid", m->min_version, m->max_version);
 	if (m->page_size_bytes != 4096)
 		return WHY("page size %u not supported", m->page_size_bytes);
-	if (m->nr_channels < 1 || m->nr_channels > GW_MAX_CHANNELS)
-		return WHY("channels %u out of 1..%u", m->nr_channels, GW_MAX_CHANNELS);
+	if (m->nr_channels > GW_MAX_CHANNELS ||
+	    (m->nr_channels == 0) != ((m->flags & GW_HELLO_LOCAL) != 0))
+		return WHY("channels %u invalid (1..%u; 0 exactly for local migration)",
+			   m->nr_channels, GW_MAX_CHANNELS);
 	if (m->codec > 5)
 		return WHY("codec %u unknown", m->codec);
 	if (m->flags & ~GW_HELLO_FLAGS_ALL)

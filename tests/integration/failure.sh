@@ -1,0 +1,86 @@
+#!/bin/bash
+# Invariant (never lose the VM): whatever fails before the source sends GO,
+# the source keeps running its VM with its memory intact (the verify
+# workload's exact check passes, progress advances), reports failed (or
+# cancelled) with a reason, and the destination never resumes a partial VM.
+# After GO without RESUMED the source stays paused and says "unknown".
+# Usage: failure.sh CASE
+. "$(dirname "$0")/lib.sh"
+case=$1
+src_args=(--memory 512M --workload verify --seed 7)
+dst_args=()
+mig_args=()
+expect=failed
+case $case in
+dst-kill-round0)
+	# a pseudo-random point inside round 0 (bytes of pages received)
+	dst_args=(--set fault-point=1 --set "fault-arg=$(( (RANDOM % 200 + 1) * 1048576 ))") ;;
+dst-kill-round-n)
+	dst_args=(--set fault-point=2 --set fault-arg=1)
+	mig_args=(--downtime-limit 1) ;;
+dst-kill-final)
+	dst_args=(--set fault-point=3) ;;
+dst-kill-after-ready)
+	# dst dies after READY; the source learns it before GO
+	dst_args=(--set fault-point=4)
+	src_args+=(--set fault-point=10 --set fault-arg=500) ;;
+dst-kill-after-go)
+	dst_args=(--set fault-point=5)
+	expect=unknown ;;
+dst-bad-frame)
+	dst_args=(--set fault-point=6) ;;
+dst-refuse-state)
+	dst_args=(--set fault-point=7) ;;
+dst-stall)
+	dst_args=(--set fault-point=8 --set fault-arg=1)
+	src_args+=(--set io-timeout-ms=1500)
+	mig_args=(--downtime-limit 1) ;;
+src-corrupt)
+	src_args+=(--set fault-point=9 --set fault-arg=3) ;;
+cancel)
+	mig_args=(--max-bandwidth 16M)
+	expect=cancelled ;;
+converge-timeout)
+	mig_args=(--downtime-limit 1 --converge-timeout 1500 --on-timeout cancel) ;;
+layout)
+	dst_args=(--memory 256M) ;;
+local-tcp)
+	mig_args=(--local) ;;
+*) fail "case $case" ;;
+esac
+
+start_dst tcp:127.0.0.1:0 "${dst_args[@]}"
+start_src "${src_args[@]}"
+if [ "$case" = cancel ]; then
+	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" "${mig_args[@]}" --json >"$T/mig.json" 2>"$T/mig.err" &
+	mpid=$!
+	sleep 1.5
+	"$GODWIT" migrate --api "$T/src.sock" --cancel || fail "cancel request refused"
+	wait "$mpid" && fail "migrate exited 0 after cancel"
+else
+	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" "${mig_args[@]}" --json >"$T/mig.json" 2>"$T/mig.err" &&
+		fail "migrate exited 0"
+fi
+src_status
+st=$(jget "$T/src.json" "d.get('status')")
+reason=$(jget "$T/src.json" "d.get('error-desc', '')")
+if [ "$case" = local-tcp ]; then
+	grep -qi "unix" "$T/mig.err" || fail "no clear error for --local over tcp: $(cat "$T/mig.err")"
+	assert_source_alive_and_consistent
+	pass "$case: refused before anything started: $(head -c 200 "$T/mig.err")"
+fi
+[ "$st" = "$expect" ] || fail "source status '$st', expected '$expect' ($reason)"
+[ -n "$reason" ] || fail "no reason given"
+if [ "$expect" = unknown ]; then
+	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must stay paused after GO without RESUMED"
+	pass "$case: source paused, status unknown: $reason"
+fi
+assert_source_alive_and_consistent
+if [ "$case" = dst-stall ]; then
+	# The stalled destination never notices by itself: that is the point.
+	kill -9 "$DST_PID"
+	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"
+else
+	wait_dst_exit_failed
+fi
+pass "$case: source running and consistent; reason: $reason"

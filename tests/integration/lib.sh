@@ -1,0 +1,84 @@
+#!/bin/bash
+# Shared helpers for integration tests: start a source and a destination
+# `godwit run` as background processes, talk to their API sockets, read JSON.
+# Every test sources this, sets GODWIT (the binary) and calls the helpers.
+# Children are killed on exit, whatever happens.
+set -u
+GODWIT=${GODWIT:?GODWIT must point at the godwit binary}
+T=$(mktemp -d /tmp/gw-it.XXXXXX)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [ "${KEEP_LOGS:-0}" = 1 ]; then echo "logs kept in $T" >&2; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 25 "$f" >&2; }; done; exit 1; }
+pass() { echo "PASS: $*"; exit 0; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# jget FILE EXPR: python expression over the JSON object `d`.
+jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# start_dst URL [run args...]: sets DST_URL (bound) and DST_PID.
+start_dst() {
+	local url=$1; shift
+	"$GODWIT" run --incoming "$url" --api "$T/dst.sock" "$@" >"$T/dst.out" 2>"$T/dst.log" &
+	DST_PID=$!
+	PIDS+=("$DST_PID")
+	for _ in $(seq 1 200); do
+		DST_URL=$(sed -n 's/^incoming //p' "$T/dst.out" | head -n1)
+		[ -n "$DST_URL" ] && return 0
+		kill -0 "$DST_PID" 2>/dev/null || fail "destination exited early"
+		sleep 0.05
+	done
+	fail "destination did not listen"
+}
+
+# start_src [run args...]: sets SRC_PID; returns once the API answers running.
+start_src() {
+	"$GODWIT" run --api "$T/src.sock" "$@" >"$T/src.out" 2>"$T/src.log" &
+	SRC_PID=$!
+	PIDS+=("$SRC_PID")
+	for _ in $(seq 1 1200); do
+		if "$GODWIT" status --api "$T/src.sock" --json >"$T/st.json" 2>/dev/null &&
+		   [ "$(jget "$T/st.json" "d.get('vm-status')")" = running ]; then
+			return 0
+		fi
+		kill -0 "$SRC_PID" 2>/dev/null || fail "source exited early"
+		sleep 0.1
+	done
+	fail "source did not start"
+}
+
+# src_status: refresh $T/src.json
+src_status() { "$GODWIT" status --api "$T/src.sock" --json >"$T/src.json" || fail "status failed"; }
+
+# assert_source_alive_and_consistent: the VM runs on the source, progress
+# advances, and (verify workload) every page is what the workload explains.
+assert_source_alive_and_consistent() {
+	src_status
+	[ "$(jget "$T/src.json" "d.get('vm-status')")" = running ] || fail "source VM not running: $(cat "$T/src.json")"
+	local p1 p2
+	p1=$(jget "$T/src.json" "d.get('guest-progress-count', 0)")
+	sleep 0.3
+	src_status
+	p2=$(jget "$T/src.json" "d.get('guest-progress-count', 0)")
+	[ "$p2" -gt "$p1" ] || fail "source VM makes no progress ($p1 -> $p2)"
+	"$GODWIT" check --api "$T/src.sock" >"$T/check.out" 2>&1 || fail "source memory check failed: $(cat "$T/check.out")"
+}
+
+# wait_dst_exit: the destination exits non-zero after a failed migration.
+wait_dst_exit_failed() {
+	local rc
+	for _ in $(seq 1 100); do
+		kill -0 "$DST_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	wait "$DST_PID"; rc=$?
+	[ "$rc" != 0 ] || fail "destination exited 0 after a failed migration"
+	grep -q "mig_failed" "$T/dst.log" || [ "$rc" = 86 ] || fail "destination did not log mig_failed"
+	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"
+	return 0
+}
