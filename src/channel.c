@@ -622,7 +622,7 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 static const char *recv_err_text(int err)
 {
 	switch (err) {
-	case -EPROTO: return "malformed PAGES frame";
+	case -EPROTO: return "malformed frame";
 	case -ERANGE: return "page outside guest RAM";
 	case -EBADMSG: return "checksum mismatch";
 	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";

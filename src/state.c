@@ -43,7 +43,8 @@ int gw_state_add(struct gw_state *st, const char *name, uint32_t version,
 	sec->data = malloc(len_bytes ? len_bytes : 1);
 	if (!sec->data)
 		return -ENOMEM;
-	memcpy(sec->data, data, len_bytes);
+	if (len_bytes)
+		memcpy(sec->data, data, len_bytes);
 	memcpy(sec->name, name, name_len + 1);
 	sec->version = version;
 	sec->len_bytes = len_bytes;

@@ -138,7 +138,8 @@ void gw_put_bytes(struct gw_wbuf *w, const void *src, size_t n)
 		w->overflow = true;
 		return;
 	}
-	memcpy(w->p + w->len, src, n);
+	if (n)
+		memcpy(w->p + w->len, src, n);
 	w->len += n;
 }
 

@@ -32,7 +32,10 @@ enum gw_role {
 };
 
 /*
- * Create a session. @vm is copied. For a destination whose RAM is created
+ * Create a session. @vm is copied. A destination's RAM must read as zero
+ * (fresh memfd or anonymous memory): zero pages and never-populated pages
+ * are not written, and the RAM digest (verify, on by default) catches RAM
+ * that was not. For a destination whose RAM is created
  * from the source's layout (ops->setup_ram), @vm may have nr_blocks == 0.
  * Returns NULL with errno set (EINVAL, ENOMEM).
  */
