@@ -124,25 +124,27 @@ def iperf_once(link, seconds):
                                      "dst"),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        out = None
         err = ""
         # The server needs a moment to listen; retry the client a few times
-        # rather than sleeping a fixed time.
+        # rather than sleeping a fixed time. iperf3 -J may exit 0 on a
+        # refused connection, with {"error": ...} as its output.
+        res = None
         for _ in range(30):
             r = subprocess.run(link.wrap(["iperf3", "-c", link.dst_addr, "-p", str(port),
                                           "-t", str(seconds), "-J"], "src"),
                                capture_output=True, text=True, timeout=seconds + 30)
-            if r.returncode == 0:
-                out = r.stdout
+            try:
+                res = json.loads(r.stdout)
+            except ValueError:
+                res = {"error": (r.stderr.strip() or r.stdout.strip())[-200:]}
+            if r.returncode == 0 and "error" not in res:
                 break
-            err = (r.stderr.strip() or r.stdout.strip())[-200:]
-            time.sleep(0.1)
-        if not out:
+            err = res.get("error", "exit %d" % r.returncode)
+            res = None
+            time.sleep(0.2)
+        if res is None:
             log("iperf3 on %s failed: %s" % (link.name, err))
             return None
-        res = json.loads(out)
-        if "error" in res:
-            raise ValueError(res["error"])
         return float(res["end"]["sum_received"]["bits_per_second"])
     except (subprocess.TimeoutExpired, ValueError, KeyError) as e:
         log("iperf3 on %s: no rate (%s: %s)" % (link.name, type(e).__name__, e))
