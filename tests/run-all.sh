@@ -8,6 +8,7 @@ shift || true
 passed=0 failed=0 skipped=0 rc=0
 run_suite() {
 	local suite=$1 procs=$2 log
+	shift 2
 	log=$(mktemp)
 	meson test -C "$build" --no-rebuild --print-errorlogs --suite "$suite" --num-processes "$procs" "$@" 2>&1 | tee "$log"
 	[ "${PIPESTATUS[0]}" = 0 ] || rc=1
