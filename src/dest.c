@@ -78,6 +78,9 @@ static int on_extents(struct gw_session *s, const uint8_t *buf, size_t len)
 	count = gw_get_le32(&r);
 	if (r.underrun || block >= s->vm.nr_blocks || count > GW_WIRE_MAX_EXTENTS)
 		return -EPROTO;
+	/* Hints come before round 0, and never more than one per page pair. */
+	if (s->stats.rounds || (job && job->nr + (uint64_t)count > s->dblk[block].nr_pages / 2 + GW_WIRE_MAX_EXTENTS))
+		return -EPROTO;
 	if (!job) {
 		job = calloc(1, sizeof(*job));
 		if (!job)
@@ -427,6 +430,8 @@ static int wait_go_and_resume(struct gw_session *s)
 	ssize_t n;
 	int ret;
 
+	/* The source sends GO right after READY: a long silence means it is gone. */
+	gw_conn_set_recv_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	n = gw_conn_recv(&s->ctl, &h, buf, sizeof(buf), NULL, 0, NULL);
 	if (n < 0)
 		return gw_fail(s, "handover", (int)n, false, "waiting for GO: %s",

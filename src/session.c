@@ -41,7 +41,15 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	s->vm = *vm;
 	snprintf(s->side, sizeof(s->side), "%s", role == GW_ROLE_SOURCE ? "src" : "dst");
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* Handover waits are timed: immune to wall-clock steps. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_mutex_init(&s->rl_lock, NULL);
 	gw_params_defaults(s->params);
 	s->listen_fd = -1;
@@ -101,11 +109,36 @@ void gw_session_shutdown_conns(struct gw_session *s)
 	}
 }
 
+/* Record the first error; caller holds s->lock. True if this one was first. */
+static bool fail_record_locked(struct gw_session *s, const char *phase, int code,
+			       bool from_peer, const char *msg)
+{
+	if (s->err.code)
+		return false;
+	s->err.code = code;
+	s->err.from_peer = from_peer;
+	snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
+	snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
+	pthread_cond_broadcast(&s->cond);
+	return true;
+}
+
+/* After the first error: log it, tell the peer why, wake blocked threads. */
+static void fail_notify(struct gw_session *s, const char *phase, int code, bool from_peer,
+			const char *msg)
+{
+	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
+	       phase, code, msg, from_peer ? " from=peer" : "");
+	if (!from_peer && s->ctl.fd >= 0)
+		gw_conn_send_error(&s->ctl, code, msg);
+	gw_session_shutdown_conns(s);
+}
+
 int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	    const char *fmt, ...)
 {
 	char msg[256];
-	bool first = false;
+	bool first;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -114,25 +147,13 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	if (code >= 0)
 		code = -EIO;
 	pthread_mutex_lock(&s->lock);
-	if (!s->err.code) {
-		first = true;
-		s->err.code = code;
-		s->err.from_peer = from_peer;
-		snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
-		snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
-		pthread_cond_broadcast(&s->cond);
-	}
+	first = fail_record_locked(s, phase, code, from_peer, msg);
 	pthread_mutex_unlock(&s->lock);
 	if (!first) {
 		gw_debug("mig", "error_dropped", "phase=%s reason=\"%s\"", phase, msg);
 		return code;
 	}
-	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
-	       phase, code, msg, from_peer ? " from=peer" : "");
-	/* Tell the peer why, then wake everything blocked on a socket. */
-	if (!from_peer && s->ctl.fd >= 0)
-		gw_conn_send_error(&s->ctl, code, msg);
-	gw_session_shutdown_conns(s);
+	fail_notify(s, phase, code, from_peer, msg);
 	return code;
 }
 
@@ -177,14 +198,20 @@ int gw_session_cancel(struct gw_session *s)
 {
 	if (!s)
 		return -EINVAL;
+	static const char msg[] = "migration cancelled by request";
+	bool first;
+
+	/* Checked and recorded under one lock: GO cannot slip in between. */
 	pthread_mutex_lock(&s->lock);
 	if (!s->running || s->go_sent) {
 		pthread_mutex_unlock(&s->lock);
 		return -EALREADY;
 	}
-	pthread_mutex_unlock(&s->lock);
 	__atomic_store_n(&s->cancelled, true, __ATOMIC_RELEASE);
-	gw_fail(s, "cancel", -ECANCELED, false, "migration cancelled by request");
+	first = fail_record_locked(s, "cancel", -ECANCELED, false, msg);
+	pthread_mutex_unlock(&s->lock);
+	if (first)
+		fail_notify(s, "cancel", -ECANCELED, false, msg);
 	return 0;
 }
 
@@ -220,6 +247,27 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	}
 }
 
+int gw_session_resolve(struct gw_session *s, bool destination_runs)
+{
+	int ret = 0;
+
+	join_thread(s);
+	pthread_mutex_lock(&s->lock);
+	if (s->role != GW_ROLE_SOURCE || s->status != GW_STATUS_UNKNOWN) {
+		pthread_mutex_unlock(&s->lock);
+		return -EINVAL;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!destination_runs)
+		ret = s->ops->resume(s->opaque);
+	gw_log(GW_LOG_WARN, "mig", "outcome_resolved", "destination_runs=%d source_resumed=%d",
+	       destination_runs, !destination_runs && !ret);
+	if (ret)
+		return ret;
+	gw_set_status(s, destination_runs ? GW_STATUS_COMPLETED : GW_STATUS_FAILED);
+	return 0;
+}
+
 const char *gw_incoming_url(const struct gw_session *s)
 {
 	return s ? s->bound_url : "";
@@ -250,6 +298,29 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	return ret;
 }
 
+/* A request refused before anything started: the reason goes to the stats. */
+static int refuse(struct gw_session *s, const char *why)
+{
+	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
+	pthread_mutex_lock(&s->lock);
+	if (!s->running) {
+		memset(&s->err, 0, sizeof(s->err));
+		s->err.code = -EINVAL;
+		snprintf(s->err.phase, sizeof(s->err.phase), "request");
+		snprintf(s->err.msg, sizeof(s->err.msg), "%s", why);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return -EINVAL;
+}
+
+const char *gw_session_error(struct gw_session *s, char *buf, size_t len)
+{
+	pthread_mutex_lock(&s->lock);
+	snprintf(buf, len, "%s", s->err.msg);
+	pthread_mutex_unlock(&s->lock);
+	return buf;
+}
+
 int gw_migrate_start(struct gw_session *s, const char *url)
 {
 	char why[200];
@@ -257,24 +328,25 @@ int gw_migrate_start(struct gw_session *s, const char *url)
 
 	if (!s || s->role != GW_ROLE_SOURCE || !url)
 		return -EINVAL;
-	ret = gw_url_parse(url, &s->url, why, sizeof(why));
-	if (ret) {
-		gw_log(GW_LOG_ERROR, "mig", "bad_url", "reason=\"%s\"", why);
+	pthread_mutex_lock(&s->lock);
+	ret = s->running ? -EBUSY : 0;
+	pthread_mutex_unlock(&s->lock);
+	if (ret)
 		return ret;
-	}
+	ret = gw_url_parse(url, &s->url, why, sizeof(why));
+	if (ret)
+		return refuse(s, why);
 	if (gw_param(s, GW_PARAM_LOCAL) && !s->url.ops->can_pass_fds) {
-		gw_log(GW_LOG_ERROR, "mig", "bad_request",
-		       "reason=\"local migration passes memory fds: it needs unix:, not %s:\"",
-		       s->url.ops->scheme);
-		return -EINVAL;
+		snprintf(why, sizeof(why), "local migration passes memory fds: it needs unix:, not %s:",
+			 s->url.ops->scheme);
+		return refuse(s, why);
 	}
 	if (gw_param(s, GW_PARAM_LOCAL)) {
 		for (unsigned i = 0; i < s->vm.nr_blocks; i++)
 			if (s->vm.blocks[i].fd < 0) {
-				gw_log(GW_LOG_ERROR, "mig", "bad_request",
-				       "reason=\"local migration needs fd-backed RAM; block %s is anonymous\"",
-				       s->vm.blocks[i].name);
-				return -EINVAL;
+				snprintf(why, sizeof(why), "local migration needs fd-backed RAM; block %s is anonymous",
+					 s->vm.blocks[i].name);
+				return refuse(s, why);
 			}
 	}
 	snprintf(s->url_str, sizeof(s->url_str), "%s", url);

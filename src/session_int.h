@@ -81,6 +81,7 @@ struct gw_session {
 	bool dirty_started;
 	uint32_t round;			/* current round: atomic reads by channels */
 	uint64_t t_start_ns, t_pause_ns;
+	uint64_t rtt_ns;		/* HELLO -> HELLO_ACK, source */
 
 	/* Counters updated by channel threads with atomics; folded into stats. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;

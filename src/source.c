@@ -121,7 +121,7 @@ static int wait_mbox(struct gw_session *s, uint16_t type, void *out, size_t *len
 	struct timespec ts;
 	int ret = 0;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* s->cond uses the monotonic clock */
 	ts.tv_sec += (time_t)(timeout_ms / 1000);
 	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {
@@ -206,6 +206,7 @@ static int handshake(struct gw_session *s)
 	}
 	gw_wbuf_init(&w, buf, sizeof(buf));
 	gw_msg_hello_encode(&w, &hello);
+	s->rtt_ns = gw_now_ns();
 	ret = gw_conn_send_buf(&s->ctl, GW_MSG_HELLO, buf, w.len);
 	if (!ret && (hello.flags & GW_HELLO_LOCAL)) {
 		gw_wbuf_init(&w, buf, sizeof(buf));
@@ -220,6 +221,7 @@ static int handshake(struct gw_session *s)
 	ret = recv_expect(s, &s->ctl, GW_MSG_HELLO_ACK, buf, sizeof(buf), "setup");
 	if (ret < 0)
 		return ret;
+	s->rtt_ns = gw_now_ns() - s->rtt_ns;	/* includes the peer's layout setup: an upper bound */
 	gw_rbuf_init(&r, buf, (size_t)ret);
 	uint32_t version = gw_get_le32(&r), flags = gw_get_le32(&r);
 	if (gw_rbuf_done(&r) || version != GW_WIRE_VERSION || flags != hello.flags)
@@ -381,7 +383,8 @@ static int harvest(struct gw_session *s, struct src_ctx *c)
 }
 
 static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty_at_start,
-			 uint64_t bytes, uint64_t ns, uint64_t pages, uint64_t dirty_rate)
+			 uint64_t bytes, uint64_t ns, uint64_t pages, uint64_t dirty_rate,
+			 uint64_t zero_pages)
 {
 	struct gw_round_stats *r;
 
@@ -394,7 +397,9 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 		r->duration_ns = ns;
 		r->dirty_pages = dirty_at_start;
 		r->sent_bytes = bytes;
-		r->normal_pages = pages;
+		r->normal_pages = pages - zero_pages;
+		r->zero_pages = zero_pages;
+		r->skipped_pages = s->round == 0 ? c->skipped_pages : 0;
 		r->rate_bps = ns ? (uint64_t)((__uint128_t)bytes * 1000000000ull / ns) : 0;
 		r->expected_downtime_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 		if (r->expected_downtime_ns == UINT64_MAX)
@@ -411,6 +416,7 @@ static int precopy(struct gw_session *s, struct src_ctx *c)
 
 	for (;;) {
 		uint64_t t0 = gw_now_ns(), b0 = wire_bytes(s), dirty_at_start = c->dirty_pages;
+		uint64_t z0 = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
 		uint64_t p0 = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
 			      __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) +
 			      __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
@@ -435,7 +441,8 @@ static int precopy(struct gw_session *s, struct src_ctx *c)
 		if (ret)
 			return ret;
 		uint64_t dirty_rate = ns ? (uint64_t)((double)c->dirty_pages * 1e9 / (double)ns) : 0;
-		record_round(s, c, dirty_at_start, bytes, ns, pages, dirty_rate);
+		record_round(s, c, dirty_at_start, bytes, ns, pages, dirty_rate,
+			     __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) - z0);
 		publish(s, c);
 		limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US);
 		uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
@@ -668,6 +675,15 @@ static int handover(struct gw_session *s, struct src_ctx *c)
 	gw_log(GW_LOG_INFO, "mig", "go_sent", "ok=%d", ret == 0);
 	if (!ret)
 		ret = wait_mbox(s, GW_MSG_RESUMED, buf, &len);
+	if (ret && s->err.from_peer) {
+		/*
+		 * The destination answered GO with ERROR: it reports that it did
+		 * not resume (dest.c sends nothing but RESUMED once the VM runs
+		 * there), so the VM is still ours to run.
+		 */
+		gw_log(GW_LOG_WARN, "mig", "go_refused", "reason=\"%s\"", s->err.msg);
+		return ret;
+	}
 	if (ret) {
 		pthread_mutex_lock(&s->lock);
 		if (!s->err.code) {
@@ -769,6 +785,8 @@ void *gw_source_main(void *arg)
 	ret = handshake(s);
 	if (ret)
 		goto out;
+	/* Fixed part of the downtime: state, COMPLETE/READY/GO/RESUMED round trips. */
+	c->conv.fixed_cost_ns = 1000000 + 3 * (s->rtt_ns < 100000000 ? s->rtt_ns : 100000000);
 	/*
 	 * The destination is silent on control during precopy: the reader
 	 * waits without a timeout; a dead peer shows as a send timeout or a

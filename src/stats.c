@@ -76,9 +76,11 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		const struct gw_round_stats *r = &st->round[i];
 
 		fprintf(out, "%s{\"round\":%u,\"duration\":%.3f,\"dirty-pages\":%llu,\"sent-bytes\":%llu,"
-			"\"pages\":%llu,\"rate-bps\":%llu,\"expected-downtime\":%.3f}",
+			"\"pages\":%llu,\"zero-pages\":%llu,\"skipped-pages\":%llu,\"rate-bps\":%llu,"
+			"\"expected-downtime\":%.3f}",
 			i ? "," : "", r->round, ms(r->duration_ns), (unsigned long long)r->dirty_pages,
 			(unsigned long long)r->sent_bytes, (unsigned long long)r->normal_pages,
+			(unsigned long long)r->zero_pages, (unsigned long long)r->skipped_pages,
 			(unsigned long long)r->rate_bps, ms(r->expected_downtime_ns));
 	}
 	fprintf(out, "],\"channel-bytes\":[");

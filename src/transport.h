@@ -36,7 +36,9 @@ struct gw_url {
 /* 0, or -EINVAL with a reason in @why. */
 int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len);
 
-/* Accept with a deadline: fd or -ETIMEDOUT / -errno. */
+/* TCP socket options for migration connections (no-op on other sockets). */
+void gw_tcp_tune(int fd);
+/* Accept with a deadline (the socket is tuned): fd or -ETIMEDOUT / -errno. */
 int gw_accept_timeout(int listen_fd, uint64_t timeout_ms);
 
 #endif

@@ -57,11 +57,20 @@ static int resolve(const char *addr, bool passive, struct addrinfo **res)
 	return 0;
 }
 
-static void tune(int fd)
+/*
+ * Both ends: frames are written whole, so no Nagle delay; keepalive probes
+ * end a connection whose peer vanished without a FIN (a cut link) within
+ * about 10 s instead of never, for receivers that wait without a timeout.
+ */
+void gw_tcp_tune(int fd)
 {
-	int one = 1;
+	int one = 1, idle_s = 5, intvl_s = 1, cnt = 5;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl_s, sizeof(intvl_s));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
 static int tcp_listen(const char *addr, char *bound, size_t bound_len)
@@ -145,7 +154,7 @@ static int tcp_connect(const char *addr, uint64_t timeout_ms)
 	freeaddrinfo(res);
 	if (fd < 0)
 		return ret ? ret : -ECONNREFUSED;
-	tune(fd);
+	gw_tcp_tune(fd);
 	return fd;
 }
 

@@ -49,5 +49,8 @@ int gw_accept_timeout(int listen_fd, uint64_t timeout_ms)
 	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
 		return -ECANCELED;	/* listening socket shut down */
 	fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	gw_tcp_tune(fd);	/* harmless failure on unix sockets */
+	return fd;
 }

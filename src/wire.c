@@ -85,6 +85,8 @@ int gw_wire_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr 
 		return -EPROTO;
 	if (h->len > gw_wire_max_payload(h->type))
 		return -EPROTO;
+	if (h->flags)
+		return -EPROTO;	/* v1 defines no header flags */
 	return 0;
 }
 
@@ -363,7 +365,7 @@ int gw_msg_error_decode(const void *buf, size_t len, struct gw_msg_error *m)
 	if (!s || gw_rbuf_done(&r))
 		return -EPROTO;
 	for (uint16_t i = 0; i < n; i++)
-		m->reason[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+		m->reason[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"') ? s[i] : '?';
 	m->reason[n] = 0;
 	return 0;
 }

@@ -56,6 +56,7 @@ enum cli_opt {
 	OPT_DETACH,
 	OPT_JSON,
 	OPT_CANCEL,
+	OPT_RESOLVE,
 	OPT_KEEP_LOGS,
 	OPT_DST_SET,
 };
@@ -124,6 +125,7 @@ struct migrate_opts {
 	struct cli_params params;
 	bool converge_timeout_given, on_timeout_given;
 	bool detach, json, cancel;
+	const char *resolve;		/* --resolve source|destination */
 };
 
 /*

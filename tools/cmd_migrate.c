@@ -77,6 +77,9 @@ static void migrate_usage(FILE *out)
 	fprintf(out,
 		"usage: godwit migrate --api PATH --to URL [OPTIONS]   start a migration and wait for it\n"
 		"       godwit migrate --api PATH --cancel             cancel the running migration\n"
+		"       godwit migrate --api PATH --resolve source|destination\n"
+		"                      after an 'unknown' outcome (go sent, resumed lost), say where\n"
+		"                      the VM runs once you asked the destination: 'source' resumes it here\n"
 		"       godwit migrate --api PATH --set PARAM=VALUE    change parameters (live ones at once)\n"
 		"\n"
 		"  --to URL                  destination: tcp:HOST:PORT or unix:PATH\n"
@@ -105,6 +108,7 @@ int cmd_migrate(int argc, char **argv)
 		{ "api", required_argument, NULL, OPT_API },
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "cancel", no_argument, NULL, OPT_CANCEL },
+		{ "resolve", required_argument, NULL, OPT_RESOLVE },
 		{ "detach", no_argument, NULL, OPT_DETACH },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
@@ -145,6 +149,22 @@ int cmd_migrate(int argc, char **argv)
 	migrate_opts_finish(&o);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (o.resolve) {
+		char req[64];
+
+		if (o.to || o.params.nr || o.cancel) {
+			cli_usage_error("migrate", "--resolve takes no other option");
+			return CLI_EXIT_USAGE;
+		}
+		snprintf(req, sizeof(req), "resolve runs=%s", o.resolve);
+		if (cli_api(api, req, &reply, err, sizeof(err))) {
+			cli_error("resolve: %s", err);
+			return CLI_EXIT_FAIL;
+		}
+		json_free(reply);
+		printf(o.json ? "{\"resolved\":\"%s\"}\n" : "resolved: the VM runs on the %s\n", o.resolve);
+		return CLI_EXIT_OK;
+	}
 	if (o.cancel) {
 		if (o.to || o.params.nr) {
 			cli_usage_error("migrate", "--cancel takes no --to or parameters");

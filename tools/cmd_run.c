@@ -297,7 +297,11 @@ static void handle_migrate(struct run_state *rs, const struct api_request *req, 
 	}
 	ret = gw_migrate_start(s, url);
 	if (ret) {
-		api_reply_error(out, "cannot start the migration to %s: %s", url, strerror(-ret));
+		char why[256];
+
+		gw_session_error(s, why, sizeof(why));
+		api_reply_error(out, "cannot start the migration to %s: %s", url,
+				why[0] ? why : strerror(-ret));
 		gw_session_free(s);
 		goto out;
 	}
@@ -427,6 +431,37 @@ static void handle_check(struct run_state *rs, FILE *out)
 	gw_log(GW_LOG_INFO, "cli", "check", "ret=%d msg=\"%s\"", ret, msg);
 }
 
+/* After an unknown outcome: the operator says where the VM runs. */
+static void handle_resolve(struct run_state *rs, const struct api_request *req, FILE *out)
+{
+	const char *runs = NULL;
+	int ret;
+
+	for (unsigned i = 0; i < req->nr_args; i++)
+		if (!strcmp(req->args[i].key, "runs"))
+			runs = req->args[i].value;
+	if (!runs || (strcmp(runs, "source") && strcmp(runs, "destination"))) {
+		api_reply_error(out, "resolve needs runs=source or runs=destination");
+		return;
+	}
+	pthread_mutex_lock(&rs->lock);
+	if (!rs->sess || rs->sess_role != GW_ROLE_SOURCE || rs->migrating) {
+		api_reply_error(out, "no finished outgoing migration to resolve");
+	} else {
+		ret = gw_session_resolve(rs->sess, !strcmp(runs, "destination"));
+		if (ret == -EINVAL)
+			api_reply_error(out, "the last migration's outcome is not unknown: nothing to resolve");
+		else if (ret)
+			api_reply_error(out, "resuming the VM failed: %s", strerror(-ret));
+		else {
+			if (!strcmp(runs, "destination"))
+				soft_vm_set_postmigrate(rs->vm);
+			fputs("{\"ok\":true}", out);
+		}
+	}
+	pthread_mutex_unlock(&rs->lock);
+}
+
 static void api_handler(void *opaque, const struct api_request *req, FILE *out)
 {
 	struct run_state *rs = opaque;
@@ -443,12 +478,14 @@ static void api_handler(void *opaque, const struct api_request *req, FILE *out)
 		handle_cancel(rs, out);
 	} else if (!strcmp(req->cmd, "check")) {
 		handle_check(rs, out);
+	} else if (!strcmp(req->cmd, "resolve")) {
+		handle_resolve(rs, req, out);
 	} else if (!strcmp(req->cmd, "quit")) {
 		fputs("{\"ok\":true}", out);
 		gw_log(GW_LOG_INFO, "cli", "quit_requested", "from=api");
 		request_quit();
 	} else {
-		api_reply_error(out, "unknown command '%s' (status, migrate, cancel, set, check, quit)",
+		api_reply_error(out, "unknown command '%s' (status, migrate, cancel, set, check, resolve, quit)",
 				req->cmd);
 	}
 }

@@ -287,6 +287,13 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	case OPT_CANCEL:
 		o->cancel = true;
 		return 0;
+	case OPT_RESOLVE:
+		if (strcmp(arg, "source") && strcmp(arg, "destination")) {
+			cli_usage_error(cmd, "--resolve takes 'source' or 'destination' (where the VM runs)");
+			return -1;
+		}
+		o->resolve = arg;
+		return 0;
 	default:
 		return 1;
 	}

@@ -52,6 +52,20 @@ void gw_session_free(struct gw_session *s);
 int gw_migrate_start(struct gw_session *s, const char *url);
 
 /*
+ * Why the last migration failed or gw_migrate_start refused: copied into
+ * @buf ("" when nothing failed). Returns @buf.
+ */
+const char *gw_session_error(struct gw_session *s, char *buf, size_t len);
+
+/*
+ * After a migration ended GW_STATUS_UNKNOWN (GO sent, RESUMED lost), the
+ * operator, having asked the destination, settles it: @destination_runs
+ * false resumes the VM here and ends "failed"; true ends "completed".
+ * 0, -EINVAL (not in the unknown state), or the resume error.
+ */
+int gw_session_resolve(struct gw_session *s, bool destination_runs);
+
+/*
  * Destination: listen on @url and receive one migration in a thread.
  * The listening socket exists when this returns 0 (so a source may connect
  * at once). For tcp:HOST:0 the chosen port can be read with

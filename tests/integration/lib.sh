@@ -24,7 +24,8 @@ jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)"
 # start_dst URL [run args...]: sets DST_URL (bound) and DST_PID.
 start_dst() {
 	local url=$1; shift
-	"$GODWIT" run --incoming "$url" --api "$T/dst.sock" "$@" >"$T/dst.out" 2>"$T/dst.log" &
+	# shellcheck disable=SC2086  # DST_WRAP, e.g. "ip netns exec NS", splits on purpose
+	${DST_WRAP:-} "$GODWIT" run --incoming "$url" --api "$T/dst.sock" "$@" >"$T/dst.out" 2>"$T/dst.log" &
 	DST_PID=$!
 	PIDS+=("$DST_PID")
 	for _ in $(seq 1 200); do
@@ -38,7 +39,8 @@ start_dst() {
 
 # start_src [run args...]: sets SRC_PID; returns once the API answers running.
 start_src() {
-	"$GODWIT" run --api "$T/src.sock" "$@" >"$T/src.out" 2>"$T/src.log" &
+	# shellcheck disable=SC2086
+	${SRC_WRAP:-} "$GODWIT" run --api "$T/src.sock" "$@" >"$T/src.out" 2>"$T/src.log" &
 	SRC_PID=$!
 	PIDS+=("$SRC_PID")
 	for _ in $(seq 1 1200); do
