@@ -82,6 +82,8 @@ struct soft_vm {
 	unsigned nr_threads;		/* lock: vCPU threads started */
 	unsigned nr_parked;		/* lock: vCPU threads parked */
 	int post_check;			/* lock: 1 ok, 0 not run, -1 failed */
+	pthread_t post_thread;		/* ctl: runs the post-migration check, then the vCPUs */
+	bool post_thread_started;	/* ctl */
 	char post_msg[SOFT_MSG_MAX];	/* lock */
 
 	atomic_uint throttle_pct;	/* 0..99 */
@@ -623,11 +625,14 @@ fail:
 	return NULL;
 }
 
+static void join_post_check(struct soft_vm *vm);
+
 void soft_vm_free(struct soft_vm *vm)
 {
 	if (!vm)
 		return;
 	pthread_mutex_lock(&vm->ctl);
+	join_post_check(vm);
 	vcpus_stop(vm);
 	atomic_store(&vm->state, SOFT_VM_SHUTDOWN);
 	ram_free(vm);
@@ -664,31 +669,68 @@ const char *soft_vm_workload(const struct soft_vm *vm)
 	return vm->spec;
 }
 
-/* ctl held, state incoming, state loaded: check (verify), then run. */
-static int first_resume_after_migration(struct soft_vm *vm)
+/* The verify workload's first act after a migration: check every page. */
+static void post_migration_check(struct soft_vm *vm)
 {
 	char msg[SOFT_MSG_MAX] = "";
-	int result = 0;
+	uint64_t t0 = mono_ns();
+	int ret = check_verify(vm, msg, sizeof(msg));
+
+	if (ret < 0 && ret != -EIO)
+		set_err(msg, sizeof(msg), "check could not run: %s", strerror(-ret));
+	gw_log(ret == 0 ? GW_LOG_INFO : GW_LOG_ERROR, "soft", "post_migration_check",
+	       "result=%s ms=%.1f msg=\"%s\"", ret == 0 ? "ok" : "failed",
+	       (mono_ns() - t0) / 1e6, msg);
+	pthread_mutex_lock(&vm->lock);
+	vm->post_check = ret == 0 ? 1 : -1;
+	snprintf(vm->post_msg, sizeof(vm->post_msg), "%s", msg);
+	pthread_mutex_unlock(&vm->lock);
+}
+
+/*
+ * Started by the first resume after a migration: the check is guest work
+ * done after resume (like a real guest re-reading its memory), so it runs
+ * here and not inside the engine's resume callback, i.e. not in downtime.
+ * The vCPUs start when it is done. Holders of ctl join this thread before
+ * touching the vCPUs; it never takes ctl itself.
+ */
+static void *post_check_main(void *arg)
+{
+	struct soft_vm *vm = arg;
+	int ret;
+
+	gw_log_set_side("dst");
+	post_migration_check(vm);
+	ret = vcpus_start(vm);
+	if (ret)
+		gw_log(GW_LOG_ERROR, "soft", "vcpus_start_failed", "err=%d", ret);
+	return NULL;
+}
+
+/* ctl held: wait for a pending post-migration check and vCPU start. */
+static void join_post_check(struct soft_vm *vm)
+{
+	if (vm->post_thread_started) {
+		pthread_join(vm->post_thread, NULL);
+		vm->post_thread_started = false;
+	}
+}
+
+/* ctl held, state incoming, state loaded: run (verify: check first, in a thread). */
+static int first_resume_after_migration(struct soft_vm *vm)
+{
 	int ret;
 
 	if (vm->wl.kind == SOFT_WL_VERIFY) {
-		uint64_t t0 = mono_ns();
-
-		ret = check_verify(vm, msg, sizeof(msg));
-		result = ret == 0 ? 1 : -1;
-		if (ret < 0 && ret != -EIO)
-			set_err(msg, sizeof(msg), "check could not run: %s", strerror(-ret));
-		gw_log(ret == 0 ? GW_LOG_INFO : GW_LOG_ERROR, "soft", "post_migration_check",
-		       "result=%s ms=%.1f msg=\"%s\"", ret == 0 ? "ok" : "failed",
-		       (mono_ns() - t0) / 1e6, msg);
-	}
-	pthread_mutex_lock(&vm->lock);
-	vm->post_check = result;
-	snprintf(vm->post_msg, sizeof(vm->post_msg), "%s", msg);
-	pthread_mutex_unlock(&vm->lock);
-	ret = vcpus_start(vm);
-	if (ret == 0)
 		atomic_store(&vm->state, SOFT_VM_RUNNING);
+		if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
+			vm->post_thread_started = true;
+			return 0;
+		}
+		post_migration_check(vm);	/* no thread: check inline */
+	}
+	ret = vcpus_start(vm);
+	atomic_store(&vm->state, ret == 0 ? SOFT_VM_RUNNING : SOFT_VM_INCOMING);
 	return ret;
 }
 
@@ -723,6 +765,7 @@ int soft_vm_start(struct soft_vm *vm)
 void soft_vm_set_postmigrate(struct soft_vm *vm)
 {
 	pthread_mutex_lock(&vm->ctl);
+	join_post_check(vm);
 	if (soft_vm_state(vm) == SOFT_VM_RUNNING)
 		vcpus_pause(vm);
 	atomic_store(&vm->state, SOFT_VM_POSTMIGRATE);
@@ -737,6 +780,7 @@ int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len)
 	if (msg && msg_len)
 		msg[0] = '\0';
 	pthread_mutex_lock(&vm->ctl);
+	join_post_check(vm);
 	if (vm->wl.kind != SOFT_WL_VERIFY) {
 		set_err(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		ret = -EOPNOTSUPP;
@@ -777,6 +821,7 @@ static int ops_pause(void *opaque)
 	struct soft_vm *vm = opaque;
 
 	pthread_mutex_lock(&vm->ctl);
+	join_post_check(vm);
 	if (soft_vm_state(vm) == SOFT_VM_RUNNING) {
 		vcpus_pause(vm);
 		atomic_store(&vm->state, SOFT_VM_PAUSED);

@@ -66,6 +66,22 @@ static void sleep_ms(unsigned ms)
 }
 
 /* Wait until progress exceeds @target (deadline 30 s, never a pass criterion). */
+/*
+ * The post-migration check is the guest's first work after resume (not
+ * part of resume itself): wait until it reported (liveness bound only).
+ */
+static int wait_post_check(struct soft_vm *vm, char *msg, size_t len)
+{
+	int ret = 0;
+
+	for (int i = 0; i < 3000 && ret == 0; i++) {
+		ret = soft_vm_post_migration_check(vm, msg, len);
+		if (ret == 0)
+			usleep(10000);
+	}
+	return ret;
+}
+
 static uint64_t wait_progress(struct soft_vm *vm, uint64_t target)
 {
 	for (unsigned i = 0; i < 30000; i++) {
@@ -291,7 +307,7 @@ static void test_migration(bool pass_fd)
 	TEST_CHECK(soft_vm_state(src) == SOFT_VM_POSTMIGRATE, "source state");
 
 	TEST_ASSERT(soft_vm_ops.resume(dst) == 0, "resume dst");
-	ret = soft_vm_post_migration_check(dst, msg, sizeof(msg));
+	ret = wait_post_check(dst, msg, sizeof(msg));
 	TEST_CHECK(ret == 1, "post-migration check %d: %s", ret, msg);
 	p = wait_progress(dst, src_progress + 100);
 	TEST_CHECK(p > src_progress, "progress continues");
@@ -304,7 +320,7 @@ static void test_migration(bool pass_fd)
 		bad = incoming_from(src, false, true);
 		TEST_ASSERT(soft_vm_ops.load_state(bad, st) == 0, "load_state");
 		TEST_ASSERT(soft_vm_ops.resume(bad) == 0, "resume");
-		ret = soft_vm_post_migration_check(bad, msg, sizeof(msg));
+		ret = wait_post_check(bad, msg, sizeof(msg));
 		TEST_CHECK(ret == -1 && strstr(msg, "page 100 "), "damaged: %d %s", ret, msg);
 		printf("damaged in transit: %s\n", msg);
 		soft_vm_free(bad);
