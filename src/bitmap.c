@@ -170,3 +170,21 @@ uint64_t gw_bitmap_next_clear(const struct gw_bitmap *b, uint64_t from)
 		word = ~b->words[w];
 	}
 }
+
+bool gw_bitmap_any_in_range(const struct gw_bitmap *b, uint64_t first, uint64_t count)
+{
+	uint64_t end = first + count;
+
+	if (end > b->nr_bits)
+		end = b->nr_bits;
+	while (first < end) {
+		uint64_t w = first / 64, bit = first % 64;
+		uint64_t n = 64 - bit < end - first ? 64 - bit : end - first;
+		uint64_t mask = (n == 64 ? ~0ULL : ((1ULL << n) - 1)) << bit;
+
+		if (b->words[w] & mask)
+			return true;
+		first += n;
+	}
+	return false;
+}

@@ -38,6 +38,8 @@ void gw_bitmap_zero(struct gw_bitmap *b);
 uint64_t gw_bitmap_weight(const struct gw_bitmap *b);	/* popcount */
 /* dst |= src, same size. */
 void gw_bitmap_or(struct gw_bitmap *dst, const struct gw_bitmap *src);
+/* Whether any bit of [first, first + count) is set (bounded: never scans past it). */
+bool gw_bitmap_any_in_range(const struct gw_bitmap *b, uint64_t first, uint64_t count);
 /* Next set bit at or after @from, or nr_bits when none. */
 uint64_t gw_bitmap_next_set(const struct gw_bitmap *b, uint64_t from);
 /* Next clear bit at or after @from, or nr_bits when none. */

@@ -136,7 +136,7 @@ static bool chunk_read_fd(const struct digest_job *job, unsigned bi, uint64_t of
 	const struct gw_ram_block *b = &job->vm->blocks[bi];
 	uint64_t ps = page_size_of(b), done = 0;
 
-	if (gw_bitmap_next_set(&job->populated[bi], off / ps) >= (off + len + ps - 1) / ps)
+	if (!gw_bitmap_any_in_range(&job->populated[bi], off / ps, (len + ps - 1) / ps))
 		return false;	/* no populated page in the chunk */
 	while (done < len) {
 		ssize_t n = pread(b->fd, buf + done, len - done, (off_t)(b->fd_offset_bytes + off + done));

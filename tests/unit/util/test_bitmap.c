@@ -72,6 +72,17 @@ static void check_equal(const struct gw_bitmap *b, const bool *m, const char *op
 			   (unsigned long)from, (unsigned long)gw_bitmap_next_clear(b, from),
 			   (unsigned long)exp_clear, (unsigned long)n);
 	}
+	/* any_in_range against the model, over ranges near word edges and the end. */
+	for (uint64_t k = 0; k < 16 && n; k++) {
+		uint64_t first = rnd_below(n), count = rnd_below(200) + 1;
+		bool exp = false;
+
+		for (uint64_t i = first; i < first + count && i < n; i++)
+			exp |= m[i];
+		TEST_CHECK(gw_bitmap_any_in_range(b, first, count) == exp,
+			   "after %s: any_in_range(%lu, %lu) = %d, model %d", op, (unsigned long)first,
+			   (unsigned long)count, gw_bitmap_any_in_range(b, first, count), exp);
+	}
 	for (uint64_t k = 0; k < 8 && n; k++) {
 		uint64_t from = n - 1 - rnd_below(n < 130 ? n : 130);
 
