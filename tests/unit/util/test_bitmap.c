@@ -74,14 +74,14 @@ static void check_equal(const struct gw_bitmap *b, const bool *m, const char *op
 	}
 	/* any_in_range against the model, over ranges near word edges and the end. */
 	for (uint64_t k = 0; k < 16 && n; k++) {
-		uint64_t first = rnd_below(n), count = rnd_below(200) + 1;
+		uint64_t first = rnd_below(n), len = rnd_below(200) + 1;
 		bool exp = false;
 
-		for (uint64_t i = first; i < first + count && i < n; i++)
+		for (uint64_t i = first; i < first + len && i < n; i++)
 			exp |= m[i];
-		TEST_CHECK(gw_bitmap_any_in_range(b, first, count) == exp,
+		TEST_CHECK(gw_bitmap_any_in_range(b, first, len) == exp,
 			   "after %s: any_in_range(%lu, %lu) = %d, model %d", op, (unsigned long)first,
-			   (unsigned long)count, gw_bitmap_any_in_range(b, first, count), exp);
+			   (unsigned long)len, gw_bitmap_any_in_range(b, first, len), exp);
 	}
 	for (uint64_t k = 0; k < 8 && n; k++) {
 		uint64_t from = n - 1 - rnd_below(n < 130 ? n : 130);
