@@ -38,6 +38,8 @@ enum cli_opt {
 	OPT_FILL,
 	OPT_SEED,
 	OPT_MEMORY_FILE,
+	OPT_PREALLOC,
+	OPT_NO_DST_PREALLOC,
 	OPT_API,
 	OPT_INCOMING,
 	OPT_SET,
@@ -71,6 +73,7 @@ enum cli_opt {
 	{ "fill", required_argument, NULL, OPT_FILL },			\
 	{ "seed", required_argument, NULL, OPT_SEED },			\
 	{ "memory-file", required_argument, NULL, OPT_MEMORY_FILE },	\
+	{ "prealloc", no_argument, NULL, OPT_PREALLOC },		\
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL }
 /* Parameters of a migration (`migrate`, `demo`). */
 #define CLI_MIGRATE_PARAM_OPTS						\
@@ -111,6 +114,7 @@ struct run_opts {
 	uint64_t seed;
 	bool seed_given;
 	const char *memory_file;
+	bool prealloc;			/* allocate and zero RAM at start (-mem-prealloc) */
 	const char *api_path;
 	const char *incoming_url;
 	struct cli_params params;	/* --set */

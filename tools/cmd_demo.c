@@ -290,6 +290,9 @@ static void demo_usage(FILE *out)
 		"  --to URL          where the destination listens (default tcp:127.0.0.1:0,\n"
 		"                    with --local a unix: socket in a private directory)\n"
 		"  --dst-set P=V     parameter for the destination's session (repeatable)\n"
+		"  --no-dst-prealloc the destination takes its size from the migration and\n"
+		"                    allocates RAM as pages arrive (default: it is created with\n"
+		"                    the source's --memory and --prealloc, before migrating)\n"
 		"  --json            print one JSON object: the statistics plus verified,\n"
 		"                    guest-progress, source-vm-status, destination-vm-status\n"
 		"  --keep-logs DIR   write the children's logs to DIR/src.log and DIR/dst.log\n"
@@ -309,6 +312,7 @@ int cmd_demo(int argc, char **argv)
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "keep-logs", required_argument, NULL, OPT_KEEP_LOGS },
 		{ "dst-set", required_argument, NULL, OPT_DST_SET },
+		{ "no-dst-prealloc", no_argument, NULL, OPT_NO_DST_PREALLOC },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const skip[] = {
@@ -321,6 +325,7 @@ int cmd_demo(int argc, char **argv)
 	struct migrate_opts mo;
 	struct sigaction act;
 	const char *keep_logs = NULL, *listen_url = NULL;
+	bool dst_prealloc = true, local = false;
 	char tmpdir[PATH_MAX], url[512], err[512], src_vs[64] = "gone", dst_vs[64] = "gone";
 	char dst_check[300] = "n/a", detail[400] = "", local_url[PATH_MAX + 16];
 	struct json *final = NULL, *st = NULL, *r = NULL;
@@ -345,6 +350,10 @@ int cmd_demo(int argc, char **argv)
 		}
 		if (c == OPT_KEEP_LOGS) {
 			keep_logs = optarg;
+			continue;
+		}
+		if (c == OPT_NO_DST_PREALLOC) {
+			dst_prealloc = false;
 			continue;
 		}
 		if (c == OPT_TO) {
@@ -408,9 +417,11 @@ int cmd_demo(int argc, char **argv)
 		goto out;
 	}
 	/* --local passes RAM fds, which only a unix: socket can carry. */
-	for (i = 0; !listen_url && i < (int)mo.params.nr; i++)
+	for (i = 0; i < (int)mo.params.nr; i++)
 		if (mo.params.v[i].p == GW_PARAM_LOCAL && mo.params.v[i].value)
-			listen_url = local_url;
+			local = true;
+	if (local && !listen_url)
+		listen_url = local_url;
 	if (!listen_url)
 		listen_url = "tcp:127.0.0.1:0";
 	else if (listen_url == local_url &&
@@ -438,6 +449,16 @@ int cmd_demo(int argc, char **argv)
 	argv_add(&da, "--incoming=%s", listen_url);
 	argv_add(&da, "--api=%s", dst.api);
 	argv_add(&da, "--vcpus=%u", ro.nr_vcpus);
+	/*
+	 * Like a real destination, it is created with the guest's size before
+	 * the migrate command and its RAM preallocated (QEMU -mem-prealloc):
+	 * first touches of memory are not part of the migration. With --local
+	 * it maps the source's memory instead: nothing to preallocate.
+	 */
+	if (dst_prealloc && !local) {
+		argv_add(&da, "--memory=%" PRIu64, ro.memory_bytes);
+		argv_add(&da, "--prealloc");
+	}
 	argv_add(&da, "--accel=%s", ro.accel);
 	if (ro.log_level)
 		argv_add(&da, "--log-level=%s", ro.log_level);

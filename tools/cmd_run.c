@@ -504,6 +504,8 @@ static void run_usage(FILE *out)
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
 		"  --memory-file PATH     map RAM from this file instead of a memfd\n"
+		"  --prealloc             allocate and zero all RAM at start, like QEMU's -mem-prealloc\n"
+		"                         (a destination given --memory is then ready before migrating)\n"
 		"  --api PATH             serve the control socket here (see docs/api.md)\n"
 		"  --incoming URL         be a destination: listen on URL (tcp:HOST:PORT, port 0 = any;\n"
 		"                         unix:PATH) and print 'incoming <bound-url>' on stdout\n"
@@ -609,6 +611,7 @@ int cmd_run(int argc, char **argv)
 	cfg.memory_bytes = rs.dest && !o.memory_given ? 0 : o.memory_bytes;
 	cfg.nr_vcpus = o.nr_vcpus;
 	cfg.memory_file = o.memory_file;
+	cfg.prealloc = o.prealloc;
 	cfg.fill = rs.dest ? SOFT_FILL_NONE : fill;
 	cfg.seed = o.seed;
 	cfg.workload = o.workload;

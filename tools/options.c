@@ -170,6 +170,9 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	case OPT_MEMORY_FILE:
 		o->memory_file = arg;
 		return 0;
+	case OPT_PREALLOC:
+		o->prealloc = true;
+		return 0;
 	case OPT_API:
 		o->api_path = arg;
 		return 0;

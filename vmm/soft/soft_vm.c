@@ -55,6 +55,7 @@ struct soft_vm {
 	enum soft_fill fill;
 	uint64_t seed;
 	char *memory_file;		/* NULL: memfd */
+	bool prealloc;			/* touch all fresh RAM at creation */
 
 	/* RAM and layout: written by the control thread (under ctl) before vCPUs exist. */
 	struct gw_vm_info info;
@@ -160,6 +161,48 @@ static void ram_free(struct soft_vm *vm)
  * failure). Otherwise the memory file (single block) or a new memfd.
  * *@fresh: the block reads as zeros. 0 or -errno with a reason.
  */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+struct prealloc_part {
+	uint8_t *host;
+	uint64_t len;
+	int err;
+};
+
+static void *prealloc_worker(void *arg)
+{
+	struct prealloc_part *p = arg;
+
+	p->err = madvise(p->host, p->len, MADV_POPULATE_WRITE) ? -errno : 0;
+	return NULL;
+}
+
+/*
+ * --prealloc: allocate and zero every page now, with two threads, like
+ * QEMU's -mem-prealloc. A destination created ahead of the migrate command
+ * then writes into memory that is already backed: on virtualised hosts the
+ * first touch of a page costs far more than the copy into it.
+ */
+static int prealloc_ram(uint8_t *host, uint64_t size)
+{
+	struct prealloc_part part[2];
+	pthread_t t;
+	uint64_t half = size / 2 / SOFT_PAGE_BYTES * SOFT_PAGE_BYTES;
+	bool threaded;
+
+	part[0] = (struct prealloc_part){ host, half, 0 };
+	part[1] = (struct prealloc_part){ host + half, size - half, 0 };
+	threaded = half && pthread_create(&t, NULL, prealloc_worker, &part[0]) == 0;
+	if (!threaded)
+		prealloc_worker(&part[0]);
+	prealloc_worker(&part[1]);
+	if (threaded)
+		pthread_join(t, NULL);
+	return part[0].err ? part[0].err : part[1].err;
+}
+
 static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size,
 			 int fd, uint64_t fd_offset, bool *fresh, char *err, size_t err_len)
 {
@@ -219,6 +262,19 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 	}
 	/* Best effort: shmem THP may be disabled system-wide. */
 	(void)madvise(host, size, MADV_HUGEPAGE);
+	if (vm->prealloc && *fresh) {
+		uint64_t t0 = mono_ns();
+		int ret = prealloc_ram(host, size);
+
+		if (ret) {
+			set_err(err, err_len, "preallocating %" PRIu64 " bytes: %s", size, strerror(-ret));
+			munmap(host, size);
+			close(fd);
+			return ret;
+		}
+		gw_log(GW_LOG_INFO, "soft", "ram_prealloc", "bytes=%" PRIu64 " ms=%.1f", size,
+		       (mono_ns() - t0) / 1e6);
+	}
 
 	b = &vm->info.blocks[vm->info.nr_blocks++];
 	memset(b, 0, sizeof(*b));
@@ -569,6 +625,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 		vm->vcpus[i].vm = vm;
 		vm->vcpus[i].index = i;
 	}
+	vm->prealloc = cfg->prealloc;
 	if (cfg->memory_file) {
 		vm->memory_file = strdup(cfg->memory_file);
 		if (!vm->memory_file) {

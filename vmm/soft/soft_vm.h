@@ -46,6 +46,7 @@ struct soft_vm_config {
 	const char *workload;		/* "idle", "dirty:ws=256M,pattern=page,rate=N",
 					   "verify[:ws=SIZE]"; NULL = idle */
 	bool incoming;			/* destination: no vCPUs until migrated */
+	bool prealloc;			/* allocate and zero all RAM at creation */
 };
 
 struct soft_vm;
