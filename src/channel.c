@@ -8,6 +8,7 @@
 #include "channel.h"
 #include "codec.h"
 #include "session_int.h"
+#include "transport.h"
 #include "xbzrle.h"
 #include "zero.h"
 
@@ -32,15 +33,19 @@ int gw_channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index
 	ch->comp_buf = malloc(ch->comp_cap);
 	if (!ch->raw_buf || !ch->entries || !ch->comp_buf)
 		return -ENOMEM;
-	ch->auto_ratio = 0.5;
-	ch->auto_ns_per_byte = 2.0;
+	/* Priors until measured (bench/codec_bench on mix data, one core). */
+	ch->est[GW_CODEC_LZ4].ns_per_byte = 1.3;
+	ch->est[GW_CODEC_LZ4].ratio = 0.6;
+	ch->est[GW_CODEC_ZSTD].ns_per_byte = 2.0;
+	ch->est[GW_CODEC_ZSTD].ratio = 0.5;
 	return 0;
 }
 
 void gw_channel_release(struct gw_channel *ch)
 {
-	if (ch->codec && ch->codec_ctx)
-		ch->codec->ctx_free(ch->codec_ctx);
+	for (unsigned i = 0; i < GW_CODEC__COUNT; i++)
+		if (ch->codec_ctx[i])
+			gw_codec_get((enum gw_codec_id)i)->ctx_free(ch->codec_ctx[i]);
 	gw_xbzrle_cache_free(ch->xb);
 	free(ch->raw_buf);
 	free(ch->entries);
@@ -49,7 +54,7 @@ void gw_channel_release(struct gw_channel *ch)
 	ch->raw_buf = ch->comp_buf = NULL;
 	ch->entries = NULL;
 	ch->xb = NULL;
-	ch->codec_ctx = NULL;
+	memset(ch->codec_ctx, 0, sizeof(ch->codec_ctx));
 }
 
 /* ---------------- source ---------------- */
@@ -91,48 +96,82 @@ void gw_channel_finish(struct gw_channel *ch)
 	pthread_mutex_unlock(&ch->qlock);
 }
 
-/*
- * Decide for one batch whether compressing pays (codec auto): compress when
- * the time to compress plus the time to send the smaller result beats the
- * time to send it raw. The link's cost per wire byte is what this channel
- * measured its own sends to take (a full socket buffer blocks the sender,
- * so a slow link shows directly), or what the bandwidth cap allows. Every
- * 16th batch is compressed anyway to keep the compression estimates fresh.
- */
-static bool auto_wants_compress(struct gw_channel *ch)
+/* The context of codec @id for this channel (created on first use), or NULL. */
+static void *codec_ctx(struct gw_channel *ch, enum gw_codec_id id, const struct gw_codec_ops **ops)
 {
-	struct gw_session *s = ch->s;
-	int64_t cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
-	double link_ns_per_byte = ch->auto_link_ns_per_byte;
+	int64_t level = ch->s->role == GW_ROLE_SOURCE ? gw_param(ch->s, GW_PARAM_COMPRESS_LEVEL) : 0;
 
-	if (ch->auto_batches++ % 16 == 0)
-		return true;
-	if (cap_bps > 0 && 1e9 * s->nr_channels / (double)cap_bps > link_ns_per_byte)
-		link_ns_per_byte = 1e9 * s->nr_channels / (double)cap_bps;
-	return ch->auto_ns_per_byte + ch->auto_ratio * link_ns_per_byte < link_ns_per_byte;
+	*ops = gw_codec_get(id);
+	if (!*ops)
+		return NULL;
+	if (!ch->codec_ctx[id]) {
+		/* Level matters to compression only; auto uses each codec's default. */
+		if (level == 0 || ch->codec_id == GW_CODEC_AUTO)
+			level = (*ops)->default_level;
+		if (level < (*ops)->min_level)
+			level = (*ops)->min_level;
+		if (level > (*ops)->max_level)
+			level = (*ops)->max_level;
+		ch->codec_ctx[id] = (*ops)->ctx_new((int)level);
+	}
+	return ch->codec_ctx[id];
 }
 
-static int channel_codec_ready(struct gw_channel *ch, enum gw_codec_id id)
-{
-	int64_t level = gw_param(ch->s, GW_PARAM_COMPRESS_LEVEL);
+/*
+ * Codec auto: choose per batch among none, lz4 and zstd from the link and
+ * the CPU. Compression of batch k+1 overlaps the socket draining batch k,
+ * so a batch costs max(compress time, wire time) per raw byte, against
+ * link time for sending it raw. The link's cost per wire byte is what this
+ * channel measured its sends to take (a full socket buffer blocks the
+ * sender, so a slow link shows directly), or what the bandwidth cap
+ * allows. The batch's own compressibility comes from compressing its first
+ * 8 KiB with lz4 (about 1.5% of the batch's cost). Every 16th batch tries
+ * the codec not chosen, to keep both estimates fresh.
+ */
+#define AUTO_PROBE_BYTES 8192
 
-	if (ch->codec)
-		return 0;
-	ch->codec = gw_codec_get(id);
-	if (!ch->codec)
-		return -EOPNOTSUPP;
-	if (level == 0)
-		level = ch->codec->default_level;
-	if (level < ch->codec->min_level)
-		level = ch->codec->min_level;
-	if (level > ch->codec->max_level)
-		level = ch->codec->max_level;
-	ch->codec_ctx = ch->codec->ctx_new((int)level);
-	if (!ch->codec_ctx) {
-		ch->codec = NULL;
-		return -ENOMEM;
+static enum gw_codec_id auto_choose(struct gw_channel *ch, const uint8_t *raw, size_t raw_len)
+{
+	static const enum gw_codec_id cand[] = { GW_CODEC_LZ4, GW_CODEC_ZSTD };
+	struct gw_session *s = ch->s;
+	int64_t cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
+	double link = ch->link_ns_per_byte, scale = 1.0, best_cost;
+	enum gw_codec_id best = GW_CODEC_NONE;
+	uint64_t n = ch->auto_batches++;
+
+	if (cap_bps > 0 && 1e9 * s->nr_channels / (double)cap_bps > link)
+		link = 1e9 * s->nr_channels / (double)cap_bps;
+	if (n < 2)
+		return cand[n];		/* measure both once */
+	if (link <= ch->est[GW_CODEC_LZ4].ns_per_byte)
+		return GW_CODEC_NONE;		/* faster link than any codec: send raw */
+	if (n % 16 == 0)
+		return cand[(n / 16) % 2];	/* slow link: keep both estimates fresh */
+	if (raw_len >= 2 * AUTO_PROBE_BYTES) {
+		const struct gw_codec_ops *ops;
+		void *ctx = codec_ctx(ch, GW_CODEC_LZ4, &ops);
+		ssize_t got = ctx ? ops->compress(ctx, raw, AUTO_PROBE_BYTES, ch->comp_buf, ch->comp_cap) : -1;
+
+		if (got > 0) {
+			double probe = (double)got / AUTO_PROBE_BYTES;
+
+			if (probe > 0.95)
+				return GW_CODEC_NONE;	/* incompressible batch */
+			scale = probe / ch->est[GW_CODEC_LZ4].ratio;
+		}
 	}
-	return 0;
+	best_cost = link;
+	for (unsigned i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+		double ratio = ch->est[cand[i]].ratio * scale;
+		double wire = (ratio < 1.0 ? ratio : 1.0) * link;
+		double cost = ch->est[cand[i]].ns_per_byte > wire ? ch->est[cand[i]].ns_per_byte : wire;
+
+		if (cost < best_cost) {
+			best_cost = cost;
+			best = cand[i];
+		}
+	}
+	return best;
 }
 
 /*
@@ -254,25 +293,28 @@ static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 	ph.codec = GW_CODEC_NONE;
 	ph.raw_bytes = (uint32_t)raw_len;
 	data_len = raw_len;
-	if (raw_len && ch->codec_id != GW_CODEC_NONE &&
-	    (ch->codec_id != GW_CODEC_AUTO || auto_wants_compress(ch))) {
-		enum gw_codec_id id = ch->codec_id == GW_CODEC_AUTO ? GW_CODEC_LZ4 : (enum gw_codec_id)ch->codec_id;
+	enum gw_codec_id id = (enum gw_codec_id)ch->codec_id;
+
+	if (raw_len && id == GW_CODEC_AUTO)
+		id = auto_choose(ch, ch->raw_buf, raw_len);
+	if (raw_len && id != GW_CODEC_NONE) {
+		const struct gw_codec_ops *ops;
+		void *ctx = codec_ctx(ch, id, &ops);
 		uint64_t t0 = gw_now_ns();
 		ssize_t n;
 
-		ret = channel_codec_ready(ch, id);
-		if (ret)
-			return gw_fail(s, "send", ret, false, "channel %u: codec %s unavailable",
+		if (!ctx)
+			return gw_fail(s, "send", -EOPNOTSUPP, false, "channel %u: codec %s unavailable",
 				       ch->index, gw_codec_name(id));
-		n = ch->codec->compress(ch->codec_ctx, ch->raw_buf, raw_len, ch->comp_buf, ch->comp_cap);
+		n = ops->compress(ctx, ch->raw_buf, raw_len, ch->comp_buf, ch->comp_cap);
 		if (n > 0) {
 			double ns_per_byte = (double)(gw_now_ns() - t0) / (double)raw_len;
 
-			ch->auto_ns_per_byte = 0.8 * ch->auto_ns_per_byte + 0.2 * ns_per_byte;
-			ch->auto_ratio = 0.8 * ch->auto_ratio + 0.2 * ((double)n / (double)raw_len);
+			ch->est[id].ns_per_byte = 0.8 * ch->est[id].ns_per_byte + 0.2 * ns_per_byte;
+			ch->est[id].ratio = 0.8 * ch->est[id].ratio + 0.2 * ((double)n / (double)raw_len);
 		}
 		if (n > 0 && (size_t)n < raw_len) {
-			ph.codec = ch->codec->id;
+			ph.codec = id;
 			data = ch->comp_buf;
 			data_len = (size_t)n;
 		}
@@ -288,7 +330,25 @@ static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 	if (!ret && data_len >= 65536) {
 		double ns_per_byte = (double)(gw_now_ns() - t_send) / (double)data_len;
 
-		ch->auto_link_ns_per_byte = 0.8 * ch->auto_link_ns_per_byte + 0.2 * ns_per_byte;
+		uint64_t rate_bps;
+		bool app_limited;
+
+		/*
+		 * TCP: the kernel measures the delivery rate from ACKs, whatever
+		 * our sending pattern. An app-limited sample (we were the
+		 * bottleneck) is a lower bound of the rate: it may only make the
+		 * link look faster. Elsewhere (unix:): the time a send waited.
+		 */
+		if (gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0) {
+			double link = 1e9 / (double)rate_bps;
+
+			if (!ch->link_ns_per_byte || !app_limited || link < ch->link_ns_per_byte)
+				ch->link_ns_per_byte = ch->link_ns_per_byte ?
+					0.7 * ch->link_ns_per_byte + 0.3 * link : link;
+		} else {
+			ch->link_ns_per_byte = ch->link_ns_per_byte ?
+				0.8 * ch->link_ns_per_byte + 0.2 * ns_per_byte : ns_per_byte;
+		}
 	}
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
@@ -514,22 +574,14 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 		if (ret)
 			return ret;
 		if (ph.codec != GW_CODEC_NONE) {
-			const struct gw_codec_ops *c = gw_codec_get(ph.codec);
+			const struct gw_codec_ops *c;
+			void *ctx = codec_ctx(ch, (enum gw_codec_id)ph.codec, &c);
 
 			if (!c)
 				return -EOPNOTSUPP;
-			if (!ch->codec || ch->codec != c) {
-				if (ch->codec && ch->codec_ctx)
-					ch->codec->ctx_free(ch->codec_ctx);
-				ch->codec = c;
-				ch->codec_ctx = c->ctx_new(c->default_level);
-				if (!ch->codec_ctx) {
-					ch->codec = NULL;
-					return -ENOMEM;
-				}
-			}
-			if (c->decompress(ch->codec_ctx, ch->comp_buf, ph.data_bytes,
-					  ch->raw_buf, ph.raw_bytes))
+			if (!ctx)
+				return -ENOMEM;
+			if (c->decompress(ctx, ch->comp_buf, ph.data_bytes, ch->raw_buf, ph.raw_bytes))
 				return -EUCLEAN;
 			raw = ch->raw_buf;
 		} else {

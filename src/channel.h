@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <godwit/params.h>
 #include "io.h"
 #include "wire.h"
 
@@ -52,8 +53,7 @@ struct gw_channel {
 	bool exited;			/* the thread returned */
 
 	/* Channel thread only. */
-	const struct gw_codec_ops *codec;	/* NULL = none */
-	void *codec_ctx;
+	void *codec_ctx[GW_CODEC__COUNT];	/* lazily created, one per codec */
 	int codec_id;			/* configured: enum gw_codec_id (AUTO possible) */
 	struct gw_xbzrle_cache *xb;
 	uint8_t *raw_buf;		/* raw stream of one batch */
@@ -61,9 +61,11 @@ struct gw_channel {
 	uint64_t *entries;		/* le64 entries of one batch */
 	size_t comp_cap;
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
-	/* auto codec model: smoothed compression cost and ratio */
-	double auto_ns_per_byte, auto_ratio;	/* compression cost per raw byte, out/in */
-	double auto_link_ns_per_byte;		/* measured send cost per wire byte */
+	/* Codec auto: per codec, smoothed cost per raw byte and output/input ratio. */
+	struct {
+		double ns_per_byte, ratio;
+	} est[GW_CODEC__COUNT];
+	double link_ns_per_byte;	/* measured send cost per wire byte, 0 = unknown */
 	uint64_t auto_batches;
 };
 

@@ -36,6 +36,12 @@ struct gw_url {
 /* 0, or -EINVAL with a reason in @why. */
 int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len);
 
+/*
+ * The kernel's delivery-rate estimate of a TCP socket (bytes/s) and whether
+ * it was limited by the application (then it is a lower bound). 0, or
+ * -errno (not TCP, -EAGAIN: nothing measured yet).
+ */
+int gw_tcp_delivery_rate(int fd, uint64_t *rate_bps, bool *app_limited);
 /* TCP socket options for migration connections (no-op on other sockets). */
 void gw_tcp_tune(int fd);
 /* Accept with a deadline (the socket is tuned): fd or -ETIMEDOUT / -errno. */
