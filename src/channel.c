@@ -16,6 +16,33 @@
 /* Raw stream bound: every entry a normal page or an XBZRLE record (le16 + data). */
 #define RAW_CAP (GW_WIRE_MAX_BATCH_PAGES * (PAGE_BYTES + 2))
 
+/* Whole-buffer pread/pwrite: 0 or -errno (-EIO for a short file). */
+static int fd_rw_all(int fd, uint8_t *buf, size_t len, off_t off, bool write)
+{
+	while (len) {
+		ssize_t n = write ? pwrite(fd, buf, len, off) : pread(fd, buf, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t off)
+{
+	return fd_rw_all(fd, (uint8_t *)buf, len, off, true);
+}
+
+static int pread_all(int fd, uint8_t *buf, size_t len, off_t off)
+{
+	return fd_rw_all(fd, buf, len, off, false);
+}
+
 int gw_channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index, int fd)
 {
 	int64_t codec_id = gw_param(s, GW_PARAM_COMPRESS);
@@ -184,7 +211,8 @@ static enum gw_codec_id auto_choose(struct gw_channel *ch, const uint8_t *raw, s
 static int64_t read_span(struct gw_channel *ch, const struct gw_ram_block *blk,
 			 const struct gw_batch *b, uint64_t *span_pages)
 {
-	uint64_t first = UINT64_MAX, last = 0, done = 0, len;
+	uint64_t first = UINT64_MAX, last = 0, len;
+	int ret;
 
 	if (blk->fd < 0)
 		return -EOPNOTSUPP;
@@ -199,17 +227,9 @@ static int64_t read_span(struct gw_channel *ch, const struct gw_ram_block *blk,
 		return -ENODATA;
 	*span_pages = last - first + 1;
 	len = *span_pages * PAGE_BYTES;
-	while (done < len) {
-		ssize_t n = pread(blk->fd, ch->raw_buf + done, len - done,
-				  (off_t)(blk->fd_offset_bytes + (b->first_page + first) * PAGE_BYTES + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		done += (uint64_t)n;
-	}
-	return (int64_t)first;
+	ret = pread_all(blk->fd, ch->raw_buf, len,
+			(off_t)(blk->fd_offset_bytes + (b->first_page + first) * PAGE_BYTES));
+	return ret ? ret : (int64_t)first;
 }
 
 static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
@@ -429,37 +449,6 @@ void *gw_channel_send_main(void *arg)
 
 #define RECV_IOV_MAX 64
 
-static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, buf, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
-static int pread_all(int fd, uint8_t *buf, size_t len, off_t off)
-{
-	while (len) {
-		ssize_t n = pread(fd, buf, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
 
 static off_t page_off(const struct gw_dst_block *db, uint64_t page)
 {

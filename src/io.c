@@ -54,6 +54,26 @@ static int io_errno(int e)
 	return -e;
 }
 
+/* Consume @n bytes from the front of @msg's iovec (modified in place). */
+static void msg_advance(struct msghdr *msg, size_t n)
+{
+	while (n > 0 && msg->msg_iovlen > 0) {
+		if (n >= msg->msg_iov->iov_len) {
+			n -= msg->msg_iov->iov_len;
+			msg->msg_iov++;
+			msg->msg_iovlen--;
+		} else {
+			msg->msg_iov->iov_base = (char *)msg->msg_iov->iov_base + n;
+			msg->msg_iov->iov_len -= n;
+			n = 0;
+		}
+	}
+	while (msg->msg_iovlen > 0 && msg->msg_iov->iov_len == 0) {
+		msg->msg_iov++;
+		msg->msg_iovlen--;
+	}
+}
+
 /* sendmsg the whole iovec (modified in place), fds on the first call. */
 static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int nr_fds)
 {
@@ -87,21 +107,7 @@ static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int n
 		}
 		msg.msg_control = NULL;
 		msg.msg_controllen = 0;
-		while (n > 0 && msg.msg_iovlen > 0) {
-			if ((size_t)n >= msg.msg_iov->iov_len) {
-				n -= (ssize_t)msg.msg_iov->iov_len;
-				msg.msg_iov++;
-				msg.msg_iovlen--;
-			} else {
-				msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + n;
-				msg.msg_iov->iov_len -= (size_t)n;
-				n = 0;
-			}
-		}
-		while (msg.msg_iovlen > 0 && msg.msg_iov->iov_len == 0) {
-			msg.msg_iov++;
-			msg.msg_iovlen--;
-		}
+		msg_advance(&msg, (size_t)n);
 	}
 	return 0;
 }
@@ -180,10 +186,7 @@ static int recv_all(int fd, struct iovec *iov, int iovcnt, int *fds, int max_fds
 	} cbuf;
 	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
 
-	while (msg.msg_iovlen > 0 && msg.msg_iov->iov_len == 0) {
-		msg.msg_iov++;
-		msg.msg_iovlen--;
-	}
+	msg_advance(&msg, 0);	/* skip empty leading segments */
 	while (msg.msg_iovlen > 0) {
 		ssize_t n;
 
@@ -220,21 +223,7 @@ static int recv_all(int fd, struct iovec *iov, int iovcnt, int *fds, int max_fds
 		}
 		msg.msg_control = NULL;
 		msg.msg_controllen = 0;
-		while (n > 0 && msg.msg_iovlen > 0) {
-			if ((size_t)n >= msg.msg_iov->iov_len) {
-				n -= (ssize_t)msg.msg_iov->iov_len;
-				msg.msg_iov++;
-				msg.msg_iovlen--;
-			} else {
-				msg.msg_iov->iov_base = (char *)msg.msg_iov->iov_base + n;
-				msg.msg_iov->iov_len -= (size_t)n;
-				n = 0;
-			}
-		}
-		while (msg.msg_iovlen > 0 && msg.msg_iov->iov_len == 0) {
-			msg.msg_iov++;
-			msg.msg_iovlen--;
-		}
+		msg_advance(&msg, (size_t)n);
 	}
 	return 0;
 }

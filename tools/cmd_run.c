@@ -219,13 +219,40 @@ static void handle_status(struct run_state *rs, FILE *out)
 	free(st);
 }
 
+/*
+ * The PARAM=VALUE pairs of an API request (all but @skip_key) into @ps.
+ * On a bad pair: an error reply, -1.
+ */
+static int request_params(const struct api_request *req, const char *skip_key,
+			  struct cli_params *ps, FILE *out)
+{
+	char err[256];
+
+	for (unsigned i = 0; i < req->nr_args; i++) {
+		enum gw_param p;
+		int64_t v;
+
+		if (skip_key && !strcmp(req->args[i].key, skip_key))
+			continue;
+		if (gw_param_by_name(req->args[i].key, &p)) {
+			api_reply_error(out, "unknown parameter '%s'", req->args[i].key);
+			return -1;
+		}
+		if (cli_parse_param_value(p, req->args[i].value, &v, err, sizeof(err))) {
+			api_reply_error(out, "%s", err);
+			return -1;
+		}
+		cli_params_put(ps, p, v);
+	}
+	return 0;
+}
+
 static void handle_migrate(struct run_state *rs, const struct api_request *req, FILE *out)
 {
 	struct cli_params ps = rs->base;
 	const char *url = api_arg(req, "url");
 	enum soft_vm_state vs;
 	struct gw_session *s;
-	char err[256];
 	unsigned i;
 	int ret;
 
@@ -233,22 +260,8 @@ static void handle_migrate(struct run_state *rs, const struct api_request *req, 
 		api_reply_error(out, "migrate needs url=tcp:HOST:PORT or url=unix:PATH");
 		return;
 	}
-	for (i = 0; i < req->nr_args; i++) {
-		enum gw_param p;
-		int64_t v;
-
-		if (!strcmp(req->args[i].key, "url"))
-			continue;
-		if (gw_param_by_name(req->args[i].key, &p)) {
-			api_reply_error(out, "unknown parameter '%s'", req->args[i].key);
-			return;
-		}
-		if (cli_parse_param_value(p, req->args[i].value, &v, err, sizeof(err))) {
-			api_reply_error(out, "%s", err);
-			return;
-		}
-		cli_params_put(&ps, p, v);
-	}
+	if (request_params(req, "url", &ps, out))
+		return;
 
 	pthread_mutex_lock(&rs->lock);
 	if (rs->migrating) {
@@ -327,7 +340,6 @@ out:
 static void handle_set(struct run_state *rs, const struct api_request *req, FILE *out)
 {
 	struct cli_params ps = { 0 };
-	char err[256];
 	unsigned i;
 	int ret;
 
@@ -335,20 +347,8 @@ static void handle_set(struct run_state *rs, const struct api_request *req, FILE
 		api_reply_error(out, "set needs PARAM=VALUE pairs");
 		return;
 	}
-	for (i = 0; i < req->nr_args; i++) {
-		enum gw_param p;
-		int64_t v;
-
-		if (gw_param_by_name(req->args[i].key, &p)) {
-			api_reply_error(out, "unknown parameter '%s'", req->args[i].key);
-			return;
-		}
-		if (cli_parse_param_value(p, req->args[i].value, &v, err, sizeof(err))) {
-			api_reply_error(out, "%s", err);
-			return;
-		}
-		cli_params_put(&ps, p, v);
-	}
+	if (request_params(req, NULL, &ps, out))
+		return;
 	pthread_mutex_lock(&rs->lock);
 	/* Check every pair first so that a refusal changes nothing. */
 	if (rs->migrating) {
