@@ -22,7 +22,7 @@ test: all
 
 bench: all
 	@scripts/deps.sh bench
-	bench/run.sh $(BUILD)
+	bench/run.sh $(BUILD) --micro
 
 clean:
 	rm -rf $(BUILD)
