@@ -507,8 +507,8 @@ static int control_loop(struct gw_session *s)
 			pthread_mutex_lock(&s->lock);
 			s->stats.rounds = round + 1;
 			pthread_mutex_unlock(&s->lock);
-			gw_debug("mig", "round_start", "round=%u dirty_pages=%llu", round, (unsigned long long)dirty);
-			(void)dirty;
+			gw_debug("mig", "round_start", "round=%u dirty_pages=%llu", round,
+				 (unsigned long long)dirty);
 			if (gw_fault_armed(s, GW_FAULT_DST_ROUND_N) && round >= (uint32_t)gw_param(s, GW_PARAM_FAULT_ARG))
 				gw_fault_maybe_die(s, GW_FAULT_DST_ROUND_N, round);
 			if (gw_fault_armed(s, GW_FAULT_DST_STALL) && round >= (uint32_t)gw_param(s, GW_PARAM_FAULT_ARG)) {

@@ -647,7 +647,7 @@ static int final_phase(struct gw_session *s, struct src_ctx *c, bool local)
 }
 
 /* GO, then wait for RESUMED. Past GO the source never resumes by itself. */
-static int handover(struct gw_session *s, struct src_ctx *c)
+static int handover(struct gw_session *s)
 {
 	struct gw_downtime_breakdown *bd = &s->stats.downtime;
 	uint64_t t_go, rtt_ns, go_to_resume_ns = 0;
@@ -713,7 +713,6 @@ static int handover(struct gw_session *s, struct src_ctx *c)
 	s->stats.downtime_ns = pause_total > bd->verify_ns ? pause_total - bd->verify_ns : 0;
 	s->stats.total_time_ns = end_ns - s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);
-	(void)c;
 	return 0;
 }
 
@@ -818,7 +817,7 @@ void *gw_source_main(void *arg)
 	ret = final_phase(s, c, local);
 	if (ret)
 		goto out;
-	ret = handover(s, c);
+	ret = handover(s);
 out:
 	if (ret < 0 && c && c->paused) {
 		/* Before GO the VM is ours: run it again. */
