@@ -183,11 +183,21 @@ static int accept_channels(struct gw_session *s)
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
 	unsigned joined = 0;
 
-	s->chans = calloc(s->nr_channels, sizeof(*s->chans));
-	if (!s->chans)
+	struct gw_channel *chans = calloc(s->nr_channels ? s->nr_channels : 1, sizeof(*chans));
+
+	if (!chans)
 		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
-	for (unsigned i = 0; i < s->nr_channels; i++)
-		s->chans[i].conn.fd = -1;
+	for (unsigned i = 0; i < s->nr_channels; i++) {
+		int ret = gw_channel_setup(&chans[i], s, i, -1);
+
+		if (ret) {
+			for (unsigned j = 0; j <= i; j++)
+				gw_channel_release(&chans[j]);
+			free(chans);
+			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
+		}
+	}
+	gw_session_publish_channels(s, chans, s->nr_channels);
 	while (joined < s->nr_channels) {
 		uint8_t buf[GW_WIRE_ID_BYTES + 4];
 		struct gw_frame_hdr h;
@@ -219,9 +229,9 @@ static int accept_channels(struct gw_session *s)
 			gw_conn_close(&tmp);
 			return gw_fail(s, "setup", -EPROTO, false, "channel index %u invalid or repeated", idx);
 		}
-		int ret = gw_channel_setup(&s->chans[idx], s, idx, fd);
-		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel %u setup", idx);
+		int ret;
+
+		gw_conn_set_fd(&s->chans[idx].conn, fd);
 		s->chans[idx].conn.recv_seq = tmp.recv_seq;
 		/* Receives block as long as the source is alive: no receive timeout. */
 		gw_conn_set_recv_timeout(&s->chans[idx].conn, 0);
@@ -264,7 +274,7 @@ static int handshake(struct gw_session *s, struct gw_msg_hello *hello)
 			free(buf);
 			return gw_fail(s, "setup", fd, false, "accepting the source: %s", strerror(-fd));
 		}
-		gw_conn_init(&s->ctl, fd);
+		gw_conn_set_fd(&s->ctl, fd);
 		gw_conn_set_timeout(&s->ctl, timeout_ms);
 		n = gw_conn_recv(&s->ctl, &h, buf, gw_wire_max_payload(GW_MSG_HELLO), NULL, 0, NULL);
 		if (n >= 0 && h.type == GW_MSG_HELLO)
@@ -588,17 +598,22 @@ out:
 	__atomic_store_n(&s->ctl_quiet, true, __ATOMIC_RELEASE);
 	if (ret)
 		gw_session_shutdown_conns(s);
-	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
+	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
 		if (s->chans[i].thread_started)
 			pthread_join(s->chans[i].thread, NULL);
-		s->stats.channel_bytes[i] = s->chans[i].conn.bytes_recv;
-		gw_channel_release(&s->chans[i]);
-	}
 	if (s->populate_running)
 		pthread_join(s->populate_thread, NULL);
 	s->populate_running = false;
-	free(s->chans);
-	s->chans = NULL;
+	{
+		unsigned n;
+		struct gw_channel *chans = gw_session_detach_channels(s, &n);
+
+		for (unsigned i = 0; i < n; i++) {
+			s->stats.channel_bytes[i] = chans[i].conn.bytes_recv;
+			gw_channel_release(&chans[i]);
+		}
+		free(chans);
+	}
 	gw_conn_close(&s->ctl);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
 		gw_bitmap_free(&s->dblk[i].written);

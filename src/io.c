@@ -12,20 +12,40 @@ void gw_conn_init(struct gw_conn *c, int fd)
 {
 	memset(c, 0, sizeof(*c));
 	c->fd = fd;
+	pthread_mutex_init(&c->fd_lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
+}
+
+void gw_conn_set_fd(struct gw_conn *c, int fd)
+{
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->fd_lock);
+	c->fd = fd;
+	c->send_seq = c->recv_seq = 0;
+	c->bytes_sent = c->bytes_recv = 0;
+	c->corrupt_next = false;
+	pthread_mutex_unlock(&c->fd_lock);
+	pthread_mutex_unlock(&c->send_lock);
 }
 
 void gw_conn_shutdown(struct gw_conn *c)
 {
+	/* Under fd_lock: never a shutdown of a number that close() recycled. */
+	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd >= 0)
 		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->fd_lock);
 }
 
 void gw_conn_close(struct gw_conn *c)
 {
+	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
+	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd >= 0)
 		close(c->fd);
 	c->fd = -1;
+	pthread_mutex_unlock(&c->fd_lock);
+	pthread_mutex_unlock(&c->send_lock);
 }
 
 int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)

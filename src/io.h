@@ -15,7 +15,8 @@
 #include "wire.h"
 
 struct gw_conn {
-	int fd;				/* set at creation; -1 when closed */
+	int fd;				/* fd_lock and send_lock to change; -1 when closed */
+	pthread_mutex_t fd_lock;	/* close vs shutdown: never held across I/O */
 	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
 	uint32_t send_seq;		/* under send_lock */
 	uint32_t recv_seq;		/* receiving thread only */
@@ -24,10 +25,13 @@ struct gw_conn {
 	bool corrupt_next;		/* testing: flip a payload bit after the CRC (send_lock) */
 };
 
+/* Initialise (once, before other threads can see @c). */
 void gw_conn_init(struct gw_conn *c, int fd);
-/* Close the socket (after shutdown). */
+/* Give an initialised, closed connection a new socket; sequences restart. */
+void gw_conn_set_fd(struct gw_conn *c, int fd);
+/* Close the socket. Safe against a concurrent shutdown or send. */
 void gw_conn_close(struct gw_conn *c);
-/* Wake any thread blocked on this connection (shutdown both ways). */
+/* Wake any thread blocked on this connection (shutdown both ways); any thread. */
 void gw_conn_shutdown(struct gw_conn *c);
 /* Receive/send timeouts on the socket; a silent peer gives -ETIMEDOUT. */
 int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms);

@@ -96,6 +96,8 @@ void gw_session_free(struct gw_session *s)
 
 void gw_session_shutdown_conns(struct gw_session *s)
 {
+	/* s->lock: the channel array is detached under it before being freed. */
+	pthread_mutex_lock(&s->lock);
 	gw_conn_shutdown(&s->ctl);
 	if (s->listen_fd >= 0)
 		shutdown(s->listen_fd, SHUT_RDWR);
@@ -107,6 +109,7 @@ void gw_session_shutdown_conns(struct gw_session *s)
 		pthread_cond_broadcast(&ch->qcond);
 		pthread_mutex_unlock(&ch->qlock);
 	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* Record the first error; caller holds s->lock. True if this one was first. */
@@ -132,6 +135,26 @@ static void fail_notify(struct gw_session *s, const char *phase, int code, bool 
 	if (!from_peer && s->ctl.fd >= 0)
 		gw_conn_send_error(&s->ctl, code, msg);
 	gw_session_shutdown_conns(s);
+}
+
+void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n)
+{
+	pthread_mutex_lock(&s->lock);
+	s->chans = chans;
+	s->nr_channels = n;
+	pthread_mutex_unlock(&s->lock);
+}
+
+struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n)
+{
+	struct gw_channel *chans;
+
+	pthread_mutex_lock(&s->lock);
+	chans = s->chans;
+	*n = chans ? s->nr_channels : 0;
+	s->chans = NULL;
+	pthread_mutex_unlock(&s->lock);
+	return chans;
 }
 
 int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,

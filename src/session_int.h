@@ -126,8 +126,12 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 /* The sticky error code, 0 when none. Cheap: threads poll it per batch. */
 int gw_failed(struct gw_session *s);
 void gw_set_status(struct gw_session *s, enum gw_status st);
-/* Wake every blocked channel/control read and write. */
+/* Wake every blocked channel/control read and write (any thread). */
 void gw_session_shutdown_conns(struct gw_session *s);
+/* Publish a fully initialised channel array (fds -1) for shutdown to see. */
+void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n);
+/* Take the channel array back (threads joined); the caller releases it. */
+struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n);
 
 /* Testing: die like kill -9 if @point is armed (and @arg matches). */
 void gw_fault_maybe_die(struct gw_session *s, enum gw_fault_point point, uint64_t arg);

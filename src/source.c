@@ -182,7 +182,7 @@ static int handshake(struct gw_session *s)
 	fd = connect_conn(s, "setup");
 	if (fd < 0)
 		return fd;
-	gw_conn_init(&s->ctl, fd);
+	gw_conn_set_fd(&s->ctl, fd);
 	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	if (getrandom(s->mig_id, sizeof(s->mig_id), 0) != sizeof(s->mig_id))
 		return gw_fail(s, "setup", -EIO, false, "no random migration id");
@@ -234,9 +234,22 @@ static int handshake(struct gw_session *s)
 
 static int open_channels(struct gw_session *s)
 {
-	s->chans = calloc(s->nr_channels, sizeof(*s->chans));
-	if (!s->chans)
+	unsigned n = s->nr_channels;
+	struct gw_channel *chans = calloc(n, sizeof(*chans));
+
+	if (!chans)
 		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
+	for (unsigned i = 0; i < n; i++) {
+		int ret = gw_channel_setup(&chans[i], s, i, -1);
+
+		if (ret) {
+			for (unsigned j = 0; j <= i; j++)
+				gw_channel_release(&chans[j]);
+			free(chans);
+			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
+		}
+	}
+	gw_session_publish_channels(s, chans, n);
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		uint8_t buf[GW_WIRE_ID_BYTES + 4 + 512];
 		struct gw_wbuf w;
@@ -244,9 +257,9 @@ static int open_channels(struct gw_session *s)
 
 		if (fd < 0)
 			return fd;
-		ret = gw_channel_setup(&s->chans[i], s, i, fd);
-		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
+		gw_conn_set_fd(&s->chans[i].conn, fd);
+		if (gw_failed(s))	/* cancelled meanwhile: the shutdown missed this fd */
+			return gw_failed(s);
 		gw_conn_set_timeout(&s->chans[i].conn, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 		gw_wbuf_init(&w, buf, sizeof(buf));
 		gw_put_bytes(&w, s->mig_id, GW_WIRE_ID_BYTES);
@@ -718,18 +731,22 @@ static int handover(struct gw_session *s)
 
 static void teardown(struct gw_session *s, struct src_ctx *c)
 {
+	struct gw_channel *chans;
+	unsigned n;
+
 	__atomic_store_n(&s->ctl_quiet, true, __ATOMIC_RELEASE);
 	gw_session_shutdown_conns(s);
-	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
+	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
 		if (s->chans[i].thread_started)
 			pthread_join(s->chans[i].thread, NULL);
-		gw_channel_release(&s->chans[i]);
-	}
 	if (s->ctl_reader_started)
 		pthread_join(s->ctl_reader, NULL);
 	s->ctl_reader_started = false;
-	free(s->chans);
-	s->chans = NULL;
+	/* Detached first: a concurrent cancel must not walk freed channels. */
+	chans = gw_session_detach_channels(s, &n);
+	for (unsigned i = 0; i < n; i++)
+		gw_channel_release(&chans[i]);
+	free(chans);
 	gw_conn_close(&s->ctl);
 	if (s->dirty_started)
 		s->dirty.ops->stop(&s->dirty);
