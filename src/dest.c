@@ -388,7 +388,13 @@ static int on_complete(struct gw_session *s, const uint8_t *buf, size_t len, str
 	if (flags & GW_COMPLETE_DIGEST) {
 		uint64_t t = gw_now_ns();
 
-		ret = gw_ram_digest(&s->vm, 2, &mine);
+		struct gw_bitmap written[GW_MAX_RAM_BLOCKS];
+
+		/* Pages this migration did not write are still the zero they started as. */
+		for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+			written[i] = s->dblk[i].written;
+		ret = (s->hello_flags & GW_HELLO_LOCAL) ? gw_ram_digest(&s->vm, 2, &mine) :
+			gw_ram_digest_masked(&s->vm, 2, written, &mine);
 		if (ret)
 			return gw_fail(s, "final", ret, false, "RAM digest: %s", strerror(-ret));
 		verify_ns = gw_now_ns() - t;

@@ -269,6 +269,12 @@ static int digest_combine(const struct digest_job *job, struct gw_digest *out)
 
 int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_digest *out)
 {
+	return gw_ram_digest_masked(vm, nr_threads, NULL, out);
+}
+
+int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *may_hold_data, struct gw_digest *out)
+{
 	pthread_t threads[MAX_THREADS];
 	unsigned nr_started = 0;
 	struct digest_job *job;
@@ -295,6 +301,14 @@ int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_di
 		ret = gw_bitmap_init(&job->populated[bi], b->size_bytes / ps);
 		if (ret < 0)
 			goto out;
+		if (may_hold_data) {
+			if (may_hold_data[bi].nr_bits != job->populated[bi].nr_bits) {
+				ret = -EINVAL;
+				goto out;
+			}
+			gw_bitmap_or(&job->populated[bi], &may_hold_data[bi]);
+			continue;
+		}
 		npop = gw_populated_scan(b, &job->populated[bi], NULL);
 		if (npop < 0) {
 			ret = (int)npop;

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 #include <godwit/vm.h>
+#include "bitmap.h"
 
 struct gw_digest {
 	uint64_t lo, hi;
@@ -24,5 +25,14 @@ struct gw_digest {
 
 /* 0 or -errno (-ENOMEM). @nr_threads >= 1. RAM must not change meanwhile. */
 int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_digest *out);
+/*
+ * The same digest, when the caller knows which pages may hold data (one
+ * bitmap per block, one bit per page): pages outside are taken as zero
+ * without being read. A migration destination passes the pages it wrote:
+ * its RAM started zero (gw_session_new), so the rest is zero, even where
+ * it was preallocated (populated) and a scan would have to read it.
+ */
+int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *may_hold_data, struct gw_digest *out);
 
 #endif
