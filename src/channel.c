@@ -152,8 +152,10 @@ static void *codec_ctx(struct gw_channel *ch, enum gw_codec_id id, const struct 
  * channel measured its sends to take (a full socket buffer blocks the
  * sender, so a slow link shows directly), or what the bandwidth cap
  * allows. The batch's own compressibility comes from compressing its first
- * 8 KiB with lz4 (about 1.5% of the batch's cost). Every 16th batch tries
- * the codec not chosen, to keep both estimates fresh.
+ * 8 KiB with lz4 (about 1.5% of the batch's cost). Codecs are measured only
+ * once the link has proven slower than lz4's prior cost (the first batch
+ * always goes raw); then every 16th batch tries lz4 or zstd in turn to keep
+ * both estimates fresh.
  */
 #define AUTO_PROBE_BYTES 8192
 
@@ -164,16 +166,21 @@ static enum gw_codec_id auto_choose(struct gw_channel *ch, const uint8_t *raw, s
 	int64_t cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
 	double link = ch->link_ns_per_byte, scale = 1.0, best_cost;
 	enum gw_codec_id best = GW_CODEC_NONE;
-	uint64_t n = ch->auto_batches++;
+	uint64_t n;
 
 	if (cap_bps > 0 && 1e9 * s->nr_channels / (double)cap_bps > link)
 		link = 1e9 * s->nr_channels / (double)cap_bps;
-	if (n < 2)
-		return cand[n];		/* measure both once */
+	/*
+	 * Unknown (first batch) or faster than lz4's prior: send raw, and let
+	 * the sends measure the link. No codec is even set up on a fast link.
+	 */
 	if (link <= ch->est[GW_CODEC_LZ4].ns_per_byte)
-		return GW_CODEC_NONE;		/* faster link than any codec: send raw */
+		return GW_CODEC_NONE;
+	n = ch->auto_batches++;		/* counts slow-link batches only */
+	if (n < 2)
+		return cand[n];		/* measure both codecs once */
 	if (n % 16 == 0)
-		return cand[(n / 16) % 2];	/* slow link: keep both estimates fresh */
+		return cand[(n / 16) % 2];	/* keep both estimates fresh */
 	if (raw_len >= 2 * AUTO_PROBE_BYTES) {
 		const struct gw_codec_ops *ops;
 		void *ctx = codec_ctx(ch, GW_CODEC_LZ4, &ops);
