@@ -753,3 +753,15 @@ void *gw_channel_recv_main(void *arg)
 		gw_fail(s, "receive", ret, false, "channel %u: %s", ch->index, recv_err_text(ret));
 	return NULL;
 }
+
+int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
+{
+	for (unsigned i = 0; i < s->nr_channels; i++) {
+		int ret = -pthread_create(&s->chans[i].thread, NULL, fn, &s->chans[i]);
+
+		if (ret)
+			return gw_fail(s, "setup", ret, false, "channel thread");
+		s->chans[i].thread_started = true;
+	}
+	return 0;
+}

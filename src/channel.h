@@ -84,4 +84,7 @@ void *gw_channel_send_main(void *arg);
 /* Destination: receive until CHAN_END. */
 void *gw_channel_recv_main(void *arg);
 
+/* Start one thread per channel of @s running @fn. 0 or the sticky error. */
+int gw_channels_start(struct gw_session *s, void *(*fn)(void *));
+
 #endif

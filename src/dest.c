@@ -241,14 +241,7 @@ static int accept_channels(struct gw_session *s)
 			return gw_fail(s, "setup", ret, false, "channel %u ack", idx);
 		joined++;
 	}
-	for (unsigned i = 0; i < s->nr_channels; i++) {
-		int ret = -pthread_create(&s->chans[i].thread, NULL, gw_channel_recv_main, &s->chans[i]);
-
-		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel thread");
-		s->chans[i].thread_started = true;
-	}
-	return 0;
+	return gw_channels_start(s, gw_channel_recv_main);
 }
 
 static int handshake(struct gw_session *s, struct gw_msg_hello *hello)

@@ -271,14 +271,7 @@ static int open_channels(struct gw_session *s)
 		if (ret < 0)
 			return ret;
 	}
-	for (unsigned i = 0; i < s->nr_channels; i++) {
-		int ret = -pthread_create(&s->chans[i].thread, NULL, gw_channel_send_main, &s->chans[i]);
-
-		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel thread");
-		s->chans[i].thread_started = true;
-	}
-	return 0;
+	return gw_channels_start(s, gw_channel_send_main);
 }
 
 /* Populated ranges as EXTENTS frames: the destination pre-populates them. */

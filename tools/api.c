@@ -7,6 +7,7 @@
  * one at a time: every command is short (the migration itself runs in the
  * engine's threads), and serialising them keeps the handler simple.
  */
+#include "errbuf.h"
 #include "api.h"
 #include "json.h"
 
@@ -38,17 +39,6 @@ struct api_server {
 	ino_t ino;			/* never unlinks a successor's */
 };
 
-static void set_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 int api_parse_request(char *line, struct api_request *req, char *err, size_t err_len)
 {
@@ -58,18 +48,18 @@ int api_parse_request(char *line, struct api_request *req, char *err, size_t err
 	line[strcspn(line, "\r\n")] = '\0';
 	req->cmd = strtok_r(line, " \t", &save);
 	if (!req->cmd) {
-		set_err(err, err_len, "empty request");
+		gw_errbuf_set(err, err_len, "empty request");
 		return -EINVAL;
 	}
 	while ((w = strtok_r(NULL, " \t", &save))) {
 		char *eq = strchr(w, '=');
 
 		if (!eq || eq == w) {
-			set_err(err, err_len, "bad argument '%s': expected key=value", w);
+			gw_errbuf_set(err, err_len, "bad argument '%s': expected key=value", w);
 			return -EINVAL;
 		}
 		if (req->nr_args == API_ARGS_MAX) {
-			set_err(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
+			gw_errbuf_set(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
 			return -EINVAL;
 		}
 		*eq = '\0';
@@ -235,11 +225,11 @@ static int remove_stale(const char *path, const struct sockaddr_un *sa, char *er
 	if (lstat(path, &st)) {
 		if (errno == ENOENT)
 			return 0;
-		set_err(err, err_len, "%s: %s", path, strerror(errno));
+		gw_errbuf_set(err, err_len, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
 	if (!S_ISSOCK(st.st_mode)) {
-		set_err(err, err_len, "%s exists and is not a socket", path);
+		gw_errbuf_set(err, err_len, "%s exists and is not a socket", path);
 		return -EEXIST;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -248,11 +238,11 @@ static int remove_stale(const char *path, const struct sockaddr_un *sa, char *er
 	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
 	close(fd);
 	if (ret == 0) {
-		set_err(err, err_len, "%s is in use by a running godwit", path);
+		gw_errbuf_set(err, err_len, "%s is in use by a running godwit", path);
 		return -EADDRINUSE;
 	}
 	if (unlink(path) && errno != ENOENT) {
-		set_err(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
+		gw_errbuf_set(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -269,13 +259,13 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 
 	ret = fill_addr(path, &sa);
 	if (ret) {
-		set_err(err, err_len, "API socket path too long or empty: '%s'", path ? path : "");
+		gw_errbuf_set(err, err_len, "API socket path too long or empty: '%s'", path ? path : "");
 		errno = -ret;
 		return NULL;
 	}
 	srv = calloc(1, sizeof(*srv));
 	if (!srv) {
-		set_err(err, err_len, "out of memory");
+		gw_errbuf_set(err, err_len, "out of memory");
 		return NULL;
 	}
 	srv->listen_fd = -1;
@@ -285,7 +275,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	srv->path = strdup(path);
 	if (!srv->path) {
 		ret = -ENOMEM;
-		set_err(err, err_len, "out of memory");
+		gw_errbuf_set(err, err_len, "out of memory");
 		goto fail;
 	}
 	ret = remove_stale(path, &sa, err, err_len);
@@ -294,7 +284,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (srv->listen_fd < 0) {
 		ret = -errno;
-		set_err(err, err_len, "socket: %s", strerror(errno));
+		gw_errbuf_set(err, err_len, "socket: %s", strerror(errno));
 		goto fail;
 	}
 	/* The socket is created 0600: only our user may drive the VM. */
@@ -302,7 +292,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	ret = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	umask(old_mask);
 	if (ret) {
-		set_err(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
+		gw_errbuf_set(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
 		goto fail;
 	}
 	if (stat(path, &st) == 0) {
@@ -311,12 +301,12 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	}
 	if (listen(srv->listen_fd, 16) || pipe2(srv->stop_pipe, O_CLOEXEC)) {
 		ret = -errno;
-		set_err(err, err_len, "listen %s: %s", path, strerror(errno));
+		gw_errbuf_set(err, err_len, "listen %s: %s", path, strerror(errno));
 		goto fail_unlink;
 	}
 	ret = -pthread_create(&srv->thread, NULL, server_thread, srv);
 	if (ret) {
-		set_err(err, err_len, "cannot start the API thread: %s", strerror(-ret));
+		gw_errbuf_set(err, err_len, "cannot start the API thread: %s", strerror(-ret));
 		goto fail_unlink;
 	}
 	return srv;

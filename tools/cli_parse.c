@@ -4,6 +4,7 @@
  * Arithmetic is done in unsigned __int128 so that "16383.99T" and the like
  * are checked against 64 bits exactly instead of wrapping.
  */
+#include "errbuf.h"
 #include "cli_parse.h"
 
 #include <ctype.h>
@@ -240,18 +241,6 @@ int cli_parse_codec(const char *spec, enum gw_codec_id *codec, int64_t *level)
 	return 0;
 }
 
-static void set_err(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 struct named_value {
 	const char *name;
@@ -293,11 +282,11 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	int ret;
 
 	if (!pi) {
-		set_err(err, err_len, "unknown parameter %d", (int)p);
+		gw_errbuf_set(err, err_len, "unknown parameter %d", (int)p);
 		return -EINVAL;
 	}
 	if (!s || !*s) {
-		set_err(err, err_len, "%s: empty value", pname);
+		gw_errbuf_set(err, err_len, "%s: empty value", pname);
 		return -EINVAL;
 	}
 	switch (p) {
@@ -317,7 +306,7 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	if (p == GW_PARAM_COMPRESS && !isdigit((unsigned char)*s)) {
 		ret = gw_codec_by_name(s);
 		if (ret < 0) {
-			set_err(err, err_len, "%s: unknown codec '%s'", pname, s);
+			gw_errbuf_set(err, err_len, "%s: unknown codec '%s'", pname, s);
 			return -EINVAL;
 		}
 		v = ret;
@@ -326,24 +315,24 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	} else if (*s == '-') {
 		ret = cli_parse_int(s, INT64_MIN, INT64_MAX, &v);
 		if (ret) {
-			set_err(err, err_len, "%s: bad value '%s'", pname, s);
+			gw_errbuf_set(err, err_len, "%s: bad value '%s'", pname, s);
 			return -EINVAL;
 		}
 	} else {
 		/* Any non-negative integer, with a size suffix where one helps. */
 		ret = cli_parse_size(s, &u);
 		if (ret == -ERANGE || (!ret && u > (uint64_t)INT64_MAX)) {
-			set_err(err, err_len, "%s: value '%s' too large", pname, s);
+			gw_errbuf_set(err, err_len, "%s: value '%s' too large", pname, s);
 			return -ERANGE;
 		}
 		if (ret) {
-			set_err(err, err_len, "%s: bad value '%s'", pname, s);
+			gw_errbuf_set(err, err_len, "%s: bad value '%s'", pname, s);
 			return -EINVAL;
 		}
 		v = (int64_t)u;
 	}
 	if (v < pi->min || v > pi->max) {
-		set_err(err, err_len, "%s: %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
+		gw_errbuf_set(err, err_len, "%s: %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
 			pname, v, pi->min, pi->max);
 		return -ERANGE;
 	}
@@ -359,18 +348,18 @@ int cli_parse_param(const char *assign, enum gw_param *p, int64_t *value,
 	size_t n;
 
 	if (!assign || !(eq = strchr(assign, '='))) {
-		set_err(err, err_len, "'%s': expected PARAM=VALUE", assign ? assign : "");
+		gw_errbuf_set(err, err_len, "'%s': expected PARAM=VALUE", assign ? assign : "");
 		return -EINVAL;
 	}
 	n = (size_t)(eq - assign);
 	if (n == 0 || n >= sizeof(name)) {
-		set_err(err, err_len, "'%s': bad parameter name", assign);
+		gw_errbuf_set(err, err_len, "'%s': bad parameter name", assign);
 		return -EINVAL;
 	}
 	memcpy(name, assign, n);
 	name[n] = '\0';
 	if (gw_param_by_name(name, p)) {
-		set_err(err, err_len, "unknown parameter '%s'", name);
+		gw_errbuf_set(err, err_len, "unknown parameter '%s'", name);
 		return -ENOENT;
 	}
 	return cli_parse_param_value(*p, eq + 1, value, err, err_len);

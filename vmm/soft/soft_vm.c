@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <godwit/log.h>
+#include "errbuf.h"
 #include "bitmap.h"
 #include "populated.h"
 #include "soft/soft_internal.h"
@@ -91,18 +92,6 @@ struct soft_vm {
 	atomic_int state;		/* enum soft_vm_state */
 };
 
-static void set_err(char *err, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static uint64_t mono_ns(void)
 {
@@ -213,7 +202,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 	if (vm->info.nr_blocks >= GW_MAX_RAM_BLOCKS) {
 		if (fd >= 0)
 			close(fd);
-		set_err(err, err_len, "too many RAM blocks");
+		gw_errbuf_set(err, err_len, "too many RAM blocks");
 		return -E2BIG;
 	}
 	if (fd >= 0) {
@@ -225,7 +214,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 		if (fd < 0 || fstat(fd, &stb) < 0) {
 			int e = errno;
 
-			set_err(err, err_len, "%s: %s", vm->memory_file, strerror(e));
+			gw_errbuf_set(err, err_len, "%s: %s", vm->memory_file, strerror(e));
 			if (fd >= 0)
 				close(fd);
 			return -e;
@@ -234,7 +223,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 		if ((uint64_t)stb.st_size < size && ftruncate(fd, (off_t)size) < 0) {
 			int e = errno;
 
-			set_err(err, err_len, "%s: cannot size to %" PRIu64 " bytes: %s",
+			gw_errbuf_set(err, err_len, "%s: cannot size to %" PRIu64 " bytes: %s",
 				vm->memory_file, size, strerror(e));
 			close(fd);
 			return -e;
@@ -245,7 +234,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 		if (fd < 0 || ftruncate(fd, (off_t)size) < 0) {
 			int e = errno;
 
-			set_err(err, err_len, "memfd of %" PRIu64 " bytes: %s", size, strerror(e));
+			gw_errbuf_set(err, err_len, "memfd of %" PRIu64 " bytes: %s", size, strerror(e));
 			if (fd >= 0)
 				close(fd);
 			return -e;
@@ -256,7 +245,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 	if (host == MAP_FAILED) {
 		int e = errno;
 
-		set_err(err, err_len, "mmap of %" PRIu64 " bytes: %s", size, strerror(e));
+		gw_errbuf_set(err, err_len, "mmap of %" PRIu64 " bytes: %s", size, strerror(e));
 		close(fd);
 		return -e;
 	}
@@ -267,7 +256,7 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 		int ret = prealloc_ram(host, size);
 
 		if (ret) {
-			set_err(err, err_len, "preallocating %" PRIu64 " bytes: %s", size, strerror(-ret));
+			gw_errbuf_set(err, err_len, "preallocating %" PRIu64 " bytes: %s", size, strerror(-ret));
 			munmap(host, size);
 			close(fd);
 			return ret;
@@ -433,7 +422,7 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 	unsigned at = 0;
 
 	if (hole) {
-		set_err(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
+		gw_errbuf_set(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			"): expected %s, found a never-populated page (zeros)",
 			v->first_page + off, v->index, v->cursor, v->gen,
 			exp_gen ? "generation data" : "initial fill content");
@@ -443,13 +432,13 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 		at++;
 	memcpy(fw, found, sizeof(fw));
 	if (exp_gen)
-		set_err(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
+		gw_errbuf_set(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			"): expected index=%" PRIu64 " gen=%" PRIu64 ", found index=%" PRIu64
 			" gen=%" PRIu64 ", first difference at byte %u",
 			v->first_page + off, v->index, v->cursor, v->gen, v->first_page + off,
 			exp_gen, fw[0], fw[1], at);
 	else
-		set_err(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
+		gw_errbuf_set(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			"): expected the initial %s fill (generation 0), found index=%" PRIu64
 			" gen=%" PRIu64 ", first difference at byte %u",
 			v->first_page + off, v->index, v->cursor, v->gen,
@@ -569,7 +558,7 @@ static int check_verify(struct soft_vm *vm, char *msg, size_t len)
 		}
 	}
 	if (ret == 0)
-		set_err(msg, len, "%" PRIu64 " pages checked", checked);
+		gw_errbuf_set(msg, len, "%" PRIu64 " pages checked", checked);
 out:
 	for (unsigned bi = 0; bi < vm->info.nr_blocks; bi++)
 		gw_bitmap_free(&pop[bi]);
@@ -592,19 +581,19 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 		return NULL;
 	}
 	if (cfg->nr_vcpus < 1 || cfg->nr_vcpus > SOFT_MAX_VCPUS) {
-		set_err(err, err_len, "vcpus must be 1..%d, not %u", SOFT_MAX_VCPUS, cfg->nr_vcpus);
+		gw_errbuf_set(err, err_len, "vcpus must be 1..%d, not %u", SOFT_MAX_VCPUS, cfg->nr_vcpus);
 		errno = EINVAL;
 		return NULL;
 	}
 	if (cfg->memory_bytes % SOFT_PAGE_BYTES || cfg->memory_bytes > MAX_RAM_BYTES ||
 	    (!cfg->memory_bytes && !cfg->incoming)) {
-		set_err(err, err_len, "memory must be a non-zero multiple of %u bytes, at most %llu",
+		gw_errbuf_set(err, err_len, "memory must be a non-zero multiple of %u bytes, at most %llu",
 			SOFT_PAGE_BYTES, MAX_RAM_BYTES);
 		errno = EINVAL;
 		return NULL;
 	}
 	if ((unsigned)cfg->fill > SOFT_FILL_TEXT) {
-		set_err(err, err_len, "unknown fill");
+		gw_errbuf_set(err, err_len, "unknown fill");
 		errno = EINVAL;
 		return NULL;
 	}
@@ -647,7 +636,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 		t0 = mono_ns();
 		ret = soft_fill_ram(&vm->info, vm->fill, vm->seed, fresh, FILL_THREADS);
 		if (ret < 0) {
-			set_err(reason, sizeof(reason), "fill: %s", strerror(-ret));
+			gw_errbuf_set(reason, sizeof(reason), "fill: %s", strerror(-ret));
 			goto fail;
 		}
 		vm->init_fill = vm->fill;
@@ -671,7 +660,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 	return vm;
 
 fail:
-	set_err(err, err_len, "%s", reason[0] ? reason : strerror(-ret));
+	gw_errbuf_set(err, err_len, "%s", reason[0] ? reason : strerror(-ret));
 	ram_free(vm);
 	free(vm->memory_file);
 	pthread_mutex_destroy(&vm->ctl);
@@ -734,7 +723,7 @@ static void post_migration_check(struct soft_vm *vm)
 	int ret = check_verify(vm, msg, sizeof(msg));
 
 	if (ret < 0 && ret != -EIO)
-		set_err(msg, sizeof(msg), "check could not run: %s", strerror(-ret));
+		gw_errbuf_set(msg, sizeof(msg), "check could not run: %s", strerror(-ret));
 	gw_log(ret == 0 ? GW_LOG_INFO : GW_LOG_ERROR, "soft", "post_migration_check",
 	       "result=%s ms=%.1f msg=\"%s\"", ret == 0 ? "ok" : "failed",
 	       (mono_ns() - t0) / 1e6, msg);
@@ -839,12 +828,12 @@ int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len)
 	pthread_mutex_lock(&vm->ctl);
 	join_post_check(vm);
 	if (vm->wl.kind != SOFT_WL_VERIFY) {
-		set_err(msg, msg_len, "the %s workload has no exact check", vm->spec);
+		gw_errbuf_set(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		ret = -EOPNOTSUPP;
 		goto out;
 	}
 	if (!vm->info.nr_blocks || (soft_vm_state(vm) == SOFT_VM_INCOMING && !vm->loaded)) {
-		set_err(msg, msg_len, "no RAM or workload state yet");
+		gw_errbuf_set(msg, msg_len, "no RAM or workload state yet");
 		ret = -EINVAL;
 		goto out;
 	}
@@ -866,7 +855,7 @@ int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg
 
 	pthread_mutex_lock(&m->lock);
 	r = m->post_check;
-	set_err(msg, msg_len, "%s", m->post_msg);
+	gw_errbuf_set(msg, msg_len, "%s", m->post_msg);
 	pthread_mutex_unlock(&m->lock);
 	return r;
 }
@@ -1146,13 +1135,13 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 	pthread_mutex_lock(&vm->ctl);
 	n = want ? want->nr_blocks : 0;
 	if (soft_vm_state(vm) != SOFT_VM_INCOMING) {
-		set_err(reason, reason_len, "soft VM is %s, not waiting for a migration",
+		gw_errbuf_set(reason, reason_len, "soft VM is %s, not waiting for a migration",
 			soft_vm_state_name(soft_vm_state(vm)));
 		ret = -EBUSY;
 		goto fail;
 	}
 	if (n < 1 || n > GW_MAX_RAM_BLOCKS) {
-		set_err(reason, reason_len, "bad RAM block count %u", n);
+		gw_errbuf_set(reason, reason_len, "bad RAM block count %u", n);
 		ret = -EINVAL;
 		goto fail;
 	}
@@ -1160,25 +1149,25 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 		const struct gw_ram_block *b = &want->blocks[i];
 
 		if (!memchr(b->name, '\0', sizeof(b->name)) || !b->name[0]) {
-			set_err(reason, reason_len, "RAM block %u has no valid name", i);
+			gw_errbuf_set(reason, reason_len, "RAM block %u has no valid name", i);
 			ret = -EINVAL;
 			goto fail;
 		}
 		for (unsigned j = 0; j < i; j++)
 			if (!strcmp(b->name, want->blocks[j].name)) {
-				set_err(reason, reason_len, "RAM block name %s used twice", b->name);
+				gw_errbuf_set(reason, reason_len, "RAM block name %s used twice", b->name);
 				ret = -EINVAL;
 				goto fail;
 			}
 		if (b->page_size_bytes != SOFT_PAGE_BYTES) {
-			set_err(reason, reason_len, "RAM block %s: page size %u unsupported (only %u)",
+			gw_errbuf_set(reason, reason_len, "RAM block %s: page size %u unsupported (only %u)",
 				b->name, b->page_size_bytes, SOFT_PAGE_BYTES);
 			ret = -EINVAL;
 			goto fail;
 		}
 		if (!b->size_bytes || b->size_bytes % SOFT_PAGE_BYTES ||
 		    b->size_bytes > MAX_RAM_BYTES - total) {
-			set_err(reason, reason_len, "RAM block %s: size %" PRIu64 " bytes refused",
+			gw_errbuf_set(reason, reason_len, "RAM block %s: size %" PRIu64 " bytes refused",
 				b->name, b->size_bytes);
 			ret = -EINVAL;
 			goto fail;
@@ -1193,13 +1182,13 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 			const struct gw_ram_block *d = i < vm->info.nr_blocks ? &vm->info.blocks[i] : NULL;
 
 			if (!s || !d) {
-				set_err(reason, reason_len, "layout mismatch: source has %u RAM blocks, "
+				gw_errbuf_set(reason, reason_len, "layout mismatch: source has %u RAM blocks, "
 					"destination %u", n, vm->info.nr_blocks);
 				ret = -EINVAL;
 				goto fail;
 			}
 			if (strcmp(s->name, d->name) || s->size_bytes != d->size_bytes) {
-				set_err(reason, reason_len, "layout mismatch: source %s is %" PRIu64
+				gw_errbuf_set(reason, reason_len, "layout mismatch: source %s is %" PRIu64
 					" bytes, destination %s %" PRIu64, s->name, s->size_bytes,
 					d->name, d->size_bytes);
 				ret = -EINVAL;
@@ -1218,7 +1207,7 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 				    (off_t)s->fd_offset_bytes);
 			if (host == MAP_FAILED) {
 				ret = -errno;
-				set_err(reason, reason_len, "mmap of received fd for %s: %s", s->name,
+				gw_errbuf_set(reason, reason_len, "mmap of received fd for %s: %s", s->name,
 					strerror(-ret));
 				goto fail;
 			}
