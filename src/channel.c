@@ -765,3 +765,23 @@ int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
 	}
 	return 0;
 }
+
+int gw_channels_create(struct gw_session *s, unsigned n)
+{
+	struct gw_channel *chans = calloc(n ? n : 1, sizeof(*chans));
+
+	if (!chans)
+		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
+	for (unsigned i = 0; i < n; i++) {
+		int ret = gw_channel_setup(&chans[i], s, i, -1);
+
+		if (ret) {
+			for (unsigned j = 0; j <= i; j++)
+				gw_channel_release(&chans[j]);
+			free(chans);
+			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
+		}
+	}
+	gw_session_publish_channels(s, chans, n);
+	return 0;
+}

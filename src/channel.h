@@ -84,6 +84,11 @@ void *gw_channel_send_main(void *arg);
 /* Destination: receive until CHAN_END. */
 void *gw_channel_recv_main(void *arg);
 
+/*
+ * Allocate and set up @n channels without sockets, then publish them in @s
+ * (shutdown can see them from then on). 0 or the sticky error.
+ */
+int gw_channels_create(struct gw_session *s, unsigned n);
 /* Start one thread per channel of @s running @fn. 0 or the sticky error. */
 int gw_channels_start(struct gw_session *s, void *(*fn)(void *));
 

@@ -183,21 +183,10 @@ static int accept_channels(struct gw_session *s)
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
 	unsigned joined = 0;
 
-	struct gw_channel *chans = calloc(s->nr_channels ? s->nr_channels : 1, sizeof(*chans));
+	int err = gw_channels_create(s, s->nr_channels);
 
-	if (!chans)
-		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
-	for (unsigned i = 0; i < s->nr_channels; i++) {
-		int ret = gw_channel_setup(&chans[i], s, i, -1);
-
-		if (ret) {
-			for (unsigned j = 0; j <= i; j++)
-				gw_channel_release(&chans[j]);
-			free(chans);
-			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
-		}
-	}
-	gw_session_publish_channels(s, chans, s->nr_channels);
+	if (err)
+		return err;
 	while (joined < s->nr_channels) {
 		uint8_t buf[GW_WIRE_ID_BYTES + 4];
 		struct gw_frame_hdr h;

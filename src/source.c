@@ -234,22 +234,10 @@ static int handshake(struct gw_session *s)
 
 static int open_channels(struct gw_session *s)
 {
-	unsigned n = s->nr_channels;
-	struct gw_channel *chans = calloc(n, sizeof(*chans));
+	int err = gw_channels_create(s, s->nr_channels);
 
-	if (!chans)
-		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
-	for (unsigned i = 0; i < n; i++) {
-		int ret = gw_channel_setup(&chans[i], s, i, -1);
-
-		if (ret) {
-			for (unsigned j = 0; j <= i; j++)
-				gw_channel_release(&chans[j]);
-			free(chans);
-			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
-		}
-	}
-	gw_session_publish_channels(s, chans, n);
+	if (err)
+		return err;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		uint8_t buf[GW_WIRE_ID_BYTES + 4 + 512];
 		struct gw_wbuf w;
