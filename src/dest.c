@@ -24,7 +24,7 @@
 /* Extents to pre-populate, handed from the migration thread to the populate thread. */
 struct populate_job {
 	struct gw_session *s;
-	unsigned nr;
+	size_t nr;			/* bounded by on_extents */
 	struct { unsigned block; uint64_t first, count; } *ext;
 };
 
@@ -39,7 +39,7 @@ static void *populate_main(void *arg)
 	uint64_t t0 = gw_now_ns(), pages = 0;
 
 	gw_log_set_side(s->side);
-	for (unsigned i = 0; i < job->nr && !gw_failed(s); i++) {
+	for (size_t i = 0; i < job->nr && !gw_failed(s); i++) {
 		const struct gw_dst_block *db = &s->dblk[job->ext[i].block];
 		uint8_t *host = db->host;
 		uint64_t done = 0;
@@ -88,7 +88,7 @@ static int on_extents(struct gw_session *s, const uint8_t *buf, size_t len)
 		job->s = s;
 		s->pop_job = job;
 	}
-	void *ext = realloc(job->ext, (job->nr + count) * sizeof(*job->ext));
+	void *ext = realloc(job->ext, ((size_t)job->nr + count) * sizeof(*job->ext));
 	if (!ext)
 		return -ENOMEM;
 	job->ext = ext;

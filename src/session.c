@@ -407,7 +407,6 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 }
 
 /* CPU time of this process, for the statistics. */
-void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns)
 {
 	struct rusage ru;

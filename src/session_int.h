@@ -141,6 +141,9 @@ bool gw_fault_armed(struct gw_session *s, enum gw_fault_point point);
 void *gw_source_main(void *arg);
 void *gw_dest_main(void *arg);
 
+/* CPU time of this process so far (getrusage), for the statistics. */
+void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
+
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */
 void gw_ratelimit(struct gw_session *s, uint64_t bytes);
 

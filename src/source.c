@@ -17,7 +17,6 @@
 #include "populated.h"
 #include "session_int.h"
 
-void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 
 struct src_ctx {
 	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send */

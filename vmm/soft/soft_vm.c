@@ -780,6 +780,24 @@ static int first_resume_after_migration(struct soft_vm *vm)
 	return ret;
 }
 
+/*
+ * ctl held, state created or incoming: the first start of the vCPUs, of a
+ * new VM or of one whose state a migration loaded.
+ */
+static int start_first_locked(struct soft_vm *vm)
+{
+	int ret;
+
+	if (soft_vm_state(vm) == SOFT_VM_INCOMING)
+		return vm->loaded ? first_resume_after_migration(vm) : -EINVAL;
+	if (!vm->info.nr_blocks)
+		return -EINVAL;
+	ret = vcpus_start(vm);
+	if (ret == 0)
+		atomic_store(&vm->state, SOFT_VM_RUNNING);
+	return ret;
+}
+
 int soft_vm_start(struct soft_vm *vm)
 {
 	int ret = 0;
@@ -787,16 +805,8 @@ int soft_vm_start(struct soft_vm *vm)
 	pthread_mutex_lock(&vm->ctl);
 	switch (soft_vm_state(vm)) {
 	case SOFT_VM_CREATED:
-		if (!vm->info.nr_blocks) {
-			ret = -EINVAL;
-			break;
-		}
-		ret = vcpus_start(vm);
-		if (ret == 0)
-			atomic_store(&vm->state, SOFT_VM_RUNNING);
-		break;
 	case SOFT_VM_INCOMING:
-		ret = vm->loaded ? first_resume_after_migration(vm) : -EINVAL;
+		ret = start_first_locked(vm);
 		break;
 	case SOFT_VM_RUNNING:
 		break;
@@ -888,12 +898,8 @@ static int ops_resume(void *opaque)
 		atomic_store(&vm->state, SOFT_VM_RUNNING);
 		break;
 	case SOFT_VM_CREATED:
-		ret = vm->info.nr_blocks ? vcpus_start(vm) : -EINVAL;
-		if (ret == 0)
-			atomic_store(&vm->state, SOFT_VM_RUNNING);
-		break;
 	case SOFT_VM_INCOMING:
-		ret = vm->loaded ? first_resume_after_migration(vm) : -EINVAL;
+		ret = start_first_locked(vm);
 		break;
 	case SOFT_VM_RUNNING:
 		break;
