@@ -4,6 +4,9 @@
 # failed, never hangs or crashes the source, and leaves its VM running
 # with memory its workload explains. 20 cancels at pseudo-random delays.
 . "$(dirname "$0")/lib.sh"
+seed=${GW_TEST_SEED:-$RANDOM}
+RANDOM=$seed
+echo "seed $seed (GW_TEST_SEED=$seed replays the delays)"
 start_src --memory 64M --fill mix --workload verify --seed 3
 for i in $(seq 1 20); do
 	rm -f "$T/dst.out"

@@ -8,13 +8,31 @@ GODWIT=${GODWIT:?GODWIT must point at the godwit binary}
 T=$(mktemp -d /tmp/gw-it.XXXXXX)
 PIDS=()
 cleanup() {
+	[ -n "${WATCHDOG_PID:-}" ] && { pkill -KILL -P "$WATCHDOG_PID" 2>/dev/null; kill -KILL "$WATCHDOG_PID" 2>/dev/null; }
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	if [ "${KEEP_LOGS:-0}" = 1 ]; then echo "logs kept in $T" >&2; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
+show_logs() { for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 25 "$f" >&2; }; done; }
 
-fail() { echo "FAIL: $*" >&2; for f in "$T"/*.log; do [ -f "$f" ] && { echo "--- $f (tail)" >&2; tail -n 25 "$f" >&2; }; done; exit 1; }
+# Time bound: a hang fails well before meson's timeout, with the last log
+# lines of both ends printed. It bounds a hang, never decides a pass: every
+# test finishes in a fraction of it (GW_TEST_BOUND_S overrides, seconds).
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+watchdog() {
+	local bound=$1 main=$2 me=$BASHPID victims
+	sleep "$bound" &
+	wait $!
+	echo "FAIL: time bound of ${bound} s exceeded (a hang); last log lines:" >&2
+	show_logs
+	victims=$(descendants "$main" | grep -vx "$me")
+	kill -KILL "$main" $victims 2>/dev/null
+}
+watchdog "${GW_TEST_BOUND_S:-200}" $$ &
+WATCHDOG_PID=$!
+
+fail() { echo "FAIL: $*" >&2; show_logs; exit 1; }
 pass() { echo "PASS: $*"; exit 0; }
 skip() { echo "SKIP: $*"; exit 77; }
 

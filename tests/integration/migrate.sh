@@ -2,6 +2,8 @@
 # Invariant: a live migration of the soft VM over TRANSPORT (tcp|unix) for
 # CASE completes; the destination's RAM digest equals the source's at pause
 # ("verified") and the workload advances on the destination after resume.
+# Workloads that write run at a fixed rate (pages/s), far below any link or
+# codec here, so the outcome never depends on this machine's speed.
 # Usage: migrate.sh TRANSPORT CASE
 . "$(dirname "$0")/lib.sh"
 transport=$1 case=$2
@@ -13,10 +15,10 @@ esac
 case $case in
 idle1g)   args=(--memory 1G --workload idle) ;;
 mix1g)    args=(--memory 1G --fill mix --workload idle) ;;
-dirty256) args=(--memory 1G --fill mix --workload dirty:ws=256M,pattern=page) ;;
-verify)   args=(--memory 512M --workload verify) ;;
-local)    args=(--memory 1G --fill mix --workload verify:ws=256M --local) ;;
-multi)    args=(--memory 1G --fill mix --workload dirty:ws=64M,pattern=byte --channels 4 --compress zstd) ;;
+dirty256) args=(--memory 1G --fill mix --workload dirty:ws=256M,pattern=page,rate=5000) ;;
+verify)   args=(--memory 512M --workload verify:rate=5000) ;;
+local)    args=(--memory 1G --fill mix --workload verify:ws=256M,rate=5000 --local) ;;
+multi)    args=(--memory 1G --fill mix --workload dirty:ws=64M,pattern=byte,rate=5000 --channels 4 --compress zstd) ;;
 *) fail "case $case" ;;
 esac
 "$GODWIT" demo "${args[@]}" --to "$url" --json --keep-logs "$T" >"$T/out.json" || fail "demo exit $? $(cat "$T/out.json")"

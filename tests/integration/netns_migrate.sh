@@ -14,7 +14,7 @@ netns_setup "$name" "$rate" || fail "netns_setup"
 DST_WRAP="ip netns exec $NETNS_DST"
 SRC_WRAP="ip netns exec $NETNS_SRC"
 start_dst "tcp:$NETNS_DST_ADDR:0"
-start_src --memory 256M --fill mix --workload verify:ws=16M
+start_src --memory 256M --fill mix --workload verify:ws=16M,rate=2000
 "$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" --channels "$channels" --compress "$codec" \
 	--json >"$T/mig.json" 2>"$T/mig.err" || fail "migrate: $(cat "$T/mig.err")"
 [ "$(jget "$T/mig.json" "d['status']")" = completed ] || fail "status"

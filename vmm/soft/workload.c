@@ -8,9 +8,15 @@
  *                        RAM) over and over: one 8-byte word per page (byte)
  *                        or the whole page (page); rate is over all vCPUs,
  *                        0 = full speed. Progress: pages written.
- *   verify[:ws=SIZE]     (default: all RAM) pass after pass, rewrite every
- *                        page of the slice whole with soft_verify_page(page,
- *                        gen). Progress: pages written.
+ *   verify[:ws=SIZE,rate=PAGES_PER_SECOND]
+ *                        (default: all RAM, full speed) pass after pass,
+ *                        rewrite every page of the slice whole with
+ *                        soft_verify_page(page, gen); rate as for dirty.
+ *                        Progress: pages written.
+ *
+ * A rate makes the dirty rate independent of the machine's speed: tests that
+ * need a migration to converge use one, so their outcome never depends on
+ * how fast this machine's guest writes relative to its link.
  *
  * Verify invariant, kept between any two checkpoints: with slice offset
  * `cursor` and generation `gen` (>= 1), pages [0, cursor) of the slice hold
@@ -119,7 +125,7 @@ int soft_workload_parse(const char *spec, struct soft_workload *wl, char *err, s
 				snprintf(err, err_len, "bad pattern '%s' (byte, page)", val);
 				return -EINVAL;
 			}
-		} else if (strcmp(tok, "rate") == 0 && wl->kind == SOFT_WL_DIRTY) {
+		} else if (strcmp(tok, "rate") == 0 && wl->kind != SOFT_WL_IDLE) {
 			if (parse_size(val, &wl->rate_pps)) {
 				snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
 				return -EINVAL;
@@ -156,7 +162,11 @@ void soft_workload_format(const struct soft_workload *wl, uint64_t ws_pages, cha
 			 wl->rate_pps);
 		break;
 	case SOFT_WL_VERIFY:
-		snprintf(buf, len, "verify:ws=%" PRIu64, ws_pages * SOFT_PAGE_BYTES);
+		if (wl->rate_pps)
+			snprintf(buf, len, "verify:ws=%" PRIu64 ",rate=%" PRIu64,
+				 ws_pages * SOFT_PAGE_BYTES, wl->rate_pps);
+		else
+			snprintf(buf, len, "verify:ws=%" PRIu64, ws_pages * SOFT_PAGE_BYTES);
 		break;
 	default:
 		snprintf(buf, len, "idle");
@@ -203,37 +213,76 @@ static void run_idle(struct soft_vcpu *v)
 	}
 }
 
+/*
+ * Pacing of a vCPU at its share of the workload's rate (pages per second
+ * over all vCPUs; 0 = full speed). Work is done in batches of at most
+ * SOFT_CHECK_EVERY_PAGES pages; about 100 batches per second at low rates.
+ */
+struct pacer {
+	uint64_t rate_pps;		/* this vCPU's share, 0 = full speed */
+	unsigned batch_pages;
+	uint64_t base_ns, pages_since_base;
+};
+
+static void pacer_init(struct pacer *pc, const struct soft_vcpu *v, uint64_t rate_pps)
+{
+	unsigned nr = soft_vm_info(v->vm)->nr_vcpus;
+
+	pc->batch_pages = SOFT_CHECK_EVERY_PAGES;
+	pc->rate_pps = rate_pps ? rate_pps / (nr ? nr : 1) : 0;
+	if (rate_pps && !pc->rate_pps)
+		pc->rate_pps = 1;
+	if (pc->rate_pps && pc->rate_pps / 100 < pc->batch_pages)
+		pc->batch_pages = pc->rate_pps / 100 ? (unsigned)(pc->rate_pps / 100) : 1;
+	pc->base_ns = now_ns();
+	pc->pages_since_base = 0;
+}
+
+/* After a batch of @pages: sleep until the rate allows the next one. */
+static void pacer_wait(struct pacer *pc, bool parked, unsigned pages)
+{
+	uint64_t due_ns, t;
+
+	if (!pc->rate_pps)
+		return;
+	if (parked) {		/* a pause is not owed back */
+		pc->base_ns = now_ns();
+		pc->pages_since_base = 0;
+	}
+	pc->pages_since_base += pages;
+	due_ns = pc->base_ns + pc->pages_since_base * 1000000000ull / pc->rate_pps;
+	t = now_ns();
+	if (due_ns > t)
+		sleep_ns(due_ns - t < RATE_MAX_SLEEP_NS ? due_ns - t : RATE_MAX_SLEEP_NS);
+}
+
+/* Next page of the slice; wraps to the next generation. */
+static uint64_t cursor_advance(struct soft_vcpu *v)
+{
+	uint64_t page = v->first_page + v->cursor;
+
+	if (++v->cursor == v->nr_pages) {
+		v->cursor = 0;
+		v->gen++;
+	}
+	return page;
+}
+
 static void run_dirty(struct soft_vcpu *v)
 {
 	const struct soft_workload *wl = soft_vm_wl(v->vm);
-	uint64_t rate = wl->rate_pps;
-	uint64_t base_ns = now_ns(), pages_since_base = 0;
-	unsigned batch = SOFT_CHECK_EVERY_PAGES;
+	struct pacer pc;
 	bool parked;
 
-	if (rate) {
-		unsigned nr = soft_vm_info(v->vm)->nr_vcpus;
-
-		/* This vCPU's share of the rate. */
-		rate = rate / (nr ? nr : 1);
-		if (!rate)
-			rate = 1;
-		/* About 100 batches per second at low rates. */
-		if (rate / 100 < batch)
-			batch = rate / 100 ? (unsigned)(rate / 100) : 1;
-	}
+	pacer_init(&pc, v, wl->rate_pps);
 	while (!soft_vcpu_checkpoint(v, &parked)) {
-		if (parked) {
-			base_ns = now_ns();
-			pages_since_base = 0;
-		}
 		if (!v->nr_pages) {
 			sleep_ns(IDLE_TICK_NS);
 			continue;
 		}
-		for (unsigned i = 0; i < batch; i++) {
-			uint64_t *p = (uint64_t *)soft_page_ptr(v->vm, v->first_page + v->cursor);
+		for (unsigned i = 0; i < pc.batch_pages; i++) {
 			uint64_t val = v->gen << 20 ^ v->cursor;
+			uint64_t *p = (uint64_t *)soft_page_ptr(v->vm, cursor_advance(v));
 
 			if (wl->pattern_page) {
 				for (unsigned k = 0; k < SOFT_PAGE_BYTES / 8; k++)
@@ -241,45 +290,32 @@ static void run_dirty(struct soft_vcpu *v)
 			} else {
 				p[(v->gen * 8 + 1) % (SOFT_PAGE_BYTES / 8)] = val;
 			}
-			if (++v->cursor == v->nr_pages) {
-				v->cursor = 0;
-				v->gen++;
-			}
 		}
-		atomic_fetch_add_explicit(&v->progress, batch, memory_order_relaxed);
-		if (rate) {
-			uint64_t due_ns, t;
-
-			pages_since_base += batch;
-			due_ns = base_ns + pages_since_base * 1000000000ull / rate;
-			t = now_ns();
-			if (due_ns > t)
-				sleep_ns(due_ns - t < RATE_MAX_SLEEP_NS ? due_ns - t : RATE_MAX_SLEEP_NS);
-		}
+		atomic_fetch_add_explicit(&v->progress, pc.batch_pages, memory_order_relaxed);
+		pacer_wait(&pc, parked, pc.batch_pages);
 	}
 }
 
 static void run_verify(struct soft_vcpu *v)
 {
+	struct pacer pc;
 	bool parked;
 
+	pacer_init(&pc, v, soft_vm_wl(v->vm)->rate_pps);
 	while (!soft_vcpu_checkpoint(v, &parked)) {
-		unsigned done = 0;
-
 		if (!v->nr_pages) {
 			sleep_ns(IDLE_TICK_NS);
 			continue;
 		}
-		for (; done < SOFT_CHECK_EVERY_PAGES; done++) {
+		for (unsigned i = 0; i < pc.batch_pages; i++) {
 			uint64_t page = v->first_page + v->cursor;
 
+			/* Written whole before the cursor moves (the invariant above). */
 			soft_verify_page(page, v->gen, soft_page_ptr(v->vm, page));
-			if (++v->cursor == v->nr_pages) {
-				v->cursor = 0;
-				v->gen++;
-			}
+			cursor_advance(v);
 		}
-		atomic_fetch_add_explicit(&v->progress, done, memory_order_relaxed);
+		atomic_fetch_add_explicit(&v->progress, pc.batch_pages, memory_order_relaxed);
+		pacer_wait(&pc, parked, pc.batch_pages);
 	}
 }
 

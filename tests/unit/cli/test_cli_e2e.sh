@@ -73,7 +73,7 @@ done
 echo "ok 1 demo"
 
 # The source used by the next steps.
-"$G" run --memory 32M --fill mix --workload verify --api "$D/src.sock" 2>"$D/src.err" &
+"$G" run --memory 32M --fill mix --workload verify:rate=5000 --api "$D/src.sock" 2>"$D/src.err" &
 PIDS+=($!)
 wait_status "$D/src.sock" '"vm-status":"running"' || fail "source did not start"
 

@@ -1020,6 +1020,7 @@ static const struct scenario scenarios[] = {
 int main(int argc, char **argv)
 {
 	test_log_quiet();
+	test_time_bound(90);
 	for (unsigned i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
 		if (argc > 1 && strcmp(argv[1], scenarios[i].name))
 			continue;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers for engine unit tests (see test_vm.h). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,9 +151,21 @@ const struct gw_vm_ops test_vm_ops = {
 	.load_state = tvm_load,
 };
 
+/*
+ * The last log lines, kept in a ring while the log is quiet, so that a test
+ * that hangs prints what the engine was doing (test_time_bound).
+ */
+#define RING_LINES 40
+#define RING_LINE_BYTES 240
+static char ring[RING_LINES][RING_LINE_BYTES];
+static unsigned ring_next;		/* atomic: next slot */
+
 static void quiet_sink(void *opaque, enum gw_log_level level, const char *line)
 {
+	unsigned slot = __atomic_fetch_add(&ring_next, 1, __ATOMIC_RELAXED) % RING_LINES;
+
 	(void)opaque;
+	snprintf(ring[slot], sizeof(ring[slot]), "%s", line);
 	if (level <= GW_LOG_WARN && getenv("GW_TEST_SHOW_ERRORS"))
 		fprintf(stderr, "%s\n", line);
 }
@@ -161,4 +174,37 @@ void test_log_quiet(void)
 {
 	if (!getenv("GW_TEST_VERBOSE"))
 		gw_log_set_sink(quiet_sink, NULL);
+}
+
+static void write_str(const char *str)
+{
+	size_t n = strlen(str);
+
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, str, n);
+
+		if (w <= 0)
+			return;
+		str += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_time_bound(int sig)
+{
+	unsigned end = __atomic_load_n(&ring_next, __ATOMIC_RELAXED);
+
+	(void)sig;
+	write_str("FAIL: time bound exceeded (a hang); last log lines:\n");
+	for (unsigned i = end > RING_LINES ? end - RING_LINES : 0; i < end; i++) {
+		write_str(ring[i % RING_LINES]);
+		write_str("\n");
+	}
+	_exit(1);
+}
+
+void test_time_bound(unsigned seconds)
+{
+	signal(SIGALRM, on_time_bound);
+	alarm(seconds);
 }

@@ -57,7 +57,12 @@ static inline unsigned test_vm_load(const unsigned *p)
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
-/* Quiet the engine's log unless GW_TEST_VERBOSE is set. */
+/* Quiet the engine's log unless GW_TEST_VERBOSE is set (the last lines are kept). */
 void test_log_quiet(void);
+/*
+ * Fail after @seconds with the last log lines printed: a hang fails fast,
+ * well under meson's timeout. A bound, never a pass criterion.
+ */
+void test_time_bound(unsigned seconds);
 
 #endif
