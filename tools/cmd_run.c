@@ -500,7 +500,7 @@ static void run_usage(FILE *out)
 		"                         layout unless given)\n"
 		"  --vcpus N              soft vCPUs, 1..64 (default 1)\n"
 		"  --accel kvm|soft|auto  backend (default auto = soft in this build)\n"
-		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page,rate=N | verify[:ws=SIZE]\n"
+		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
 		"  --memory-file PATH     map RAM from this file instead of a memfd\n"
