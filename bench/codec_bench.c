@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec.h"
-#include "xbzrle.h"
+#include "codec/codec.h"
+#include "codec/xbzrle.h"
 #include "codec_gen.h"
 
 struct bench_cfg {

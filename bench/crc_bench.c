@@ -4,7 +4,7 @@
  * several buffers so the working set (64 MiB) exceeds the caches; best of N
  * passes. Usage: crc_bench [repeats]
  */
-#include "crc32c.h"
+#include "util/crc32c.h"
 
 #include <stdint.h>
 #include <stdio.h>

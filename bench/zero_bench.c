@@ -7,7 +7,7 @@
  * Throughput counts the page bytes classified per second, best of N passes.
  * Usage: zero_bench [buffer_mib] [repeats]
  */
-#include "zero.h"
+#include "mem/zero.h"
 
 #include <stdint.h>
 #include <stdio.h>

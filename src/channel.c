@@ -6,11 +6,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "channel.h"
-#include "codec.h"
+#include "codec/codec.h"
 #include "session_int.h"
-#include "transport.h"
-#include "xbzrle.h"
-#include "zero.h"
+#include "net/transport.h"
+#include "codec/xbzrle.h"
+#include "mem/zero.h"
 
 #define PAGE_BYTES 4096u
 /* Raw stream bound: every entry a normal page or an XBZRLE record (le16 + data). */

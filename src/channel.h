@@ -18,8 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <godwit/params.h>
-#include "io.h"
-#include "wire.h"
+#include "net/io.h"
+#include "wire/wire.h"
 
 struct gw_session;
 struct gw_codec_ops;

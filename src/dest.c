@@ -13,8 +13,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "channel.h"
-#include "codec.h"
-#include "digest.h"
+#include "codec/codec.h"
+#include "mem/digest.h"
 #include "session_int.h"
 
 #ifndef MADV_POPULATE_WRITE

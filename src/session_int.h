@@ -19,12 +19,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <godwit/godwit.h>
-#include "bitmap.h"
-#include "dirty.h"
-#include "io.h"
+#include "mem/bitmap.h"
+#include "mem/dirty.h"
+#include "net/io.h"
 #include "state.h"
-#include "transport.h"
-#include "wire.h"
+#include "net/transport.h"
+#include "wire/wire.h"
 
 struct gw_channel;
 

@@ -13,8 +13,8 @@
 #include <time.h>
 #include "channel.h"
 #include "converge.h"
-#include "digest.h"
-#include "populated.h"
+#include "mem/digest.h"
+#include "mem/populated.h"
 #include "session_int.h"
 
 

@@ -7,7 +7,7 @@
  * one at a time: every command is short (the migration itself runs in the
  * engine's threads), and serialising them keeps the handler simple.
  */
-#include "errbuf.h"
+#include "util/errbuf.h"
 #include "api.h"
 #include "json.h"
 

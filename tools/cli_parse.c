@@ -4,7 +4,7 @@
  * Arithmetic is done in unsigned __int128 so that "16383.99T" and the like
  * are checked against 64 bits exactly instead of wrapping.
  */
-#include "errbuf.h"
+#include "util/errbuf.h"
 #include "cli_parse.h"
 
 #include <ctype.h>

@@ -37,9 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 #include <godwit/log.h>
-#include "errbuf.h"
-#include "bitmap.h"
-#include "populated.h"
+#include "util/errbuf.h"
+#include "mem/bitmap.h"
+#include "mem/populated.h"
 #include "soft/soft_internal.h"
 
 #define STATE_SECTION "soft-vcpus"

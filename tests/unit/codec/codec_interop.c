@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "codec_gen.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "codec.h"
+#include "codec/codec.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "xbzrle.h"
+#include "codec/xbzrle.h"
 #include "codec_gen.h"
 #include "test_util.h"
 

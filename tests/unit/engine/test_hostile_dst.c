@@ -25,12 +25,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
-#include "codec.h"
-#include "crc32c.h"
-#include "digest.h"
-#include "io.h"
-#include "wire.h"
-#include "xbzrle.h"
+#include "codec/codec.h"
+#include "util/crc32c.h"
+#include "mem/digest.h"
+#include "net/io.h"
+#include "wire/wire.h"
+#include "codec/xbzrle.h"
 #include "test_util.h"
 #include "test_vm.h"
 

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
-#include "dirty.h"
+#include "mem/dirty.h"
 #include "test_util.h"
 #include "test_vm.h"
 

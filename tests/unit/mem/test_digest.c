@@ -12,7 +12,7 @@
 #include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "digest.h"
+#include "mem/digest.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "dirty.h"
+#include "mem/dirty.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "populated.h"
+#include "mem/populated.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

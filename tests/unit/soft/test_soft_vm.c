@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zstd.h>
-#include "digest.h"
-#include "populated.h"
+#include "mem/digest.h"
+#include "mem/populated.h"
 #include "state.h"
 #include "soft/soft_vm.h"
 #include "test_util.h"

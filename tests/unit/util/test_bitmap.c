@@ -7,7 +7,7 @@
  * word stay clear. Sizes include 0, 1 and values around multiples of 64;
  * ranges start and end at unaligned positions and may run past nr_bits.
  */
-#include "bitmap.h"
+#include "mem/bitmap.h"
 #include "test_util.h"
 
 #include <stdbool.h>

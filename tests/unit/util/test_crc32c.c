@@ -6,7 +6,7 @@
  * both equal a bitwise reference. Checked on the "123456789" check value,
  * on empty input, and on random buffers, lengths, alignments and splits.
  */
-#include "crc32c.h"
+#include "util/crc32c.h"
 #include "test_util.h"
 
 #include <stdint.h>

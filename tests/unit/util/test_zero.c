@@ -10,7 +10,7 @@
  * before, or start right after, a PROT_NONE page catch over-reads. The
  * dispatcher must pick the first usable variant of the preference table.
  */
-#include "zero.h"
+#include "mem/zero.h"
 #include "test_util.h"
 
 #include <stdint.h>

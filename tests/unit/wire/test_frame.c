@@ -15,9 +15,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "crc32c.h"
-#include "io.h"
-#include "wire.h"
+#include "util/crc32c.h"
+#include "net/io.h"
+#include "wire/wire.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "state.h"
-#include "wire.h"
+#include "wire/wire.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

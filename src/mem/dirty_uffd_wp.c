@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dirty tracking of plain process memory by userfaultfd asynchronous
+ * write-protect (kernel >= 6.7):
+ *
+ *   start:   one userfaultfd with WP_ASYNC | WP_UNPOPULATED | WP_HUGETLBFS_SHMEM,
+ *            every block registered in WP mode and write-protected whole
+ *            (WP_UNPOPULATED puts markers on never-populated PTEs, so first
+ *            writes to holes are caught too).
+ *   write:   the kernel resolves the WP fault itself (async: no reader
+ *            thread) and the PTE loses its uffd-wp bit: "written".
+ *   collect: PAGEMAP_SCAN over each block, PAGE_IS_WRITTEN pages only,
+ *            with PM_SCAN_WP_MATCHING: reporting and re-protecting happen in
+ *            one walk under the page-table lock, so a racing write is either
+ *            reported now or leaves the page written for the next collect.
+ *
+ * Batched: one ioctl per block and per 4096 reported runs, never per page.
+ * Writes through another mapping of the same memfd are not seen: the
+ * guest (workload) must write through the registered mapping.
+ *
+ * Threads: the priv state is owned by the thread that calls start/collect/stop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "mem/compat/uffd.h"
+#include "mem/dirty.h"
+
+#define UFFD_WP_FEATURES (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED | \
+			  UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
+#define SCAN_VEC_LEN 4096		/* page_region entries per ioctl (96 KiB) */
+
+struct uffd_wp {
+	int uffd;			/* -1 when not open */
+	int pagemap_fd;			/* /proc/self/pagemap, -1 when not open */
+	unsigned nr_registered;		/* blocks 0..n-1 are registered */
+	struct page_region *vec;	/* SCAN_VEC_LEN entries */
+};
+
+/* A userfaultfd with the async WP features, or -errno (-EOPNOTSUPP: too old). */
+static int uffd_open_wp(void)
+{
+	struct uffdio_api api;
+	int fd;
+
+	/* Root may trap kernel faults too; others only get user-mode-only fds. */
+	fd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0 && (errno == EPERM || errno == EACCES))
+		fd = syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		return errno == ENOSYS ? -EOPNOTSUPP : -errno;
+
+	memset(&api, 0, sizeof(api));
+	api.api = UFFD_API;
+	api.features = UFFD_WP_FEATURES;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		close(fd);
+		return -EOPNOTSUPP;	/* EINVAL: a requested feature is unknown */
+	}
+	if ((api.features & UFFD_WP_FEATURES) != UFFD_WP_FEATURES) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	return fd;
+}
+
+static int pagemap_scan_works(int pagemap_fd)
+{
+	struct pm_scan_arg arg;
+
+	/* An empty range: the kernel validates the arguments and walks nothing. */
+	memset(&arg, 0, sizeof(arg));
+	arg.size = sizeof(arg);
+	arg.return_mask = PAGE_IS_WRITTEN;
+	if (ioctl(pagemap_fd, PAGEMAP_SCAN, &arg) < 0)
+		return errno == ENOTTY || errno == EINVAL ? -EOPNOTSUPP : -errno;
+	return 0;
+}
+
+static int uffd_wp_probe(const struct gw_vm_info *vm)
+{
+	int fd, pm, ret;
+
+	if (!vm || vm->nr_blocks == 0 || vm->nr_blocks > GW_MAX_RAM_BLOCKS)
+		return -EINVAL;
+	for (unsigned i = 0; i < vm->nr_blocks; i++)
+		if (!vm->blocks[i].host)
+			return -EINVAL;
+	fd = uffd_open_wp();
+	if (fd < 0)
+		return fd;
+	close(fd);
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (pm < 0)
+		return -EOPNOTSUPP;
+	ret = pagemap_scan_works(pm);
+	close(pm);
+	return ret;
+}
+
+static void uffd_wp_stop(struct gw_dirty *d)
+{
+	struct uffd_wp *w = d->priv;
+
+	if (!w)
+		return;
+	for (unsigned i = 0; i < w->nr_registered; i++) {
+		const struct gw_ram_block *b = &d->vm->blocks[i];
+		struct uffdio_range r = {
+			.start = (uintptr_t)b->host, .len = b->size_bytes,
+		};
+
+		/* Clears the WP bits too; ignore errors: nothing to undo. */
+		(void)ioctl(w->uffd, UFFDIO_UNREGISTER, &r);
+	}
+	if (w->uffd >= 0)
+		close(w->uffd);
+	if (w->pagemap_fd >= 0)
+		close(w->pagemap_fd);
+	free(w->vec);
+	free(w);
+	d->priv = NULL;
+}
+
+static int uffd_wp_start(struct gw_dirty *d)
+{
+	struct uffd_wp *w;
+	int ret;
+
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->uffd = -1;
+	w->pagemap_fd = -1;
+	d->priv = w;
+
+	w->vec = calloc(SCAN_VEC_LEN, sizeof(*w->vec));
+	if (!w->vec) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	w->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (w->pagemap_fd < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	ret = uffd_open_wp();
+	if (ret < 0)
+		goto fail;
+	w->uffd = ret;
+
+	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
+		const struct gw_ram_block *b = &d->vm->blocks[i];
+		struct uffdio_register reg = {
+			.range = { .start = (uintptr_t)b->host, .len = b->size_bytes },
+			.mode = UFFDIO_REGISTER_MODE_WP,
+		};
+		struct uffdio_writeprotect wp = {
+			.range = { .start = (uintptr_t)b->host, .len = b->size_bytes },
+			.mode = UFFDIO_WRITEPROTECT_MODE_WP,
+		};
+
+		if (ioctl(w->uffd, UFFDIO_REGISTER, &reg) < 0) {
+			ret = -errno;
+			goto fail;
+		}
+		w->nr_registered = i + 1;
+		if (ioctl(w->uffd, UFFDIO_WRITEPROTECT, &wp) < 0) {
+			ret = -errno;
+			goto fail;
+		}
+	}
+	return 0;
+
+fail:
+	uffd_wp_stop(d);
+	return ret;
+}
+
+static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
+{
+	struct uffd_wp *w = d->priv;
+	ssize_t total_pages = 0;
+
+	if (!w)
+		return -EINVAL;
+	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
+		const struct gw_ram_block *b = &d->vm->blocks[i];
+		uint64_t base = (uintptr_t)b->host;
+		uint64_t end = base + b->size_bytes;
+		uint64_t start = base;
+		uint64_t ps = b->page_size_bytes ? b->page_size_bytes : 4096;
+
+		while (start < end) {
+			struct pm_scan_arg arg;
+			uint64_t next;
+			int n;
+
+			memset(&arg, 0, sizeof(arg));
+			arg.size = sizeof(arg);
+			arg.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC;
+			arg.start = start;
+			arg.end = end;
+			arg.vec = (uintptr_t)w->vec;
+			arg.vec_len = SCAN_VEC_LEN;
+			arg.category_mask = PAGE_IS_WRITTEN;
+			arg.return_mask = PAGE_IS_WRITTEN;
+			n = ioctl(w->pagemap_fd, PAGEMAP_SCAN, &arg);
+			if (n < 0)
+				return -errno;
+			for (int r = 0; r < n; r++) {
+				uint64_t first = (w->vec[r].start - base) / ps;
+				uint64_t last = (w->vec[r].end - base + ps - 1) / ps;
+
+				if (w->vec[r].start < base || w->vec[r].end > end ||
+				    last <= first)
+					return -EIO;	/* kernel answered outside the range */
+				gw_bitmap_set_range(&out[i], first, last - first);
+				total_pages += last - first;
+			}
+			/*
+			 * The walk stops early only when the vector is full (no
+			 * max_pages). Kernel 6.18 may leave walk_end behind regions it
+			 * did report when its internal bounce buffer filled, so resume
+			 * after the furthest of walk_end and the last region.
+			 */
+			if ((uint64_t)n < arg.vec_len)
+				break;
+			next = w->vec[n - 1].end > arg.walk_end ? w->vec[n - 1].end : arg.walk_end;
+			if (next <= start)
+				return -EIO;	/* no progress: never loop forever */
+			start = next;
+		}
+	}
+	return total_pages;
+}
+
+const struct gw_dirty_ops gw_dirty_uffd_wp = {
+	.name = "uffd-wp",
+	.id = GW_DIRTY_UFFD_WP,
+	.probe = uffd_wp_probe,
+	.start = uffd_wp_start,
+	.collect = uffd_wp_collect,
+	.clear = NULL,
+	.stop = uffd_wp_stop,
+};

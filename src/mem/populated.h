@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Which pages of a RAM block were ever populated: never-populated memory
+ * reads as zero and is neither read nor sent. memfd/file-backed blocks:
+ * SEEK_DATA/SEEK_HOLE on the fd. Anonymous blocks: PAGEMAP_SCAN with
+ * PAGE_IS_PRESENT|PAGE_IS_SWAPPED (fallback: /proc/self/pagemap reads).
+ * When nothing can tell, every page counts as populated.
+ */
+#ifndef GW_POPULATED_H
+#define GW_POPULATED_H
+
+#include <sys/types.h>
+#include <godwit/vm.h>
+#include "mem/bitmap.h"
+
+/*
+ * Set in @out (block pages bits, already allocated) the pages of @b that may
+ * hold data. Returns the number of such pages, or -errno. *@method (may be
+ * NULL) gets "seek-data", "pagemap-scan", "pagemap" or "all".
+ */
+ssize_t gw_populated_scan(const struct gw_ram_block *b, struct gw_bitmap *out,
+			  const char **method);
+
+#endif

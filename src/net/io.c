@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/* Framed connections over stream sockets (see io.h). */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include "util/crc32c.h"
+#include "net/io.h"
+
+void gw_conn_init(struct gw_conn *c, int fd)
+{
+	memset(c, 0, sizeof(*c));
+	c->fd = fd;
+	pthread_mutex_init(&c->fd_lock, NULL);
+	pthread_mutex_init(&c->send_lock, NULL);
+}
+
+void gw_conn_set_fd(struct gw_conn *c, int fd)
+{
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->fd_lock);
+	c->fd = fd;
+	c->send_seq = c->recv_seq = 0;
+	c->bytes_sent = c->bytes_recv = 0;
+	c->corrupt_next = false;
+	pthread_mutex_unlock(&c->fd_lock);
+	pthread_mutex_unlock(&c->send_lock);
+}
+
+void gw_conn_shutdown(struct gw_conn *c)
+{
+	/* Under fd_lock: never a shutdown of a number that close() recycled. */
+	pthread_mutex_lock(&c->fd_lock);
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+	pthread_mutex_unlock(&c->fd_lock);
+}
+
+void gw_conn_close(struct gw_conn *c)
+{
+	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
+	pthread_mutex_lock(&c->fd_lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	pthread_mutex_unlock(&c->fd_lock);
+	pthread_mutex_unlock(&c->send_lock);
+}
+
+int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	return 0;
+}
+
+int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
+			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+
+	return setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ? -errno : 0;
+}
+
+static int io_errno(int e)
+{
+	if (e == EAGAIN || e == EWOULDBLOCK)
+		return -ETIMEDOUT;
+	return -e;
+}
+
+/* Consume @n bytes from the front of @msg's iovec (modified in place). */
+static void msg_advance(struct msghdr *msg, size_t n)
+{
+	while (n > 0 && msg->msg_iovlen > 0) {
+		if (n >= msg->msg_iov->iov_len) {
+			n -= msg->msg_iov->iov_len;
+			msg->msg_iov++;
+			msg->msg_iovlen--;
+		} else {
+			msg->msg_iov->iov_base = (char *)msg->msg_iov->iov_base + n;
+			msg->msg_iov->iov_len -= n;
+			n = 0;
+		}
+	}
+	while (msg->msg_iovlen > 0 && msg->msg_iov->iov_len == 0) {
+		msg->msg_iov++;
+		msg->msg_iovlen--;
+	}
+}
+
+/* sendmsg the whole iovec (modified in place), fds on the first call. */
+static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int nr_fds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
+		struct cmsghdr align;
+	} cbuf;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+
+	if (fds && nr_fds > 0) {
+		struct cmsghdr *cm;
+
+		if (nr_fds > GW_MAX_RAM_BLOCKS)
+			return -EINVAL;
+		memset(&cbuf, 0, sizeof(cbuf));
+		msg.msg_control = cbuf.buf;
+		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nr_fds);
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nr_fds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nr_fds);
+	}
+	while (msg.msg_iovlen > 0) {
+		ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return io_errno(errno);
+		}
+		msg.msg_control = NULL;
+		msg.msg_controllen = 0;
+		msg_advance(&msg, (size_t)n);
+	}
+	return 0;
+}
+
+#define GW_CONN_MAX_IOV 64
+
+int gw_conn_send(struct gw_conn *c, uint16_t type, uint32_t flags,
+		 const struct iovec *iov, int iovcnt, const int *fds, int nr_fds)
+{
+	struct iovec all[GW_CONN_MAX_IOV + 1];
+	uint8_t hdr[GW_WIRE_HDR_BYTES];
+	size_t len = 0;
+	uint32_t crc;
+	int ret;
+
+	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV)
+		return -EINVAL;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	if (len > gw_wire_max_payload(type))
+		return -EMSGSIZE;
+	pthread_mutex_lock(&c->send_lock);
+	if (c->fd < 0) {
+		pthread_mutex_unlock(&c->send_lock);
+		return -EPIPE;
+	}
+	gw_wire_hdr_encode(hdr, type, flags, (uint32_t)len, c->send_seq);
+	crc = gw_crc32c(0, hdr, sizeof(hdr));
+	for (int i = 0; i < iovcnt; i++)
+		crc = gw_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
+	gw_wire_hdr_set_crc(hdr, crc);
+	if (c->corrupt_next && iovcnt > 0 && iov[iovcnt - 1].iov_len) {
+		/* Fault injection: the frame leaves with a payload its CRC does not match. */
+		((uint8_t *)iov[iovcnt - 1].iov_base)[iov[iovcnt - 1].iov_len / 2] ^= 0x40;
+		c->corrupt_next = false;
+	}
+	all[0].iov_base = hdr;
+	all[0].iov_len = sizeof(hdr);
+	memcpy(&all[1], iov, sizeof(*iov) * (size_t)iovcnt);
+	ret = send_all(c->fd, all, iovcnt + 1, fds, nr_fds);
+	if (!ret) {
+		c->send_seq++;
+		c->bytes_sent += sizeof(hdr) + len;
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	return ret;
+}
+
+int gw_conn_send_buf(struct gw_conn *c, uint16_t type, const void *buf, size_t len)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+
+	return gw_conn_send(c, type, 0, &iov, len ? 1 : 0, NULL, 0);
+}
+
+int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason)
+{
+	uint8_t buf[8 + GW_WIRE_MAX_REASON];
+	struct gw_wbuf w;
+
+	if (c->fd < 0)
+		return -EPIPE;
+	gw_wbuf_init(&w, buf, sizeof(buf));
+	gw_msg_error_encode(&w, (uint32_t)gw_wire_err_from_errno(neg_errno), reason);
+	/* The peer may be gone or not reading: do not wait long for it. */
+	gw_conn_set_timeout(c, 1000);
+	return gw_conn_send_buf(c, GW_MSG_ERROR, buf, w.len);
+}
+
+/* recvmsg exactly the iovec; fds (if asked) from the first segment. */
+static int recv_all(int fd, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
+		struct cmsghdr align;
+	} cbuf;
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+
+	msg_advance(&msg, 0);	/* skip empty leading segments */
+	while (msg.msg_iovlen > 0) {
+		ssize_t n;
+
+		if (fds) {
+			msg.msg_control = cbuf.buf;
+			msg.msg_controllen = sizeof(cbuf.buf);
+		}
+		n = recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return io_errno(errno);
+		}
+		if (n == 0)
+			return -ECONNRESET;
+		if (fds) {
+			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+				int cnt;
+
+				if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+					continue;
+				cnt = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+				for (int i = 0; i < cnt; i++) {
+					int f;
+
+					memcpy(&f, CMSG_DATA(cm) + sizeof(int) * (size_t)i, sizeof(int));
+					if (*nr_fds < max_fds)
+						fds[(*nr_fds)++] = f;
+					else
+						close(f);	/* more than announced: drop */
+				}
+			}
+			fds = NULL;
+		}
+		msg.msg_control = NULL;
+		msg.msg_controllen = 0;
+		msg_advance(&msg, (size_t)n);
+	}
+	return 0;
+}
+
+static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state,
+			     int *fds, int max_fds, int *nr_fds)
+{
+	uint8_t hdr[GW_WIRE_HDR_BYTES];
+	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(hdr) };
+	int ret;
+
+	ret = recv_all(c->fd, &iov, 1, fds, max_fds, nr_fds);
+	if (ret)
+		return ret;
+	c->bytes_recv += sizeof(hdr);
+	ret = gw_wire_hdr_decode(hdr, h);
+	if (ret)
+		return ret;
+	if (h->seq != c->recv_seq)
+		return -EPROTO;
+	c->recv_seq++;
+	gw_wire_hdr_set_crc(hdr, 0);
+	*crc_state = gw_crc32c(0, hdr, sizeof(hdr));
+	return 0;
+}
+
+int gw_conn_recv_hdr(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state)
+{
+	return conn_recv_hdr_fds(c, h, crc_state, NULL, 0, NULL);
+}
+
+int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint32_t *crc_state)
+{
+	struct iovec tmp[GW_CONN_MAX_IOV];
+	int ret;
+
+	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV)
+		return -EINVAL;
+	memcpy(tmp, iov, sizeof(*iov) * (size_t)iovcnt);
+	ret = recv_all(c->fd, tmp, iovcnt, NULL, 0, NULL);
+	if (ret)
+		return ret;
+	for (int i = 0; i < iovcnt; i++) {
+		*crc_state = gw_crc32c(*crc_state, iov[i].iov_base, iov[i].iov_len);
+		c->bytes_recv += iov[i].iov_len;
+	}
+	return 0;
+}
+
+int gw_conn_recv_check(const struct gw_frame_hdr *h, uint32_t crc_state)
+{
+	return crc_state == h->crc ? 0 : -EBADMSG;
+}
+
+ssize_t gw_conn_recv(struct gw_conn *c, struct gw_frame_hdr *h, void *buf, size_t cap,
+		     int *fds, int max_fds, int *nr_fds)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = 0 };
+	uint32_t crc;
+	int ret;
+
+	if (nr_fds)
+		*nr_fds = 0;
+	ret = conn_recv_hdr_fds(c, h, &crc, fds, max_fds, nr_fds);
+	if (ret)
+		return ret;
+	if (h->len > cap)
+		return -EPROTO;
+	iov.iov_len = h->len;
+	ret = gw_conn_recv_iov(c, &iov, 1, &crc);
+	if (ret)
+		return ret;
+	ret = gw_conn_recv_check(h, crc);
+	return ret ? ret : (ssize_t)h->len;
+}

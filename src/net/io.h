@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Framed connections: one socket, a send sequence and a receive sequence.
+ * Sends on one connection may come from several threads (the control
+ * connection: migration thread and error reporting), so they take
+ * send_lock; receives happen on exactly one thread per connection.
+ */
+#ifndef GW_IO_H
+#define GW_IO_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include "wire/wire.h"
+
+struct gw_conn {
+	int fd;				/* fd_lock and send_lock to change; -1 when closed */
+	pthread_mutex_t fd_lock;	/* close vs shutdown: never held across I/O */
+	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
+	uint32_t send_seq;		/* under send_lock */
+	uint32_t recv_seq;		/* receiving thread only */
+	uint64_t bytes_sent;		/* under send_lock; read racily for stats */
+	uint64_t bytes_recv;		/* receiving thread only */
+	bool corrupt_next;		/* testing: flip a payload bit after the CRC (send_lock) */
+};
+
+/* Initialise (once, before other threads can see @c). */
+void gw_conn_init(struct gw_conn *c, int fd);
+/* Give an initialised, closed connection a new socket; sequences restart. */
+void gw_conn_set_fd(struct gw_conn *c, int fd);
+/* Close the socket. Safe against a concurrent shutdown or send. */
+void gw_conn_close(struct gw_conn *c);
+/* Wake any thread blocked on this connection (shutdown both ways); any thread. */
+void gw_conn_shutdown(struct gw_conn *c);
+/* Receive/send timeouts on the socket; a silent peer gives -ETIMEDOUT. */
+int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms);
+/* Receive timeout alone (0 = wait for ever: liveness from sends and TCP). */
+int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
+
+/*
+ * Send one frame: payload gathered from @iov. 0 or -errno (-EPIPE,
+ * -ETIMEDOUT, -ECONNRESET...). @fds/@nr_fds, when not NULL, are passed with
+ * SCM_RIGHTS on the first bytes (unix sockets only).
+ */
+int gw_conn_send(struct gw_conn *c, uint16_t type, uint32_t flags,
+		 const struct iovec *iov, int iovcnt, const int *fds, int nr_fds);
+/* Convenience: one contiguous payload. */
+int gw_conn_send_buf(struct gw_conn *c, uint16_t type, const void *buf, size_t len);
+/* Send ERROR with a code and a reason (best effort, short timeout). */
+int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason);
+
+/*
+ * Receive a header and check it (magic, version, type, length, seq).
+ * 0, -EPROTO, -EPROTONOSUPPORT, -ECONNRESET (peer closed), -ETIMEDOUT.
+ * The caller then reads exactly h->len payload bytes with gw_conn_recv_*
+ * and finishes with gw_conn_recv_check(), which verifies the CRC.
+ */
+int gw_conn_recv_hdr(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state);
+/* Read exactly the bytes described by @iov, folding them into the CRC. */
+int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint32_t *crc_state);
+int gw_conn_recv_check(const struct gw_frame_hdr *h, uint32_t crc_state);
+/*
+ * Whole frame into @buf (capacity @cap): payload length or -errno;
+ * -EPROTO when the payload exceeds @cap. When @fds is not NULL, up to
+ * @max_fds received descriptors are stored and counted in *nr_fds.
+ */
+ssize_t gw_conn_recv(struct gw_conn *c, struct gw_frame_hdr *h, void *buf, size_t cap,
+		     int *fds, int max_fds, int *nr_fds);
+
+#endif
