@@ -563,7 +563,7 @@ int cmd_run(int argc, char **argv)
 	struct run_state rs;
 	struct soft_vm_config cfg;
 	struct api_server *api = NULL;
-	enum soft_fill fill = SOFT_FILL_NONE;
+	enum vmm_fill fill = VMM_FILL_NONE;
 	sigset_t sigs;
 	char err[256];
 	int c, ret, sig;
@@ -605,14 +605,14 @@ int cmd_run(int argc, char **argv)
 		set_log_level(o.log_level);
 	if (choose_accel(o.accel))
 		return CLI_EXIT_FAIL;
-	soft_fill_parse(o.fill, &fill);
+	vmm_fill_parse(o.fill, &fill);
 
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.memory_bytes = rs.dest && !o.memory_given ? 0 : o.memory_bytes;
 	cfg.nr_vcpus = o.nr_vcpus;
 	cfg.memory_file = o.memory_file;
 	cfg.prealloc = o.prealloc;
-	cfg.fill = rs.dest ? SOFT_FILL_NONE : fill;
+	cfg.fill = rs.dest ? VMM_FILL_NONE : fill;
 	cfg.seed = o.seed;
 	cfg.workload = o.workload;
 	cfg.incoming = rs.dest;
@@ -663,7 +663,7 @@ int cmd_run(int argc, char **argv)
 		}
 	}
 	gw_log(GW_LOG_INFO, "cli", "vm_ready", "vm=%s memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s",
-	       vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, soft_fill_name(cfg.fill),
+	       vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, vmm_fill_name(cfg.fill),
 	       soft_vm_workload(rs.vm) ? soft_vm_workload(rs.vm) : "idle");
 
 	for (;;) {

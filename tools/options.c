@@ -115,7 +115,7 @@ void run_opts_init(struct run_opts *o)
 
 int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 {
-	enum soft_fill fill;
+	enum vmm_fill fill;
 	int64_t v;
 	int ret;
 
@@ -152,7 +152,7 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 		o->workload = arg;
 		return 0;
 	case OPT_FILL:
-		if (soft_fill_parse(arg, &fill)) {
+		if (vmm_fill_parse(arg, &fill)) {
 			cli_usage_error(cmd, "--fill: expected zero, mix, random, text or none, got '%s'",
 					arg);
 			return -1;

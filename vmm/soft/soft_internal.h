@@ -16,69 +16,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "content.h"
+#include "fill.h"
 #include "soft/soft_vm.h"
+#include "workload.h"
 
-#define SOFT_PAGE_BYTES 4096u
+#define SOFT_PAGE_BYTES VMM_PAGE_BYTES
 #define SOFT_MAX_VCPUS 64
-#define SOFT_SPEC_MAX 128		/* canonical workload spec, with NUL */
 #define SOFT_MSG_MAX 256
 #define SOFT_CHECK_EVERY_PAGES 64	/* writers look at the pause flag this often */
-
-/* ---- fill.c ---- */
-
-/* Content of global page @page for @fill and @seed (4096 bytes). NONE = zeros. */
-void soft_fill_page(enum soft_fill fill, uint64_t seed, uint64_t page, uint8_t *out);
-/*
- * Fill all of @info's RAM with @nr_threads threads. @fresh: RAM is known to
- * be zero already (new memfd), so zero pages are only populated, not written.
- * 0 or -errno.
- */
-int soft_fill_ram(const struct gw_vm_info *info, enum soft_fill fill, uint64_t seed,
-		  bool fresh, unsigned nr_threads);
-
-/* Small, fast, deterministic mixers shared by fill and workloads. */
-static inline uint64_t soft_mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* wyrand: 8 bytes per call, passes BigCrush, a single 64x64->128 multiply. */
-static inline uint64_t soft_wyrand(uint64_t *s)
-{
-	__uint128_t t;
-
-	*s += 0xa0761d6478bd642full;
-	t = (__uint128_t)*s * (*s ^ 0xe7037ed1a0b428dbull);
-	return (uint64_t)(t >> 64) ^ (uint64_t)t;
-}
-
-/* ---- workload.c ---- */
-
-enum soft_workload_kind {
-	SOFT_WL_IDLE = 0,
-	SOFT_WL_DIRTY,
-	SOFT_WL_VERIFY,
-};
-
-struct soft_workload {
-	enum soft_workload_kind kind;
-	bool ws_given;			/* ws= was in the spec */
-	uint64_t ws_bytes;		/* as given (dirty default 256M; verify: all RAM) */
-	bool pattern_page;		/* dirty: rewrite whole pages, else one word per page */
-	uint64_t rate_pps;		/* dirty: pages per second over all vCPUs, 0 = full speed */
-};
-
-/* Parse "name[:key=value,...]" (NULL = idle). 0, or -EINVAL with a reason in @err. */
-int soft_workload_parse(const char *spec, struct soft_workload *wl, char *err, size_t err_len);
-/* Pages of the working set for @ram_pages of RAM. */
-uint64_t soft_workload_ws_pages(const struct soft_workload *wl, uint64_t ram_pages);
-/* Canonical spec with the effective working set, e.g. "verify:ws=67108864". */
-void soft_workload_format(const struct soft_workload *wl, uint64_t ws_pages, char *buf,
-			  size_t len);
-/* Content of a verify page: (page index, generation) then a derived pattern. */
-void soft_verify_page(uint64_t page, uint64_t gen, uint8_t *out);
 
 struct soft_vm;
 
@@ -111,6 +57,6 @@ bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked);
 /* Host address of global page @page. */
 uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page);
 /* The VM's workload (set before the vCPUs start). */
-const struct soft_workload *soft_vm_wl(const struct soft_vm *vm);
+const struct vmm_workload *soft_vm_wl(const struct soft_vm *vm);
 
 #endif

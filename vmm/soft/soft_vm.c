@@ -53,7 +53,7 @@
 struct soft_vm {
 	/* Configuration: set at creation, read-only. */
 	uint64_t cfg_memory_bytes;
-	enum soft_fill fill;
+	enum vmm_fill fill;
 	uint64_t seed;
 	char *memory_file;		/* NULL: memfd */
 	bool prealloc;			/* touch all fresh RAM at creation */
@@ -63,14 +63,14 @@ struct soft_vm {
 	uint64_t block_first_page[GW_MAX_RAM_BLOCKS + 1];
 	uint64_t ram_pages;
 	/* What never-rewritten pages hold (verify generation 0). */
-	enum soft_fill init_fill;
+	enum vmm_fill init_fill;
 	uint64_t init_seed;
 	bool init_known;
 
 	/* Workload: set at creation, replaced by load_state (before vCPUs exist). */
-	struct soft_workload wl;
+	struct vmm_workload wl;
 	uint64_t ws_pages;
-	char spec[SOFT_SPEC_MAX];
+	char spec[VMM_WORKLOAD_SPEC_MAX];
 	unsigned nr_vcpus;
 	struct soft_vcpu vcpus[SOFT_MAX_VCPUS];
 
@@ -126,7 +126,7 @@ uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page)
 	       (page - vm->block_first_page[bi]) * SOFT_PAGE_BYTES;
 }
 
-const struct soft_workload *soft_vm_wl(const struct soft_vm *vm)
+const struct vmm_workload *soft_vm_wl(const struct soft_vm *vm)
 {
 	return &vm->wl;
 }
@@ -285,8 +285,8 @@ static int ram_add_block(struct soft_vm *vm, const char *name, uint64_t gpa, uin
 /* Slices for the current workload, RAM and nr_vcpus; cursors reset. */
 static void layout_workload(struct soft_vm *vm)
 {
-	vm->ws_pages = soft_workload_ws_pages(&vm->wl, vm->ram_pages);
-	soft_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
+	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
+	vmm_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
 	vm->info.nr_vcpus = vm->nr_vcpus;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
@@ -442,7 +442,7 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 			"): expected the initial %s fill (generation 0), found index=%" PRIu64
 			" gen=%" PRIu64 ", first difference at byte %u",
 			v->first_page + off, v->index, v->cursor, v->gen,
-			soft_fill_name(vm->init_fill), fw[0], fw[1], at);
+			vmm_fill_name(vm->init_fill), fw[0], fw[1], at);
 	(void)vm;
 }
 
@@ -539,9 +539,9 @@ static int check_verify(struct soft_vm *vm, char *msg, size_t len)
 			const uint8_t *found;
 
 			if (g)
-				soft_verify_page(page, g, exp);
+				vmm_verify_page(page, g, (uint64_t *)exp);
 			else if (vm->init_known)
-				soft_fill_page(vm->init_fill, vm->init_seed, page, exp);
+				vmm_fill_page(vm->init_fill, vm->init_seed, page, exp);
 			else
 				continue;	/* initial content unknown (pre-existing file) */
 			checked++;
@@ -592,7 +592,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 		errno = EINVAL;
 		return NULL;
 	}
-	if ((unsigned)cfg->fill > SOFT_FILL_TEXT) {
+	if ((unsigned)cfg->fill > VMM_FILL_TEXT) {
 		gw_errbuf_set(err, err_len, "unknown fill");
 		errno = EINVAL;
 		return NULL;
@@ -607,7 +607,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 	pthread_cond_init(&vm->cond, NULL);
 	vm->info.kvm_vm_fd = -1;
 	vm->cfg_memory_bytes = cfg->memory_bytes;
-	vm->fill = cfg->incoming ? SOFT_FILL_NONE : cfg->fill;
+	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
 	vm->nr_vcpus = cfg->nr_vcpus;
 	for (unsigned i = 0; i < SOFT_MAX_VCPUS; i++) {
@@ -622,7 +622,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 			goto fail;
 		}
 	}
-	ret = soft_workload_parse(cfg->workload, &vm->wl, reason, sizeof(reason));
+	ret = vmm_workload_parse(cfg->workload, &vm->wl, reason, sizeof(reason));
 	if (ret < 0)
 		goto fail;
 
@@ -634,20 +634,20 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 		if (ret < 0)
 			goto fail;
 		t0 = mono_ns();
-		ret = soft_fill_ram(&vm->info, vm->fill, vm->seed, fresh, FILL_THREADS);
+		ret = vmm_fill_ram(&vm->info, vm->fill, vm->seed, fresh, FILL_THREADS);
 		if (ret < 0) {
 			gw_errbuf_set(reason, sizeof(reason), "fill: %s", strerror(-ret));
 			goto fail;
 		}
 		vm->init_fill = vm->fill;
 		vm->init_seed = vm->seed;
-		vm->init_known = fresh || vm->fill != SOFT_FILL_NONE;
-		if (vm->fill != SOFT_FILL_NONE) {
+		vm->init_known = fresh || vm->fill != VMM_FILL_NONE;
+		if (vm->fill != VMM_FILL_NONE) {
 			uint64_t ns = mono_ns() - t0;
 
 			gw_log(GW_LOG_INFO, "soft", "ram_filled",
 			       "fill=%s bytes=%" PRIu64 " ms=%.1f rate_bps=%.0f",
-			       soft_fill_name(vm->fill), cfg->memory_bytes, ns / 1e6,
+			       vmm_fill_name(vm->fill), cfg->memory_bytes, ns / 1e6,
 			       ns ? cfg->memory_bytes * 1e9 / ns : 0.0);
 		}
 	}
@@ -655,7 +655,7 @@ struct soft_vm *soft_vm_new(const struct soft_vm_config *cfg, char *err, size_t 
 	atomic_store(&vm->state, cfg->incoming ? SOFT_VM_INCOMING : SOFT_VM_CREATED);
 	gw_log(GW_LOG_INFO, "soft", "vm_created",
 	       "memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s incoming=%d",
-	       cfg->memory_bytes, vm->nr_vcpus, soft_fill_name(vm->fill), vm->spec,
+	       cfg->memory_bytes, vm->nr_vcpus, vmm_fill_name(vm->fill), vm->spec,
 	       cfg->incoming);
 	return vm;
 
@@ -767,7 +767,7 @@ static int first_resume_after_migration(struct soft_vm *vm)
 {
 	int ret;
 
-	if (vm->wl.kind == SOFT_WL_VERIFY) {
+	if (vm->wl.kind == VMM_WL_VERIFY) {
 		atomic_store(&vm->state, SOFT_VM_RUNNING);
 		if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
 			vm->post_thread_started = true;
@@ -837,7 +837,7 @@ int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len)
 		msg[0] = '\0';
 	pthread_mutex_lock(&vm->ctl);
 	join_post_check(vm);
-	if (vm->wl.kind != SOFT_WL_VERIFY) {
+	if (vm->wl.kind != VMM_WL_VERIFY) {
 		gw_errbuf_set(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		ret = -EOPNOTSUPP;
 		goto out;
@@ -945,21 +945,21 @@ static uint64_t get_u64(const uint8_t *p)
 }
 
 /* Fill wire numbers are fixed; the enum may change. */
-static uint32_t fill_to_wire(enum soft_fill f)
+static uint32_t fill_to_wire(enum vmm_fill f)
 {
 	switch (f) {
-	case SOFT_FILL_ZERO: return 1;
-	case SOFT_FILL_MIX: return 2;
-	case SOFT_FILL_RANDOM: return 3;
-	case SOFT_FILL_TEXT: return 4;
+	case VMM_FILL_ZERO: return 1;
+	case VMM_FILL_MIX: return 2;
+	case VMM_FILL_RANDOM: return 3;
+	case VMM_FILL_TEXT: return 4;
 	default: return 0;
 	}
 }
 
-static int fill_from_wire(uint32_t w, enum soft_fill *f)
+static int fill_from_wire(uint32_t w, enum vmm_fill *f)
 {
-	static const enum soft_fill map[] = {
-		SOFT_FILL_NONE, SOFT_FILL_ZERO, SOFT_FILL_MIX, SOFT_FILL_RANDOM, SOFT_FILL_TEXT,
+	static const enum vmm_fill map[] = {
+		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
 	};
 
 	if (w >= sizeof(map) / sizeof(map[0]))
@@ -1011,11 +1011,11 @@ out:
 static int ops_load_state(void *opaque, struct gw_state *st)
 {
 	struct soft_vm *vm = opaque;
-	struct soft_workload wl;
-	char spec[SOFT_SPEC_MAX], why[SOFT_MSG_MAX] = "";
+	struct vmm_workload wl;
+	char spec[VMM_WORKLOAD_SPEC_MAX], why[SOFT_MSG_MAX] = "";
 	const uint8_t *data, *p;
 	uint32_t version, nr, spec_len, flags;
-	enum soft_fill fill;
+	enum vmm_fill fill;
 	uint64_t ram_pages, ws_pages, total = 0;
 	size_t len;
 	int ret;
@@ -1053,7 +1053,7 @@ static int ops_load_state(void *opaque, struct gw_state *st)
 		ret = gw_state_reject(st, -EINVAL, "bad vCPU count %u", nr);
 		goto out;
 	}
-	if (spec_len < 1 || spec_len >= SOFT_SPEC_MAX) {
+	if (spec_len < 1 || spec_len >= VMM_WORKLOAD_SPEC_MAX) {
 		ret = gw_state_reject(st, -EINVAL, "bad workload spec length %u", spec_len);
 		goto out;
 	}
@@ -1079,12 +1079,12 @@ static int ops_load_state(void *opaque, struct gw_state *st)
 		ret = gw_state_reject(st, -EINVAL, "NUL inside the workload spec");
 		goto out;
 	}
-	if (soft_workload_parse(spec, &wl, why, sizeof(why)) < 0) {
+	if (vmm_workload_parse(spec, &wl, why, sizeof(why)) < 0) {
 		ret = gw_state_reject(st, -EINVAL, "workload '%s': %s", spec, why);
 		goto out;
 	}
-	ws_pages = soft_workload_ws_pages(&wl, vm->ram_pages);
-	if (wl.kind != SOFT_WL_IDLE && ws_pages * SOFT_PAGE_BYTES != wl.ws_bytes && wl.ws_given) {
+	ws_pages = vmm_workload_ws_pages(&wl, vm->ram_pages);
+	if (wl.kind != VMM_WL_IDLE && ws_pages * SOFT_PAGE_BYTES != wl.ws_bytes && wl.ws_given) {
 		ret = gw_state_reject(st, -EINVAL, "workload '%s' does not fit %" PRIu64 " pages",
 				      spec, vm->ram_pages);
 		goto out;

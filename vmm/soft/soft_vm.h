@@ -15,17 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <godwit/vm.h>
+#include "vmm.h"
 
-enum soft_fill {
-	SOFT_FILL_NONE = 0,	/* never touched: RAM stays a hole */
-	SOFT_FILL_ZERO,		/* every page written with zeros (populated) */
-	SOFT_FILL_MIX,		/* 25% zero, 25% incompressible, 50% text-like */
-	SOFT_FILL_RANDOM,	/* incompressible */
-	SOFT_FILL_TEXT,		/* text-like, compresses ~3-4x */
-};
-/* 0 and *out set, or -EINVAL. Names: none zero mix random text. */
-int soft_fill_parse(const char *name, enum soft_fill *out);
-const char *soft_fill_name(enum soft_fill f);
 
 enum soft_vm_state {
 	SOFT_VM_CREATED = 0,	/* RAM exists, vCPUs not started */
@@ -41,7 +32,7 @@ struct soft_vm_config {
 	uint64_t memory_bytes;		/* 0 on a destination = take the source's layout */
 	unsigned nr_vcpus;		/* 1..64 */
 	const char *memory_file;	/* map RAM from this file (NULL: memfd) */
-	enum soft_fill fill;
+	enum vmm_fill fill;
 	uint64_t seed;			/* fill and workload content */
 	const char *workload;		/* "idle", "dirty:ws=256M,pattern=page,rate=N",
 					   "verify[:ws=SIZE]"; NULL = idle */

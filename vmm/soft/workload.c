@@ -35,157 +35,8 @@
 #include <time.h>
 #include "soft/soft_internal.h"
 
-#define DIRTY_DEFAULT_WS_BYTES (256ull << 20)
 #define IDLE_TICK_NS 1000000ull
 #define RATE_MAX_SLEEP_NS 10000000ull	/* stay responsive to pause */
-
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-	unsigned shift = 0;
-
-	if (!*s || *s == '-')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s)
-		return -EINVAL;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	case 't': case 'T': shift = 40; end++; break;
-	default: break;
-	}
-	if (*end == 'i' || *end == 'B') {	/* accept "Mi", "MB", "MiB" */
-		if (*end == 'i')
-			end++;
-		if (*end == 'B')
-			end++;
-	}
-	if (*end)
-		return -EINVAL;
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
-int soft_workload_parse(const char *spec, struct soft_workload *wl, char *err, size_t err_len)
-{
-	char buf[SOFT_SPEC_MAX * 2];
-	char *args, *tok, *save = NULL;
-
-	memset(wl, 0, sizeof(*wl));
-	if (!spec || !*spec)
-		spec = "idle";
-	if (strlen(spec) >= sizeof(buf)) {
-		snprintf(err, err_len, "workload spec too long");
-		return -EINVAL;
-	}
-	strcpy(buf, spec);
-	args = strchr(buf, ':');
-	if (args)
-		*args++ = '\0';
-	if (strcmp(buf, "idle") == 0) {
-		wl->kind = SOFT_WL_IDLE;
-	} else if (strcmp(buf, "dirty") == 0) {
-		wl->kind = SOFT_WL_DIRTY;
-		wl->ws_bytes = DIRTY_DEFAULT_WS_BYTES;
-		wl->pattern_page = true;
-	} else if (strcmp(buf, "verify") == 0) {
-		wl->kind = SOFT_WL_VERIFY;
-	} else {
-		snprintf(err, err_len, "unknown workload '%s' (idle, dirty, verify)", buf);
-		return -EINVAL;
-	}
-	if (!args)
-		return 0;
-	for (tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *val = strchr(tok, '=');
-
-		if (!val) {
-			snprintf(err, err_len, "workload option '%s' needs a value", tok);
-			return -EINVAL;
-		}
-		*val++ = '\0';
-		if (strcmp(tok, "ws") == 0 && wl->kind != SOFT_WL_IDLE) {
-			if (parse_size(val, &wl->ws_bytes) || wl->ws_bytes < SOFT_PAGE_BYTES) {
-				snprintf(err, err_len, "bad working set size '%s'", val);
-				return -EINVAL;
-			}
-			wl->ws_given = true;
-		} else if (strcmp(tok, "pattern") == 0 && wl->kind == SOFT_WL_DIRTY) {
-			if (strcmp(val, "page") == 0) {
-				wl->pattern_page = true;
-			} else if (strcmp(val, "byte") == 0) {
-				wl->pattern_page = false;
-			} else {
-				snprintf(err, err_len, "bad pattern '%s' (byte, page)", val);
-				return -EINVAL;
-			}
-		} else if (strcmp(tok, "rate") == 0 && wl->kind != SOFT_WL_IDLE) {
-			if (parse_size(val, &wl->rate_pps)) {
-				snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
-				return -EINVAL;
-			}
-		} else {
-			snprintf(err, err_len, "unknown option '%s' for workload %s", tok,
-				 wl->kind == SOFT_WL_IDLE ? "idle" :
-				 wl->kind == SOFT_WL_DIRTY ? "dirty" : "verify");
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
-uint64_t soft_workload_ws_pages(const struct soft_workload *wl, uint64_t ram_pages)
-{
-	uint64_t pages;
-
-	if (wl->kind == SOFT_WL_IDLE)
-		return 0;
-	if (wl->kind == SOFT_WL_VERIFY && !wl->ws_given)
-		return ram_pages;
-	pages = wl->ws_bytes / SOFT_PAGE_BYTES;
-	return pages < ram_pages ? pages : ram_pages;
-}
-
-void soft_workload_format(const struct soft_workload *wl, uint64_t ws_pages, char *buf,
-			  size_t len)
-{
-	switch (wl->kind) {
-	case SOFT_WL_DIRTY:
-		snprintf(buf, len, "dirty:ws=%" PRIu64 ",pattern=%s,rate=%" PRIu64,
-			 ws_pages * SOFT_PAGE_BYTES, wl->pattern_page ? "page" : "byte",
-			 wl->rate_pps);
-		break;
-	case SOFT_WL_VERIFY:
-		if (wl->rate_pps)
-			snprintf(buf, len, "verify:ws=%" PRIu64 ",rate=%" PRIu64,
-				 ws_pages * SOFT_PAGE_BYTES, wl->rate_pps);
-		else
-			snprintf(buf, len, "verify:ws=%" PRIu64, ws_pages * SOFT_PAGE_BYTES);
-		break;
-	default:
-		snprintf(buf, len, "idle");
-		break;
-	}
-}
-
-void soft_verify_page(uint64_t page, uint64_t gen, uint8_t *out)
-{
-	uint64_t w[SOFT_PAGE_BYTES / 8];
-	uint64_t x = soft_mix64(page * 0x9e3779b97f4a7c15ull ^ soft_mix64(gen + 0x1234567));
-
-	w[0] = page;
-	w[1] = gen;
-	/* Distinct per word, cheap, and every word depends on (page, gen). */
-	for (unsigned k = 2; k < SOFT_PAGE_BYTES / 8; k++)
-		w[k] = x ^ (k * 0xd6e8feb86659fd93ull);
-	memcpy(out, w, sizeof(w));
-}
 
 static uint64_t now_ns(void)
 {
@@ -270,7 +121,7 @@ static uint64_t cursor_advance(struct soft_vcpu *v)
 
 static void run_dirty(struct soft_vcpu *v)
 {
-	const struct soft_workload *wl = soft_vm_wl(v->vm);
+	const struct vmm_workload *wl = soft_vm_wl(v->vm);
 	struct pacer pc;
 	bool parked;
 
@@ -311,7 +162,7 @@ static void run_verify(struct soft_vcpu *v)
 			uint64_t page = v->first_page + v->cursor;
 
 			/* Written whole before the cursor moves (the invariant above). */
-			soft_verify_page(page, v->gen, soft_page_ptr(v->vm, page));
+			vmm_verify_page(page, v->gen, (uint64_t *)soft_page_ptr(v->vm, page));
 			cursor_advance(v);
 		}
 		atomic_fetch_add_explicit(&v->progress, pc.batch_pages, memory_order_relaxed);
@@ -324,10 +175,10 @@ void *soft_vcpu_main(void *arg)
 	struct soft_vcpu *v = arg;
 
 	switch (soft_vm_wl(v->vm)->kind) {
-	case SOFT_WL_DIRTY:
+	case VMM_WL_DIRTY:
 		run_dirty(v);
 		break;
-	case SOFT_WL_VERIFY:
+	case VMM_WL_VERIFY:
 		run_verify(v);
 		break;
 	default:

@@ -32,7 +32,7 @@ TEST_DEFINE_FAILURES;
 #define PAGE 4096ull
 #define VM_BYTES (64 * MiB)
 
-static struct soft_vm *new_vm(uint64_t bytes, unsigned vcpus, enum soft_fill fill, uint64_t seed,
+static struct soft_vm *new_vm(uint64_t bytes, unsigned vcpus, enum vmm_fill fill, uint64_t seed,
 			      const char *workload, bool incoming)
 {
 	struct soft_vm_config cfg = {
@@ -42,7 +42,7 @@ static struct soft_vm *new_vm(uint64_t bytes, unsigned vcpus, enum soft_fill fil
 	char err[256] = "";
 	struct soft_vm *vm = soft_vm_new(&cfg, err, sizeof(err));
 
-	TEST_ASSERT(vm, "soft_vm_new(%s, %s): %s", soft_fill_name(fill),
+	TEST_ASSERT(vm, "soft_vm_new(%s, %s): %s", vmm_fill_name(fill),
 		    workload ? workload : "idle", err);
 	return vm;
 }
@@ -98,8 +98,8 @@ static uint64_t wait_progress(struct soft_vm *vm, uint64_t target)
 
 static void test_fills(void)
 {
-	static const enum soft_fill fills[] = {
-		SOFT_FILL_NONE, SOFT_FILL_ZERO, SOFT_FILL_MIX, SOFT_FILL_RANDOM, SOFT_FILL_TEXT,
+	static const enum vmm_fill fills[] = {
+		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
 	};
 	struct gw_digest dnone = { 0, 0 };
 
@@ -109,33 +109,33 @@ static void test_fills(void)
 		struct soft_vm *c = new_vm(VM_BYTES, 1, fills[i], 2, NULL, false);
 		struct gw_digest da = digest(a), db = digest(b), dc = digest(c);
 		const struct gw_ram_block *blk = &soft_vm_info(a)->blocks[0];
-		enum soft_fill parsed;
+		enum vmm_fill parsed;
 
-		TEST_CHECK(soft_fill_parse(soft_fill_name(fills[i]), &parsed) == 0 &&
-			   parsed == fills[i], "parse %s", soft_fill_name(fills[i]));
+		TEST_CHECK(vmm_fill_parse(vmm_fill_name(fills[i]), &parsed) == 0 &&
+			   parsed == fills[i], "parse %s", vmm_fill_name(fills[i]));
 		TEST_CHECK(soft_vm_state(a) == SOFT_VM_CREATED, "state %s",
 			   soft_vm_state_name(soft_vm_state(a)));
-		TEST_CHECK(same(da, db), "%s: same seed, different content", soft_fill_name(fills[i]));
-		if (fills[i] == SOFT_FILL_NONE)
+		TEST_CHECK(same(da, db), "%s: same seed, different content", vmm_fill_name(fills[i]));
+		if (fills[i] == VMM_FILL_NONE)
 			dnone = da;
-		if (fills[i] == SOFT_FILL_ZERO)
+		if (fills[i] == VMM_FILL_ZERO)
 			TEST_CHECK(same(da, dnone), "zero fill differs from no fill");
-		if (fills[i] >= SOFT_FILL_MIX)
-			TEST_CHECK(!same(da, dc), "%s: seed ignored", soft_fill_name(fills[i]));
+		if (fills[i] >= VMM_FILL_MIX)
+			TEST_CHECK(!same(da, dc), "%s: seed ignored", vmm_fill_name(fills[i]));
 		else
-			TEST_CHECK(same(da, dc), "%s: seed matters", soft_fill_name(fills[i]));
+			TEST_CHECK(same(da, dc), "%s: seed matters", vmm_fill_name(fills[i]));
 
-		if (fills[i] != SOFT_FILL_NONE) {
+		if (fills[i] != VMM_FILL_NONE) {
 			struct gw_bitmap pop;
 			ssize_t n;
 
 			TEST_ASSERT(gw_bitmap_init(&pop, VM_BYTES / PAGE) == 0, "bitmap");
 			n = gw_populated_scan(blk, &pop, NULL);
 			TEST_CHECK(n == (ssize_t)(VM_BYTES / PAGE), "%s: %zd pages populated",
-				   soft_fill_name(fills[i]), n);
+				   vmm_fill_name(fills[i]), n);
 			gw_bitmap_free(&pop);
 		}
-		if (fills[i] == SOFT_FILL_MIX) {
+		if (fills[i] == VMM_FILL_MIX) {
 			uint64_t zeros = 0, pages = VM_BYTES / PAGE;
 
 			for (uint64_t p = 0; p < pages; p++) {
@@ -150,7 +150,7 @@ static void test_fills(void)
 			TEST_CHECK(zeros > pages / 5 && zeros < pages * 3 / 10,
 				   "mix: %" PRIu64 " zero pages of %" PRIu64, zeros, pages);
 		}
-		if (fills[i] == SOFT_FILL_TEXT || fills[i] == SOFT_FILL_RANDOM) {
+		if (fills[i] == VMM_FILL_TEXT || fills[i] == VMM_FILL_RANDOM) {
 			size_t in = 16 * MiB, cap = ZSTD_compressBound(in);
 			void *out = malloc(cap);
 			size_t n;
@@ -158,8 +158,8 @@ static void test_fills(void)
 			TEST_ASSERT(out, "malloc");
 			n = ZSTD_compress(out, cap, blk->host, in, 1);
 			TEST_ASSERT(!ZSTD_isError(n), "zstd");
-			printf("%s: zstd -1 ratio %.2f\n", soft_fill_name(fills[i]), (double)in / n);
-			if (fills[i] == SOFT_FILL_TEXT)
+			printf("%s: zstd -1 ratio %.2f\n", vmm_fill_name(fills[i]), (double)in / n);
+			if (fills[i] == VMM_FILL_TEXT)
 				TEST_CHECK((double)in / n > 2.5 && (double)in / n < 6,
 					   "text compresses %.2fx", (double)in / n);
 			else
@@ -175,7 +175,7 @@ static void test_fills(void)
 
 static void test_pause_resume(const char *workload)
 {
-	struct soft_vm *vm = new_vm(VM_BYTES, 2, SOFT_FILL_NONE, 3, workload, false);
+	struct soft_vm *vm = new_vm(VM_BYTES, 2, VMM_FILL_NONE, 3, workload, false);
 	uint64_t p0, p1;
 	char msg[256];
 
@@ -210,7 +210,7 @@ static void test_pause_resume(const char *workload)
 
 static struct soft_vm *verify_source(uint64_t *pages_out)
 {
-	struct soft_vm *vm = new_vm(VM_BYTES, 2, SOFT_FILL_MIX, 7, "verify", false);
+	struct soft_vm *vm = new_vm(VM_BYTES, 2, VMM_FILL_MIX, 7, "verify", false);
 	char msg[256];
 	int ret;
 
@@ -254,7 +254,7 @@ static void test_verify_check(void)
 
 static struct soft_vm *incoming_from(struct soft_vm *src, bool pass_fd, bool corrupt)
 {
-	struct soft_vm *dst = new_vm(0, 1, SOFT_FILL_NONE, 0, NULL, true);
+	struct soft_vm *dst = new_vm(0, 1, VMM_FILL_NONE, 0, NULL, true);
 	struct gw_vm_info want = *soft_vm_info(src), got;
 	char reason[256] = "";
 	int ret;
@@ -403,7 +403,7 @@ static void test_hostile_state(void)
 
 static void test_setup_ram_refusals(void)
 {
-	struct soft_vm *dst = new_vm(32 * MiB, 1, SOFT_FILL_NONE, 0, NULL, true);
+	struct soft_vm *dst = new_vm(32 * MiB, 1, VMM_FILL_NONE, 0, NULL, true);
 	struct gw_vm_info want = { .nr_blocks = 1, .kvm_vm_fd = -1, .nr_vcpus = 1 }, got;
 	char reason[256] = "";
 	int ret;

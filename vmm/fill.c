@@ -12,7 +12,7 @@
  *           25% random, 50% text.
  *   none:   nothing written; RAM stays a hole.
  *
- * Threads: soft_fill_ram() workers take 2 MiB runs of pages from an atomic
+ * Threads: vmm_fill_ram() workers take 2 MiB runs of pages from an atomic
  * counter; each page is written by exactly one worker.
  */
 #include <errno.h>
@@ -22,7 +22,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "soft/soft_internal.h"
+#include "content.h"
+#include "fill.h"
+
+_Static_assert(VMM_PAGE_BYTES == GW_PAGE_BYTES, "content.h and the engine disagree on the page size");
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -32,24 +35,24 @@
 #define FILL_MAX_THREADS 16
 
 static const char *const fill_names[] = {
-	[SOFT_FILL_NONE] = "none", [SOFT_FILL_ZERO] = "zero", [SOFT_FILL_MIX] = "mix",
-	[SOFT_FILL_RANDOM] = "random", [SOFT_FILL_TEXT] = "text",
+	[VMM_FILL_NONE] = "none", [VMM_FILL_ZERO] = "zero", [VMM_FILL_MIX] = "mix",
+	[VMM_FILL_RANDOM] = "random", [VMM_FILL_TEXT] = "text",
 };
 
-int soft_fill_parse(const char *name, enum soft_fill *out)
+int vmm_fill_parse(const char *name, enum vmm_fill *out)
 {
 	if (!name || !out)
 		return -EINVAL;
 	for (unsigned i = 0; i < sizeof(fill_names) / sizeof(fill_names[0]); i++) {
 		if (strcmp(name, fill_names[i]) == 0) {
-			*out = (enum soft_fill)i;
+			*out = (enum vmm_fill)i;
 			return 0;
 		}
 	}
 	return -EINVAL;
 }
 
-const char *soft_fill_name(enum soft_fill f)
+const char *vmm_fill_name(enum vmm_fill f)
 {
 	if ((unsigned)f < sizeof(fill_names) / sizeof(fill_names[0]))
 		return fill_names[f];
@@ -100,23 +103,23 @@ static void word_slots_init(void)
 
 static void fill_random(uint64_t s, uint8_t *out)
 {
-	uint64_t w[SOFT_PAGE_BYTES / 8];
+	uint64_t w[VMM_PAGE_BYTES / 8];
 
-	for (unsigned i = 0; i < SOFT_PAGE_BYTES / 8; i++)
-		w[i] = soft_wyrand(&s);
+	for (unsigned i = 0; i < VMM_PAGE_BYTES / 8; i++)
+		w[i] = vmm_wyrand(&s);
 	memcpy(out, w, sizeof(w));
 }
 
 static void fill_text(uint64_t s, uint8_t *out)
 {
 	/* Slack for the unconditional 16-byte stores past the page end. */
-	uint8_t buf[SOFT_PAGE_BYTES + 32];
+	uint8_t buf[VMM_PAGE_BYTES + 32];
 	unsigned pos = 0;
 
-	while (pos < SOFT_PAGE_BYTES) {
-		uint64_t r = soft_wyrand(&s);
+	while (pos < VMM_PAGE_BYTES) {
+		uint64_t r = vmm_wyrand(&s);
 
-		for (unsigned k = 0; k < 8 && pos < SOFT_PAGE_BYTES; k++, r >>= 8) {
+		for (unsigned k = 0; k < 8 && pos < VMM_PAGE_BYTES; k++, r >>= 8) {
 			const struct word_slot *w = &word_slots[r & (NR_WORDS - 1)];
 
 			memcpy(buf + pos, w, 16);
@@ -125,20 +128,20 @@ static void fill_text(uint64_t s, uint8_t *out)
 			buf[pos++] = (r & 0x80) && (r & 0x7800) == 0 ? '\n' : ' ';
 		}
 	}
-	memcpy(out, buf, SOFT_PAGE_BYTES);
+	memcpy(out, buf, VMM_PAGE_BYTES);
 }
 
 enum page_kind { KIND_ZERO, KIND_RANDOM, KIND_TEXT };
 
-static enum page_kind page_kind(enum soft_fill fill, uint64_t seed, uint64_t page)
+static enum page_kind page_kind(enum vmm_fill fill, uint64_t seed, uint64_t page)
 {
 	switch (fill) {
-	case SOFT_FILL_RANDOM:
+	case VMM_FILL_RANDOM:
 		return KIND_RANDOM;
-	case SOFT_FILL_TEXT:
+	case VMM_FILL_TEXT:
 		return KIND_TEXT;
-	case SOFT_FILL_MIX:
-		switch (soft_mix64(seed ^ soft_mix64(page + 0x51ed270b)) & 3) {
+	case VMM_FILL_MIX:
+		switch (vmm_mix64(seed ^ vmm_mix64(page + 0x51ed270b)) & 3) {
 		case 0:
 			return KIND_ZERO;
 		case 1:
@@ -151,9 +154,9 @@ static enum page_kind page_kind(enum soft_fill fill, uint64_t seed, uint64_t pag
 	}
 }
 
-void soft_fill_page(enum soft_fill fill, uint64_t seed, uint64_t page, uint8_t *out)
+void vmm_fill_page(enum vmm_fill fill, uint64_t seed, uint64_t page, uint8_t *out)
 {
-	uint64_t s = soft_mix64(seed * 0x9e3779b97f4a7c15ull + page);
+	uint64_t s = vmm_mix64(seed * 0x9e3779b97f4a7c15ull + page);
 
 	pthread_once(&word_slots_once, word_slots_init);
 	switch (page_kind(fill, seed, page)) {
@@ -164,14 +167,14 @@ void soft_fill_page(enum soft_fill fill, uint64_t seed, uint64_t page, uint8_t *
 		fill_text(s, out);
 		break;
 	default:
-		memset(out, 0, SOFT_PAGE_BYTES);
+		memset(out, 0, VMM_PAGE_BYTES);
 		break;
 	}
 }
 
 struct fill_job {
 	const struct gw_vm_info *info;	/* set at creation */
-	enum soft_fill fill;
+	enum vmm_fill fill;
 	uint64_t seed;
 	bool fresh;
 	uint64_t nr_runs;		/* over all blocks */
@@ -192,27 +195,27 @@ struct fill_job {
 static void fill_run(struct fill_job *job, unsigned bi, uint64_t run, uint8_t *buf)
 {
 	const struct gw_ram_block *b = &job->info->blocks[bi];
-	uint64_t block_pages = b->size_bytes / SOFT_PAGE_BYTES;
+	uint64_t block_pages = b->size_bytes / VMM_PAGE_BYTES;
 	uint64_t first = run * FILL_RUN_PAGES;
 	uint64_t n = block_pages - first < FILL_RUN_PAGES ? block_pages - first : FILL_RUN_PAGES;
 	uint64_t global_first = 0;
-	uint8_t *p = (uint8_t *)b->host + first * SOFT_PAGE_BYTES;
+	uint8_t *p = (uint8_t *)b->host + first * VMM_PAGE_BYTES;
 
 	for (unsigned i = 0; i < bi; i++)
-		global_first += job->info->blocks[i].size_bytes / SOFT_PAGE_BYTES;
+		global_first += job->info->blocks[i].size_bytes / VMM_PAGE_BYTES;
 	global_first += first;
 
-	if (job->fill == SOFT_FILL_ZERO && job->fresh) {
+	if (job->fill == VMM_FILL_ZERO && job->fresh) {
 		/* Populated zero pages without writing them: the kernel clears them. */
-		if (madvise(p, n * SOFT_PAGE_BYTES, MADV_POPULATE_WRITE) == 0)
+		if (madvise(p, n * VMM_PAGE_BYTES, MADV_POPULATE_WRITE) == 0)
 			return;
 	}
 	if (b->fd >= 0 && buf) {
-		size_t len = n * SOFT_PAGE_BYTES, done = 0;
-		off_t off = (off_t)(b->fd_offset_bytes + first * SOFT_PAGE_BYTES);
+		size_t len = n * VMM_PAGE_BYTES, done = 0;
+		off_t off = (off_t)(b->fd_offset_bytes + first * VMM_PAGE_BYTES);
 
 		for (uint64_t i = 0; i < n; i++)
-			soft_fill_page(job->fill, job->seed, global_first + i, buf + i * SOFT_PAGE_BYTES);
+			vmm_fill_page(job->fill, job->seed, global_first + i, buf + i * VMM_PAGE_BYTES);
 		while (done < len) {
 			ssize_t w = pwrite(b->fd, buf + done, len - done, off + (off_t)done);
 
@@ -225,20 +228,20 @@ static void fill_run(struct fill_job *job, unsigned bi, uint64_t run, uint8_t *b
 		/* A file that refuses pwrite: fall through to the mapping. */
 	}
 	/* One call maps the whole run: cheaper than 512 separate faults. */
-	(void)madvise(p, n * SOFT_PAGE_BYTES, MADV_POPULATE_WRITE);
+	(void)madvise(p, n * VMM_PAGE_BYTES, MADV_POPULATE_WRITE);
 	for (uint64_t i = 0; i < n; i++) {
-		uint8_t *page = p + i * SOFT_PAGE_BYTES;
+		uint8_t *page = p + i * VMM_PAGE_BYTES;
 
 		if (page_kind(job->fill, job->seed, global_first + i) == KIND_ZERO && job->fresh)
 			continue;
-		soft_fill_page(job->fill, job->seed, global_first + i, page);
+		vmm_fill_page(job->fill, job->seed, global_first + i, page);
 	}
 }
 
 static void *fill_worker(void *arg)
 {
 	struct fill_job *job = arg;
-	uint8_t *buf = aligned_alloc(SOFT_PAGE_BYTES, FILL_RUN_PAGES * SOFT_PAGE_BYTES);
+	uint8_t *buf = aligned_alloc(VMM_PAGE_BYTES, FILL_RUN_PAGES * VMM_PAGE_BYTES);
 	unsigned bi = 0;
 
 	for (;;) {
@@ -254,14 +257,14 @@ static void *fill_worker(void *arg)
 	return NULL;
 }
 
-int soft_fill_ram(const struct gw_vm_info *info, enum soft_fill fill, uint64_t seed,
+int vmm_fill_ram(const struct gw_vm_info *info, enum vmm_fill fill, uint64_t seed,
 		  bool fresh, unsigned nr_threads)
 {
 	pthread_t threads[FILL_MAX_THREADS];
 	unsigned nr_started = 0;
 	struct fill_job job;
 
-	if (fill == SOFT_FILL_NONE)
+	if (fill == VMM_FILL_NONE)
 		return 0;
 	pthread_once(&word_slots_once, word_slots_init);
 	memset(&job, 0, sizeof(job));
@@ -270,7 +273,7 @@ int soft_fill_ram(const struct gw_vm_info *info, enum soft_fill fill, uint64_t s
 	job.seed = seed;
 	job.fresh = fresh;
 	for (unsigned bi = 0; bi < info->nr_blocks; bi++) {
-		uint64_t pages = info->blocks[bi].size_bytes / SOFT_PAGE_BYTES;
+		uint64_t pages = info->blocks[bi].size_bytes / VMM_PAGE_BYTES;
 
 		job.run_base[bi + 1] = job.run_base[bi] + (pages + FILL_RUN_PAGES - 1) / FILL_RUN_PAGES;
 	}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Deterministic page content shared by every backend and by the guests:
+ * the mixers behind --fill, and the page the verify workload writes for
+ * (page index, generation). Freestanding (stdint only) so that the tiny
+ * guests in guests/ compute exactly what the host checks.
+ */
+#ifndef GW_VMM_CONTENT_H
+#define GW_VMM_CONTENT_H
+
+#include <stdint.h>
+
+#define VMM_PAGE_BYTES 4096u		/* == GW_PAGE_BYTES (checked in vmm/fill.c) */
+
+/* Small, fast, deterministic mixer (splitmix64's finaliser). */
+static inline uint64_t vmm_mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* wyrand: 8 bytes per call, passes BigCrush, a single 64x64->128 multiply. */
+static inline uint64_t vmm_wyrand(uint64_t *s)
+{
+	__uint128_t t;
+
+	*s += 0xa0761d6478bd642full;
+	t = (__uint128_t)*s * (*s ^ 0xe7037ed1a0b428dbull);
+	return (uint64_t)(t >> 64) ^ (uint64_t)t;
+}
+
+/* The value every word k >= 2 of a verify page is derived from. */
+static inline uint64_t vmm_verify_seed(uint64_t page, uint64_t gen)
+{
+	return vmm_mix64(page * 0x9e3779b97f4a7c15ull ^ vmm_mix64(gen + 0x1234567));
+}
+
+/*
+ * The verify page for (@page, @gen), VMM_PAGE_BYTES, 8-byte aligned: word 0
+ * the page index, word 1 the generation, every other word k derived from
+ * both and distinct. Generation 0 means "never written by the workload"
+ * (the page holds its --fill content instead).
+ */
+static inline void vmm_verify_page(uint64_t page, uint64_t gen, uint64_t *out)
+{
+	uint64_t x = vmm_verify_seed(page, gen);
+
+	out[0] = page;
+	out[1] = gen;
+	for (unsigned k = 2; k < VMM_PAGE_BYTES / 8; k++)
+		out[k] = x ^ (k * 0xd6e8feb86659fd93ull);
+}
+
+#endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Workload specs, parsed and printed the same way for every backend:
+ *
+ *   idle                 no memory writes; progress ticks about every 1 ms.
+ *   dirty[:ws=SIZE,pattern=byte|page,rate=PAGES_PER_SECOND]
+ *                        rewrite the working set (default 256M, at most all
+ *                        RAM) over and over: one 8-byte word per page (byte)
+ *                        or the whole page (page); rate is over all vCPUs,
+ *                        0 = full speed. Progress: pages written.
+ *   verify[:ws=SIZE,rate=PAGES_PER_SECOND]
+ *                        (default: all RAM, full speed) pass after pass,
+ *                        rewrite every page of the slice whole with
+ *                        vmm_verify_page(page, gen); rate as for dirty.
+ *                        Progress: pages written.
+ *
+ * A rate makes the dirty rate independent of the machine's speed: tests that
+ * need a migration to converge use one, so their outcome never depends on
+ * how fast this machine's guest writes relative to its link.
+ *
+ * Verify invariant, kept by every backend between any two pause points:
+ * vCPU i owns the slice [i * ws / n, (i + 1) * ws / n) of the working set;
+ * with slice offset `cursor` and generation `gen` (>= 1), pages
+ * [0, cursor) of the slice hold vmm_verify_page(page, gen) and pages
+ * [cursor, end) hold generation gen-1; generation 0 means "never written by
+ * the workload": the initial fill content of that page. A page is written
+ * whole before the cursor moves.
+ */
+#ifndef GW_VMM_WORKLOAD_H
+#define GW_VMM_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VMM_WORKLOAD_SPEC_MAX 128	/* canonical spec, with the NUL */
+
+enum vmm_workload_kind {
+	VMM_WL_IDLE = 0,
+	VMM_WL_DIRTY,
+	VMM_WL_VERIFY,
+};
+
+struct vmm_workload {
+	enum vmm_workload_kind kind;
+	bool ws_given;			/* ws= was in the spec */
+	uint64_t ws_bytes;		/* as given (dirty default 256M; verify: all RAM) */
+	bool pattern_page;		/* dirty: rewrite whole pages, else one word per page */
+	uint64_t rate_pps;		/* pages per second over all vCPUs, 0 = full speed */
+};
+
+/* Parse "name[:key=value,...]" (NULL = idle). 0, or -EINVAL with a reason in @err. */
+int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len);
+/* Pages of the working set for @ram_pages of RAM. */
+uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages);
+/* Canonical spec with the effective working set, e.g. "verify:ws=67108864". */
+void vmm_workload_format(const struct vmm_workload *wl, uint64_t ws_pages, char *buf,
+			 size_t len);
+
+#endif
