@@ -3,7 +3,7 @@
 BUILD ?= build
 MESON_OPTS ?= --buildtype=release
 
-.PHONY: all deps demo test bench clean
+.PHONY: all deps demo test bench install clean
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
@@ -23,6 +23,11 @@ test: all
 bench: all
 	@scripts/deps.sh bench
 	bench/run.sh $(BUILD) --micro
+
+# make install [PREFIX=/usr] [DESTDIR=/tmp/stage]: binary, library, headers, pkg-config, docs.
+install: all
+	@if [ -n "$(PREFIX)" ]; then meson configure $(BUILD) -Dprefix=$(PREFIX) && ninja -C $(BUILD); fi
+	meson install -C $(BUILD) $(if $(DESTDIR),--destdir $(DESTDIR))
 
 clean:
 	rm -rf $(BUILD)

@@ -1,88 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* Data channel threads: see channel.h for the design and ordering rule. */
+/*
+ * Data channel threads: queue, thread, connection (see channel.h). The
+ * page work is done by the pipeline stages of pages_out.c and pages_in.c.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 #include "channel.h"
-#include "codec/codec.h"
 #include "session_int.h"
-#include "net/transport.h"
-#include "codec/xbzrle.h"
-#include "mem/zero.h"
-
-#define PAGE_BYTES 4096u
-/* Raw stream bound: every entry a normal page or an XBZRLE record (le16 + data). */
-#define RAW_CAP (GW_WIRE_MAX_BATCH_PAGES * (PAGE_BYTES + 2))
-
-/* Whole-buffer pread/pwrite: 0 or -errno (-EIO for a short file). */
-static int fd_rw_all(int fd, uint8_t *buf, size_t len, off_t off, bool write)
-{
-	while (len) {
-		ssize_t n = write ? pwrite(fd, buf, len, off) : pread(fd, buf, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
-static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t off)
-{
-	return fd_rw_all(fd, (uint8_t *)buf, len, off, true);
-}
-
-static int pread_all(int fd, uint8_t *buf, size_t len, off_t off)
-{
-	return fd_rw_all(fd, buf, len, off, false);
-}
-
-int gw_channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index, int fd)
-{
-	int64_t codec_id = gw_param(s, GW_PARAM_COMPRESS);
-
-	memset(ch, 0, sizeof(*ch));
-	ch->s = s;
-	ch->index = index;
-	gw_conn_init(&ch->conn, fd);
-	pthread_mutex_init(&ch->qlock, NULL);
-	pthread_cond_init(&ch->qcond, NULL);
-	ch->codec_id = (int)(s->role == GW_ROLE_DEST ? GW_CODEC_NONE : codec_id);
-	ch->raw_buf = malloc(RAW_CAP);
-	ch->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
-	ch->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
-	ch->comp_buf = malloc(ch->comp_cap);
-	if (!ch->raw_buf || !ch->entries || !ch->comp_buf)
-		return -ENOMEM;
-	/* Priors until measured (bench/codec_bench on mix data, one core). */
-	ch->est[GW_CODEC_LZ4].ns_per_byte = 1.3;
-	ch->est[GW_CODEC_LZ4].ratio = 0.6;
-	ch->est[GW_CODEC_ZSTD].ns_per_byte = 2.0;
-	ch->est[GW_CODEC_ZSTD].ratio = 0.5;
-	return 0;
-}
-
-void gw_channel_release(struct gw_channel *ch)
-{
-	for (unsigned i = 0; i < GW_CODEC__COUNT; i++)
-		if (ch->codec_ctx[i])
-			gw_codec_get((enum gw_codec_id)i)->ctx_free(ch->codec_ctx[i]);
-	gw_xbzrle_cache_free(ch->xb);
-	free(ch->raw_buf);
-	free(ch->entries);
-	free(ch->comp_buf);
-	gw_conn_close(&ch->conn);
-	ch->raw_buf = ch->comp_buf = NULL;
-	ch->entries = NULL;
-	ch->xb = NULL;
-	memset(ch->codec_ctx, 0, sizeof(ch->codec_ctx));
-}
 
 /* ---------------- source ---------------- */
 
@@ -123,332 +48,118 @@ void gw_channel_finish(struct gw_channel *ch)
 	pthread_mutex_unlock(&ch->qlock);
 }
 
-/* The context of codec @id for this channel (created on first use), or NULL. */
-static void *codec_ctx(struct gw_channel *ch, enum gw_codec_id id, const struct gw_codec_ops **ops)
+/* Take the next batch, or false when the thread must end (end requested and drained, or failure). */
+static bool queue_pop(struct gw_channel *ch, struct gw_batch *b)
 {
-	int64_t level = ch->s->role == GW_ROLE_SOURCE ? gw_param(ch->s, GW_PARAM_COMPRESS_LEVEL) : 0;
+	bool got = false;
 
-	*ops = gw_codec_get(id);
-	if (!*ops)
-		return NULL;
-	if (!ch->codec_ctx[id]) {
-		/* Level matters to compression only; auto uses each codec's default. */
-		if (level == 0 || ch->codec_id == GW_CODEC_AUTO)
-			level = (*ops)->default_level;
-		if (level < (*ops)->min_level)
-			level = (*ops)->min_level;
-		if (level > (*ops)->max_level)
-			level = (*ops)->max_level;
-		ch->codec_ctx[id] = (*ops)->ctx_new((int)level);
+	pthread_mutex_lock(&ch->qlock);
+	while (!ch->q_len && !ch->end_requested && !gw_failed(ch->s))
+		pthread_cond_wait(&ch->qcond, &ch->qlock);
+	if (!gw_failed(ch->s) && ch->q_len) {
+		*b = ch->q[ch->q_head];
+		ch->q_head = (ch->q_head + 1) % GW_CHAN_QUEUE_LEN;
+		ch->q_len--;
+		ch->busy = true;
+		got = true;
+		pthread_cond_broadcast(&ch->qcond);
 	}
-	return ch->codec_ctx[id];
+	pthread_mutex_unlock(&ch->qlock);
+	return got;
+}
+
+static void queue_done(struct gw_channel *ch, bool exited)
+{
+	pthread_mutex_lock(&ch->qlock);
+	ch->busy = false;
+	ch->exited = exited;
+	pthread_cond_broadcast(&ch->qcond);
+	pthread_mutex_unlock(&ch->qlock);
 }
 
 /*
- * Codec auto: choose per batch among none, lz4 and zstd from the link and
- * the CPU. Compression of batch k+1 overlaps the socket draining batch k,
- * so a batch costs max(compress time, wire time) per raw byte, against
- * link time for sending it raw. The link's cost per wire byte is what this
- * channel measured its sends to take (a full socket buffer blocks the
- * sender, so a slow link shows directly), or what the bandwidth cap
- * allows. The batch's own compressibility comes from compressing its first
- * 8 KiB with lz4 (about 1.5% of the batch's cost). Codecs are measured only
- * once the link has proven slower than lz4's prior cost (the first batch
- * always goes raw); then every 16th batch tries lz4 or zstd in turn to keep
- * both estimates fresh.
+ * What the link costs per wire byte, for compress=auto: the kernel's TCP
+ * delivery rate where there is one, else the time this send waited.
  */
-#define AUTO_PROBE_BYTES 8192
-
-static enum gw_codec_id auto_choose(struct gw_channel *ch, const uint8_t *raw, size_t raw_len)
+static void sample_link(struct gw_channel *ch, size_t data_bytes, uint64_t send_ns)
 {
-	static const enum gw_codec_id cand[] = { GW_CODEC_LZ4, GW_CODEC_ZSTD };
+	uint64_t rate_bps;
+	bool app_limited;
+
+	if (data_bytes < 65536)
+		return;
+	if (gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
+		gw_codec_auto_sample_tcp(&ch->out.autoc, rate_bps, app_limited);
+	else
+		gw_codec_auto_sample_wait(&ch->out.autoc, (double)send_ns / (double)data_bytes);
+}
+
+static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
+{
 	struct gw_session *s = ch->s;
-	int64_t cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS);
-	double link = ch->link_ns_per_byte, scale = 1.0, best_cost;
-	enum gw_codec_id best = GW_CODEC_NONE;
-	uint64_t n;
 
-	if (cap_bps > 0 && 1e9 * s->nr_channels / (double)cap_bps > link)
-		link = 1e9 * s->nr_channels / (double)cap_bps;
-	/*
-	 * Unknown (first batch) or faster than lz4's prior: send raw, and let
-	 * the sends measure the link. No codec is even set up on a fast link.
-	 */
-	if (link <= ch->est[GW_CODEC_LZ4].ns_per_byte)
-		return GW_CODEC_NONE;
-	n = ch->auto_batches++;		/* counts slow-link batches only */
-	if (n < 2)
-		return cand[n];		/* measure both codecs once */
-	if (n % 16 == 0)
-		return cand[(n / 16) % 2];	/* keep both estimates fresh */
-	if (raw_len >= 2 * AUTO_PROBE_BYTES) {
-		const struct gw_codec_ops *ops;
-		void *ctx = codec_ctx(ch, GW_CODEC_LZ4, &ops);
-		ssize_t got = ctx ? ops->compress(ctx, raw, AUTO_PROBE_BYTES, ch->comp_buf, ch->comp_cap) : -1;
-
-		if (got > 0) {
-			double probe = (double)got / AUTO_PROBE_BYTES;
-
-			if (probe > 0.95)
-				return GW_CODEC_NONE;	/* incompressible batch */
-			scale = probe / ch->est[GW_CODEC_LZ4].ratio;
-		}
-	}
-	best_cost = link;
-	for (unsigned i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
-		double ratio = ch->est[cand[i]].ratio * scale;
-		double wire = (ratio < 1.0 ? ratio : 1.0) * link;
-		double cost = ch->est[cand[i]].ns_per_byte > wire ? ch->est[cand[i]].ns_per_byte : wire;
-
-		if (cost < best_cost) {
-			best_cost = cost;
-			best = cand[i];
-		}
-	}
-	return best;
-}
-
-/*
- * Read the span of the batch (first to last page to send) into raw_buf.
- * fd-backed RAM is read with one pread: kernel-side copies skip the
- * first-touch faults of the mapping (seconds per GiB on virtualised hosts)
- * and leave userfaultfd tracking alone. Returns the span's first page or
- * -errno; anonymous RAM returns -EOPNOTSUPP (read through the mapping).
- */
-static int64_t read_span(struct gw_channel *ch, const struct gw_ram_block *blk,
-			 const struct gw_batch *b, uint64_t *span_pages)
-{
-	uint64_t first = UINT64_MAX, last = 0, len;
-	int ret;
-
-	if (blk->fd < 0)
-		return -EOPNOTSUPP;
-	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
-		if (!b->mask[w])
-			continue;
-		if (first == UINT64_MAX)
-			first = w * 64 + (unsigned)__builtin_ctzll(b->mask[w]);
-		last = w * 64 + 63 - (unsigned)__builtin_clzll(b->mask[w]);
-	}
-	if (first == UINT64_MAX)
-		return -ENODATA;
-	*span_pages = last - first + 1;
-	len = *span_pages * PAGE_BYTES;
-	ret = pread_all(blk->fd, ch->raw_buf, len,
-			(off_t)(blk->fd_offset_bytes + (b->first_page + first) * PAGE_BYTES));
-	return ret ? ret : (int64_t)first;
+	ch->frames++;
+	ch->pages += f->ph.nr_entries;
+	__atomic_fetch_add(&s->ctr_normal_pages, f->nr_normal, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_zero_pages, f->nr_zero, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_xbzrle_pages, f->nr_xbzrle, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_raw_bytes, (uint64_t)(f->nr_normal + f->nr_xbzrle) * GW_PAGE_BYTES,
+			   __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_wire_payload_bytes, f->data_bytes, __ATOMIC_RELAXED);
 }
 
 static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 {
 	struct gw_session *s = ch->s;
 	const struct gw_ram_block *blk = &s->vm.blocks[b->block];
-	uint8_t *base = (uint8_t *)blk->host;
-	struct gw_msg_pages_hdr ph = { .block = b->block, .round = __atomic_load_n(&s->round, __ATOMIC_RELAXED) };
-	uint8_t phbuf[GW_PAGES_HDR_BYTES];
-	uint64_t nr_normal = 0, nr_zero = 0, nr_xb = 0, span_pages = 0;
-	size_t raw_len = 0;
-	const uint8_t *data = ch->raw_buf;
-	size_t data_len;
-	struct iovec iov[3];
-	int64_t span_first;
+	struct gw_ram_view ram = { b->block, blk->host, blk->fd, blk->fd_offset_bytes };
+	double link = gw_codec_auto_link_cost(&ch->out.autoc, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
+					      s->nr_channels);
+	struct gw_pages_frame f;
+	uint64_t t_send;
 	int ret;
 
-	span_first = read_span(ch, blk, b, &span_pages);
-	if (span_first < 0 && span_first != -EOPNOTSUPP && span_first != -ENODATA)
-		return gw_fail(s, "send", (int)span_first, false, "channel %u: reading RAM: %s",
-			       ch->index, strerror((int)-span_first));
-	/*
-	 * Pages are compacted forward inside raw_buf: the write position never
-	 * passes the read position (a record is at most a page), so the
-	 * span's data is consumed before it is overwritten.
-	 */
-	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
-		uint64_t bits = b->mask[w];
-
-		while (bits) {
-			unsigned bit = (unsigned)__builtin_ctzll(bits);
-			uint64_t idx = w * 64 + bit, page = b->first_page + idx;
-			uint64_t key = (uint64_t)b->block << 48 | page;
-			enum gw_page_kind kind = GW_PAGE_NORMAL;
-			uint8_t *slot = ch->raw_buf + raw_len;
-			const uint8_t *src;
-			uint8_t *old;
-
-			bits &= bits - 1;
-			src = span_first >= 0 ? ch->raw_buf + (idx - (uint64_t)span_first) * PAGE_BYTES
-					      : base + page * PAGE_BYTES;
-			if (gw_is_zero(src, PAGE_BYTES)) {
-				kind = GW_PAGE_ZERO;
-				nr_zero++;
-				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key)))
-					memset(old, 0, PAGE_BYTES);
-			} else {
-				/* Snapshot (mapping) or compaction (span): the guest may write meanwhile. */
-				if (slot != src)
-					memmove(slot, src, PAGE_BYTES);
-				if (ch->xb && (old = gw_xbzrle_cache_get(ch->xb, key))) {
-					uint8_t tmp[PAGE_BYTES / 2];
-					ssize_t n = gw_xbzrle_encode(old, slot, PAGE_BYTES, tmp, sizeof(tmp));
-
-					if (n >= 0) {
-						memcpy(old, slot, PAGE_BYTES);
-						slot[0] = (uint8_t)n;
-						slot[1] = (uint8_t)(n >> 8);
-						memcpy(slot + 2, tmp, (size_t)n);
-						raw_len += 2 + (size_t)n;
-						kind = GW_PAGE_XBZRLE;
-						nr_xb++;
-					}
-				}
-				if (kind == GW_PAGE_NORMAL) {
-					if (ch->xb)
-						gw_xbzrle_cache_put(ch->xb, key, slot);
-					raw_len += PAGE_BYTES;
-					nr_normal++;
-				}
-			}
-			ch->entries[ph.nr_entries++] = htole64(gw_page_entry(page, kind));
-		}
-	}
-	if (!ph.nr_entries)
+	ret = gw_pages_out_build(&ch->out, &ram, b, gw_round(s), link, &f);
+	if (ret)
+		return gw_fail(s, "send", ret, false, "channel %u: preparing pages: %s",
+			       ch->index, strerror(-ret));
+	if (!f.iovcnt)
 		return 0;
-	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && raw_len &&
-	    ch->frames + 1 == (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG))
-		ch->conn.corrupt_next = true;
-
-	ph.codec = GW_CODEC_NONE;
-	ph.raw_bytes = (uint32_t)raw_len;
-	data_len = raw_len;
-	enum gw_codec_id id = (enum gw_codec_id)ch->codec_id;
-
-	if (raw_len && id == GW_CODEC_AUTO)
-		id = auto_choose(ch, ch->raw_buf, raw_len);
-	if (raw_len && id != GW_CODEC_NONE) {
-		const struct gw_codec_ops *ops;
-		void *ctx = codec_ctx(ch, id, &ops);
-		uint64_t t0 = gw_now_ns();
-		ssize_t n;
-
-		if (!ctx)
-			return gw_fail(s, "send", -EOPNOTSUPP, false, "channel %u: codec %s unavailable",
-				       ch->index, gw_codec_name(id));
-		n = ops->compress(ctx, ch->raw_buf, raw_len, ch->comp_buf, ch->comp_cap);
-		if (n > 0) {
-			double ns_per_byte = (double)(gw_now_ns() - t0) / (double)raw_len;
-
-			ch->est[id].ns_per_byte = 0.8 * ch->est[id].ns_per_byte + 0.2 * ns_per_byte;
-			ch->est[id].ratio = 0.8 * ch->est[id].ratio + 0.2 * ((double)n / (double)raw_len);
-		}
-		if (n > 0 && (size_t)n < raw_len) {
-			ph.codec = id;
-			data = ch->comp_buf;
-			data_len = (size_t)n;
-		}
-	}
-	ph.data_bytes = (uint32_t)data_len;
-	gw_msg_pages_hdr_encode(phbuf, &ph);
-	iov[0] = (struct iovec){ phbuf, sizeof(phbuf) };
-	iov[1] = (struct iovec){ ch->entries, ph.nr_entries * sizeof(uint64_t) };
-	iov[2] = (struct iovec){ (void *)data, data_len };
-	gw_ratelimit(s, GW_WIRE_HDR_BYTES + sizeof(phbuf) + iov[1].iov_len + data_len);
-	uint64_t t_send = gw_now_ns();
-	ret = gw_conn_send(&ch->conn, GW_MSG_PAGES, 0, iov, data_len ? 3 : 2, NULL, 0);
-	if (!ret && data_len >= 65536) {
-		double ns_per_byte = (double)(gw_now_ns() - t_send) / (double)data_len;
-
-		uint64_t rate_bps;
-		bool app_limited;
-
-		/*
-		 * TCP: the kernel measures the delivery rate from ACKs, whatever
-		 * our sending pattern. An app-limited sample (we were the
-		 * bottleneck) is a lower bound of the rate: it may only make the
-		 * link look faster. Elsewhere (unix:): the time a send waited.
-		 */
-		if (gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0) {
-			double link = 1e9 / (double)rate_bps;
-
-			if (!ch->link_ns_per_byte || !app_limited || link < ch->link_ns_per_byte)
-				ch->link_ns_per_byte = ch->link_ns_per_byte ?
-					0.7 * ch->link_ns_per_byte + 0.3 * link : link;
-		} else {
-			ch->link_ns_per_byte = ch->link_ns_per_byte ?
-				0.8 * ch->link_ns_per_byte + 0.2 * ns_per_byte : ns_per_byte;
-		}
-	}
+#ifdef GW_FAULT_INJECTION
+	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && f.data_bytes && ch->frames + 1 == gw_fault_arg(s))
+		ch->conn.fault_corrupt_next = true;
+#endif
+	gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
+	t_send = gw_now_ns();
+	ret = gw_conn_send(&ch->conn, GW_MSG_PAGES, f.iov, f.iovcnt, NULL, 0);
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
 			       ch->index, strerror(-ret));
-	ch->frames++;
-	ch->pages += ph.nr_entries;
-	__atomic_fetch_add(&s->ctr_normal_pages, nr_normal, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_zero_pages, nr_zero, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_xbzrle_pages, nr_xb, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_raw_bytes, (nr_normal + nr_xb) * PAGE_BYTES, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_wire_payload_bytes, data_len, __ATOMIC_RELAXED);
+	sample_link(ch, f.data_bytes, gw_now_ns() - t_send);
+	count_sent(ch, &f);
 	return 0;
-}
-
-static int send_end(struct gw_channel *ch)
-{
-	uint8_t buf[24];
-	struct gw_wbuf w;
-
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_le32(&w, ch->index);
-	gw_put_le32(&w, 0);
-	gw_put_le64(&w, ch->frames);
-	gw_put_le64(&w, ch->pages);
-	return gw_conn_send_buf(&ch->conn, GW_MSG_CHAN_END, buf, w.len);
 }
 
 void *gw_channel_send_main(void *arg)
 {
 	struct gw_channel *ch = arg;
 	struct gw_session *s = ch->s;
-	int64_t xb_bytes = gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES);
 	struct gw_batch b;
 	int ret = 0;
 
 	gw_log_set_side(s->side);
-	if (xb_bytes > 0) {
-		ch->xb = gw_xbzrle_cache_new((size_t)xb_bytes / s->nr_channels, PAGE_BYTES);
-		if (!ch->xb)
-			ret = gw_fail(s, "setup", -ENOMEM, false, "channel %u: XBZRLE cache", ch->index);
-	}
-	while (!ret) {
-		pthread_mutex_lock(&ch->qlock);
-		while (!ch->q_len && !ch->end_requested && !gw_failed(s))
-			pthread_cond_wait(&ch->qcond, &ch->qlock);
-		if (gw_failed(s) || (!ch->q_len && ch->end_requested)) {
-			pthread_mutex_unlock(&ch->qlock);
-			break;
-		}
-		b = ch->q[ch->q_head];
-		ch->q_head = (ch->q_head + 1) % GW_CHAN_QUEUE_LEN;
-		ch->q_len--;
-		ch->busy = true;
-		pthread_cond_broadcast(&ch->qcond);
-		pthread_mutex_unlock(&ch->qlock);
-
+	while (!ret && queue_pop(ch, &b)) {
 		ret = send_batch(ch, &b);
-
-		pthread_mutex_lock(&ch->qlock);
-		ch->busy = false;
-		pthread_cond_broadcast(&ch->qcond);
-		pthread_mutex_unlock(&ch->qlock);
+		queue_done(ch, false);
 	}
 	if (!ret && !gw_failed(s)) {
-		ret = send_end(ch);
+		struct gw_msg_chan_end m = { .index = ch->index, .frames = ch->frames, .pages = ch->pages };
+
+		ret = gw_conn_send_msg(&ch->conn, GW_MSG_CHAN_END, &m);
 		if (ret)
-			gw_fail(s, "final", ret, false, "channel %u: sending end: %s",
-				ch->index, strerror(-ret));
+			gw_fail(s, "final", ret, false, "channel %u: sending end: %s", ch->index, strerror(-ret));
 	}
-	pthread_mutex_lock(&ch->qlock);
-	ch->exited = true;
-	pthread_cond_broadcast(&ch->qcond);
-	pthread_mutex_unlock(&ch->qlock);
+	queue_done(ch, true);
 	return NULL;
 }
 
@@ -456,227 +167,145 @@ void *gw_channel_send_main(void *arg)
 
 #define RECV_IOV_MAX 64
 
-
-static off_t page_off(const struct gw_dst_block *db, uint64_t page)
-{
-	return (off_t)(db->fd_offset_bytes + page * PAGE_BYTES);
-}
-
-/* Apply a zero page: fresh memory is already zero, so write only pages we wrote. */
-static void apply_zero(struct gw_dst_block *db, uint64_t page)
-{
-	static const uint8_t zero_page[PAGE_BYTES];
-
-	if (gw_bitmap_test(&db->written, page)) {
-		if (db->fd < 0 || pwrite_all(db->fd, zero_page, PAGE_BYTES, page_off(db, page)))
-			memset(db->host + page * PAGE_BYTES, 0, PAGE_BYTES);
-		__atomic_fetch_and(&db->written.words[page / 64], ~(1ULL << (page % 64)), __ATOMIC_RELAXED);
-	}
-}
-
-/*
- * Receive normal pages straight into guest RAM (codec none, no XBZRLE):
- * contiguous pages coalesce into one iovec segment.
- */
-static int recv_direct(struct gw_channel *ch, struct gw_dst_block *db, uint32_t n, uint32_t *crc)
+/* Receive the data area of a checked frame: straight into RAM, or into the buffer. */
+static int recv_data(struct gw_channel *ch, const struct gw_pages_plan *plan, uint32_t *crc)
 {
 	struct iovec iov[RECV_IOV_MAX];
-	int cnt = 0, ret;
+	uint32_t next = 0;
+	int cnt, ret;
 
-	for (uint32_t i = 0; i < n; i++) {
-		uint64_t e = le64toh(ch->entries[i]);
-		uint8_t *dst;
-
-		if ((e & 15) != GW_PAGE_NORMAL)
-			continue;
-		dst = db->host + (e >> 4) * PAGE_BYTES;
-		if (cnt && (uint8_t *)iov[cnt - 1].iov_base + iov[cnt - 1].iov_len == dst) {
-			iov[cnt - 1].iov_len += PAGE_BYTES;
-			continue;
-		}
-		if (cnt == RECV_IOV_MAX) {
-			ret = gw_conn_recv_iov(&ch->conn, iov, cnt, crc);
-			if (ret)
-				return ret;
-			cnt = 0;
-		}
-		iov[cnt++] = (struct iovec){ dst, PAGE_BYTES };
+	if (!plan->direct) {
+		iov[0] = (struct iovec){ ch->in.data, plan->ph.data_bytes };
+		return gw_conn_recv_iov(&ch->conn, iov, 1, crc);
 	}
-	return cnt ? gw_conn_recv_iov(&ch->conn, iov, cnt, crc) : 0;
+	while ((cnt = gw_pages_in_direct_iov(&ch->in, plan, &next, iov, RECV_IOV_MAX)) > 0) {
+		ret = gw_conn_recv_iov(&ch->conn, iov, cnt, crc);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
-static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
+static void count_received(struct gw_channel *ch, const struct gw_pages_plan *plan)
 {
 	struct gw_session *s = ch->s;
+
+	ch->frames++;
+	ch->pages += plan->ph.nr_entries;
+	__atomic_fetch_add(&s->ctr_normal_pages, plan->nr_normal, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_xbzrle_pages, plan->nr_xbzrle, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_zero_pages, plan->nr_zero, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_raw_bytes, (uint64_t)(plan->nr_normal + plan->nr_xbzrle) * GW_PAGE_BYTES,
+			   __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_wire_payload_bytes, plan->ph.data_bytes, __ATOMIC_RELAXED);
+}
+
+/* One PAGES frame: header -> sub-header -> entries -> check -> data -> CRC -> decompress -> apply. */
+static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
+{
 	uint8_t phbuf[GW_PAGES_HDR_BYTES];
 	struct iovec iov = { phbuf, sizeof(phbuf) };
 	struct gw_msg_pages_hdr ph;
-	struct gw_dst_block *db;
-	uint64_t nr_normal = 0, nr_xb = 0;
+	struct gw_pages_plan plan;
 	const uint8_t *raw;
-	size_t off;
-	int ret;
+	int ret, nr;
 
 	if (h->len < GW_PAGES_HDR_BYTES)
 		return -EPROTO;
 	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (!ret && gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
+		ret = -EPROTO;
 	if (ret)
 		return ret;
-	if (gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
-		return -EPROTO;
-	if (ph.block >= s->vm.nr_blocks)
-		return -EPROTO;
-	db = &s->dblk[ph.block];
-	iov = (struct iovec){ ch->entries, ph.nr_entries * sizeof(uint64_t) };
+	iov = (struct iovec){ ch->in.entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
 	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (!ret)
+		ret = gw_pages_in_check(&ch->in, &ch->s->layout, &ph, &plan);
+	if (!ret)
+		ret = recv_data(ch, &plan, crc);
+	if (!ret)
+		ret = gw_conn_recv_check(h, *crc);
+	if (!ret)
+		ret = gw_pages_in_decompress(&ch->in, &plan, &raw);
 	if (ret)
 		return ret;
-	for (uint32_t i = 0; i < ph.nr_entries; i++) {
-		uint64_t e = le64toh(ch->entries[i]);
-		unsigned kind = e & 15;
+	nr = gw_pages_in_plan_writes(&ch->in, &plan, plan.direct ? NULL : raw);
+	if (nr < 0)
+		return nr;
+	ret = gw_pages_in_apply(plan.blk, ch->in.writes, nr);
+	if (!ret)
+		count_received(ch, &plan);
+	return ret;
+}
 
-		if ((e >> 4) >= db->nr_pages)
-			return -ERANGE;
-		if (kind == GW_PAGE_NORMAL)
-			nr_normal++;
-		else if (kind == GW_PAGE_XBZRLE)
-			nr_xb++;
-		else if (kind != GW_PAGE_ZERO)
-			return -EPROTO;
-	}
-	if (nr_xb && !(s->hello_flags & GW_HELLO_XBZRLE))
-		return -EPROTO;
-	if (nr_xb == 0 && ph.raw_bytes != nr_normal * PAGE_BYTES)
-		return -EPROTO;
-	if (ph.raw_bytes < nr_normal * PAGE_BYTES + nr_xb * 2)
-		return -EPROTO;
+/* CHAN_END: the channel's totals must match what arrived. */
+static int recv_end(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
+{
+	uint8_t buf[64];
+	struct iovec iov = { buf, h->len };
+	struct gw_msg_chan_end m;
+	int ret;
 
-	if (ph.codec == GW_CODEC_NONE && nr_xb == 0 && db->fd < 0) {
-		ret = recv_direct(ch, db, ph.nr_entries, crc);
-		if (ret)
-			return ret;
+	if (h->len > sizeof(buf))
+		return -EPROTO;
+	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (!ret)
 		ret = gw_conn_recv_check(h, *crc);
-		if (ret)
-			return ret;
-		raw = NULL;
-	} else {
-		iov = (struct iovec){ ch->comp_buf, ph.data_bytes };
-		if (ph.data_bytes > ch->comp_cap)
-			return -EPROTO;
-		ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
-		if (ret)
-			return ret;
-		ret = gw_conn_recv_check(h, *crc);
-		if (ret)
-			return ret;
-		if (ph.codec != GW_CODEC_NONE) {
-			const struct gw_codec_ops *c;
-			void *ctx = codec_ctx(ch, (enum gw_codec_id)ph.codec, &c);
-
-			if (!c)
-				return -EOPNOTSUPP;
-			if (!ctx)
-				return -ENOMEM;
-			if (c->decompress(ctx, ch->comp_buf, ph.data_bytes, ch->raw_buf, ph.raw_bytes))
-				return -EUCLEAN;
-			raw = ch->raw_buf;
-		} else {
-			raw = ch->comp_buf;
-		}
-	}
-
-	/* Data is checked: apply what was not received in place. */
-	off = 0;
-	for (uint32_t i = 0; i < ph.nr_entries; i++) {
-		uint64_t e = le64toh(ch->entries[i]);
-		uint64_t page = e >> 4;
-		uint8_t *dst = db->host + page * PAGE_BYTES;
-
-		switch (e & 15) {
-		case GW_PAGE_ZERO:
-			apply_zero(db, page);
-			break;
-		case GW_PAGE_NORMAL:
-			if (raw) {
-				uint32_t run = 1;
-
-				if (off + PAGE_BYTES > ph.raw_bytes)
-					return -EPROTO;
-				if (db->fd >= 0) {
-					/* Coalesce following normal pages that are contiguous. */
-					while (i + run < ph.nr_entries) {
-						uint64_t e2 = le64toh(ch->entries[i + run]);
-
-						if ((e2 & 15) != GW_PAGE_NORMAL || (e2 >> 4) != page + run ||
-						    off + (uint64_t)(run + 1) * PAGE_BYTES > ph.raw_bytes)
-							break;
-						run++;
-					}
-					ret = pwrite_all(db->fd, raw + off, (size_t)run * PAGE_BYTES, page_off(db, page));
-					if (ret)
-						return ret;
-				} else {
-					memcpy(dst, raw + off, PAGE_BYTES);
-				}
-				off += (size_t)run * PAGE_BYTES;
-				for (uint32_t k = 0; k < run; k++)
-					gw_bitmap_set_atomic(&db->written, page + k);
-				i += run - 1;
-				break;
-			}
-			gw_bitmap_set_atomic(&db->written, page);
-			break;
-		case GW_PAGE_XBZRLE: {
-			uint32_t n;
-
-			if (off + 2 > ph.raw_bytes)
-				return -EPROTO;
-			n = (uint32_t)raw[off] | (uint32_t)raw[off + 1] << 8;
-			off += 2;
-			if (n > ph.raw_bytes - off)
-				return -EPROTO;
-			if (db->fd >= 0) {
-				uint8_t tmp[PAGE_BYTES];
-
-				ret = pread_all(db->fd, tmp, PAGE_BYTES, page_off(db, page));
-				if (ret)
-					return ret;
-				if (gw_xbzrle_decode(raw + off, n, tmp, PAGE_BYTES))
-					return -EUCLEAN;
-				ret = pwrite_all(db->fd, tmp, PAGE_BYTES, page_off(db, page));
-				if (ret)
-					return ret;
-			} else if (gw_xbzrle_decode(raw + off, n, dst, PAGE_BYTES)) {
-				return -EUCLEAN;
-			}
-			off += n;
-			gw_bitmap_set_atomic(&db->written, page);
-			break;
-		}
-		}
-	}
-	if (raw && off != ph.raw_bytes)
-		return -EPROTO;
-	ch->frames++;
-	ch->pages += ph.nr_entries;
-	__atomic_fetch_add(&s->ctr_normal_pages, nr_normal, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_xbzrle_pages, nr_xb, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_zero_pages, ph.nr_entries - nr_normal - nr_xb, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_raw_bytes, (nr_normal + nr_xb) * PAGE_BYTES, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_wire_payload_bytes, ph.data_bytes, __ATOMIC_RELAXED);
+	if (!ret)
+		ret = gw_msg_decode(GW_MSG_CHAN_END, buf, h->len, &m, NULL, 0);
+	if (ret)
+		return ret;
+	if (m.index != ch->index || m.frames != ch->frames || m.pages != ch->pages)
+		return gw_fail(ch->s, "final", -EPROTO, false,
+			       "channel %u: end says %llu frames/%llu pages, received %llu/%llu",
+			       ch->index, (unsigned long long)m.frames, (unsigned long long)m.pages,
+			       (unsigned long long)ch->frames, (unsigned long long)ch->pages);
+	ch->end_seen = true;
 	return 0;
 }
 
-static const char *recv_err_text(int err)
+/* An ERROR frame on a data connection: the source's reason becomes ours. */
+static int recv_error(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
 {
-	switch (err) {
-	case -EPROTO: return "malformed frame";
-	case -ERANGE: return "page outside guest RAM";
-	case -EBADMSG: return "checksum mismatch";
-	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";
-	case -ECONNRESET: return "source closed the connection";
-	case -ETIMEDOUT: return "source silent past the I/O timeout";
-	default: return strerror(-err);
+	uint8_t buf[8 + GW_WIRE_MAX_REASON];
+	struct iovec iov = { buf, h->len };
+	struct gw_msg_error m;
+	int ret;
+
+	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);	/* h->len bounded by the header check */
+	if (!ret)
+		ret = gw_conn_recv_check(h, *crc);
+	if (!ret)
+		ret = gw_msg_decode(GW_MSG_ERROR, buf, h->len, &m, NULL, 0);
+	return ret ? ret : gw_fail_from_peer(ch->s, "receive", &m);
+}
+
+/* Receive one frame. 1 when the channel ended (CHAN_END), 0 to go on, or -errno. */
+static int recv_one(struct gw_channel *ch)
+{
+	struct gw_session *s = ch->s;
+	struct gw_frame_hdr h;
+	uint32_t crc;
+	int ret = gw_conn_recv_hdr(&ch->conn, &h, &crc);
+
+	if (ret)
+		return ret;
+	if (gw_fault_armed(s, GW_FAULT_DST_STALL) && gw_round(s) >= gw_fault_arg(s))
+		gw_fault_stall(s);
+	switch (h.type) {
+	case GW_MSG_PAGES:
+		if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && gw_round(s) == 0 &&
+		    ch->conn.bytes_recv >= gw_fault_arg(s))
+			gw_fault_die(s, GW_FAULT_DST_ROUND0);
+		return recv_pages(ch, &h, &crc);
+	case GW_MSG_CHAN_END:
+		ret = recv_end(ch, &h, &crc);
+		return ret ? ret : 1;
+	case GW_MSG_ERROR:
+		return recv_error(ch, &h, &crc);
+	default:
+		return gw_fail(s, "receive", -EPROTO, false, "channel %u: unexpected %s frame",
+			       ch->index, gw_frame_type_name(h.type));
 	}
 }
 
@@ -684,74 +313,65 @@ void *gw_channel_recv_main(void *arg)
 {
 	struct gw_channel *ch = arg;
 	struct gw_session *s = ch->s;
-	uint8_t buf[8 + GW_WIRE_MAX_REASON];
-	struct gw_frame_hdr h;
-	uint32_t crc;
 	int ret = 0;
 
 	gw_log_set_side(s->side);
-	for (;;) {
-		if (gw_failed(s))
-			break;
-		ret = gw_conn_recv_hdr(&ch->conn, &h, &crc);
-		if (ret)
-			break;
-		if (gw_fault_armed(s, GW_FAULT_DST_STALL) &&
-		    __atomic_load_n(&s->round, __ATOMIC_RELAXED) >= (uint32_t)gw_param(s, GW_PARAM_FAULT_ARG))
-			for (;;)
-				pause();	/* testing: a destination that stops reading */
-		if (h.type == GW_MSG_PAGES) {
-			if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && s->round == 0 &&
-			    ch->conn.bytes_recv >= (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG))
-				gw_fault_maybe_die(s, GW_FAULT_DST_ROUND0, (uint64_t)gw_param(s, GW_PARAM_FAULT_ARG));
-			ret = recv_pages(ch, &h, &crc);
-			if (ret)
-				break;
-			continue;
-		}
-		if (h.type == GW_MSG_CHAN_END || h.type == GW_MSG_ERROR) {
-			struct iovec iov = { buf, h.len };
-			struct gw_rbuf r;
-
-			if (h.len > sizeof(buf)) {
-				ret = -EPROTO;
-				break;
-			}
-			ret = gw_conn_recv_iov(&ch->conn, &iov, 1, &crc);
-			if (!ret)
-				ret = gw_conn_recv_check(&h, crc);
-			if (ret)
-				break;
-			if (h.type == GW_MSG_ERROR) {
-				gw_fail_from_peer_frame(s, "receive", buf, h.len);
-				return NULL;
-			}
-			gw_rbuf_init(&r, buf, h.len);
-			uint32_t idx = gw_get_le32(&r);
-			gw_get_le32(&r);
-			uint64_t frames = gw_get_le64(&r), pages = gw_get_le64(&r);
-
-			if (gw_rbuf_done(&r) || idx != ch->index || frames != ch->frames ||
-			    pages != ch->pages) {
-				gw_fail(s, "final", -EPROTO, false,
-					"channel %u: end says %llu frames/%llu pages, received %llu/%llu",
-					ch->index, (unsigned long long)frames, (unsigned long long)pages,
-					(unsigned long long)ch->frames, (unsigned long long)ch->pages);
-				return NULL;
-			}
-			pthread_mutex_lock(&ch->qlock);
-			ch->end_requested = true;	/* destination: CHAN_END seen */
-			pthread_mutex_unlock(&ch->qlock);
-			return NULL;
-		}
-		ret = -EPROTO;
-		gw_fail(s, "receive", ret, false, "channel %u: unexpected %s frame",
-			ch->index, gw_wire_type_name(h.type));
-		return NULL;
-	}
-	if (ret && !gw_failed(s))
-		gw_fail(s, "receive", ret, false, "channel %u: %s", ch->index, recv_err_text(ret));
+	while (!ret && !gw_failed(s))
+		ret = recv_one(ch);
+	if (ret < 0 && !gw_failed(s))
+		gw_fail(s, "receive", ret, false, "channel %u: %s", ch->index, gw_conn_err_text(ret, "source"));
 	return NULL;
+}
+
+/* ---------------- set-up and tear-down ---------------- */
+
+static void channel_release(struct gw_channel *ch, enum gw_role role)
+{
+	if (role == GW_ROLE_SOURCE)
+		gw_pages_out_release(&ch->out);
+	else
+		gw_pages_in_release(&ch->in);
+	gw_conn_close(&ch->conn);
+	pthread_mutex_destroy(&ch->qlock);
+	pthread_cond_destroy(&ch->qcond);
+}
+
+static int channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index)
+{
+	int64_t xb = gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES);
+
+	memset(ch, 0, sizeof(*ch));
+	ch->s = s;
+	ch->index = index;
+	gw_conn_init(&ch->conn, -1);
+	pthread_mutex_init(&ch->qlock, NULL);
+	pthread_cond_init(&ch->qcond, NULL);
+	if (s->role == GW_ROLE_DEST)
+		return gw_pages_in_init(&ch->in);
+	/* The XBZRLE cache is split over the channels: a page never changes channel. */
+	return gw_pages_out_init(&ch->out, (enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS),
+				 (int)gw_param(s, GW_PARAM_COMPRESS_LEVEL),
+				 xb > 0 ? (size_t)xb / s->nr_channels : 0);
+}
+
+int gw_channels_create(struct gw_session *s, unsigned n)
+{
+	struct gw_channel *chans = calloc(n ? n : 1, sizeof(*chans));
+
+	if (!chans)
+		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
+	for (unsigned i = 0; i < n; i++) {
+		int ret = channel_setup(&chans[i], s, i);
+
+		if (ret) {
+			for (unsigned j = 0; j <= i; j++)
+				channel_release(&chans[j], s->role);
+			free(chans);
+			return gw_fail(s, "setup", ret, false, "channel %u setup: %s", i, strerror(-ret));
+		}
+	}
+	gw_session_publish_channels(s, chans, n);
+	return 0;
 }
 
 int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
@@ -766,22 +386,22 @@ int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
 	return 0;
 }
 
-int gw_channels_create(struct gw_session *s, unsigned n)
+void gw_channels_join(struct gw_session *s)
 {
-	struct gw_channel *chans = calloc(n ? n : 1, sizeof(*chans));
-
-	if (!chans)
-		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
-	for (unsigned i = 0; i < n; i++) {
-		int ret = gw_channel_setup(&chans[i], s, i, -1);
-
-		if (ret) {
-			for (unsigned j = 0; j <= i; j++)
-				gw_channel_release(&chans[j]);
-			free(chans);
-			return gw_fail(s, "setup", ret, false, "channel %u setup", i);
-		}
+	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
+		if (s->chans[i].thread_started)
+			pthread_join(s->chans[i].thread, NULL);
+		s->chans[i].thread_started = false;
 	}
-	gw_session_publish_channels(s, chans, n);
-	return 0;
+}
+
+void gw_channels_destroy(struct gw_session *s)
+{
+	unsigned n;
+	/* Detached first: a concurrent cancel must not walk freed channels. */
+	struct gw_channel *chans = gw_session_detach_channels(s, &n);
+
+	for (unsigned i = 0; i < n; i++)
+		channel_release(&chans[i], s->role);
+	free(chans);
 }

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Data channels. Source: the migration thread walks the dirty bitmaps and
- * queues batches (a region of at most batch_pages pages plus a mask of the
- * pages to send); the channel thread reads, classifies (zero / normal /
- * XBZRLE), compresses and sends them. Destination: the channel thread
- * receives, checks and applies PAGES frames until CHAN_END.
+ * Data channels: a queue, a thread and a connection each; the page work is
+ * the pipeline's (pages_out.h, pages_in.h). Source: the migration thread
+ * walks the dirty bitmaps and queues batches; the channel thread turns each
+ * into a PAGES frame and sends it, then CHAN_END when asked. Destination:
+ * the channel thread receives, checks and applies PAGES frames until
+ * CHAN_END.
  *
  * Ordering guarantee: a page always travels on the same channel (region
  * r of block b goes to channel (r + b) % nr_channels), and TCP/UNIX keep a
@@ -17,23 +18,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <godwit/params.h>
 #include "net/io.h"
-#include "wire/wire.h"
+#include "pages_in.h"
+#include "pages_out.h"
 
 struct gw_session;
-struct gw_codec_ops;
-struct gw_xbzrle_cache;
 
-#define GW_BATCH_MASK_WORDS (GW_WIRE_MAX_BATCH_PAGES / 64)
 #define GW_CHAN_QUEUE_LEN 16
-
-struct gw_batch {
-	uint32_t block;
-	uint32_t nr_pages;		/* region length, <= batch_pages */
-	uint64_t first_page;		/* region start, in block pages */
-	uint64_t mask[GW_BATCH_MASK_WORDS];	/* bit i: send first_page + i */
-};
 
 struct gw_channel {
 	/* Set at creation. */
@@ -52,26 +43,12 @@ struct gw_channel {
 	bool end_requested;		/* send CHAN_END after the queue drains */
 	bool exited;			/* the thread returned */
 
-	/* Channel thread only. */
-	void *codec_ctx[GW_CODEC__COUNT];	/* lazily created, one per codec */
-	int codec_id;			/* configured: enum gw_codec_id (AUTO possible) */
-	struct gw_xbzrle_cache *xb;
-	uint8_t *raw_buf;		/* raw stream of one batch */
-	uint8_t *comp_buf;		/* compressed data area / received data */
-	uint64_t *entries;		/* le64 entries of one batch */
-	size_t comp_cap;
+	/* Channel thread only; the migration thread reads them after joining it. */
+	struct gw_pages_out out;	/* source */
+	struct gw_pages_in in;		/* destination */
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
-	/* Codec auto: per codec, smoothed cost per raw byte and output/input ratio. */
-	struct {
-		double ns_per_byte, ratio;
-	} est[GW_CODEC__COUNT];
-	double link_ns_per_byte;	/* measured send cost per wire byte, 0 = unknown */
-	uint64_t auto_batches;
+	bool end_seen;			/* destination: CHAN_END received and matching */
 };
-
-/* Allocate buffers and codec contexts. 0 or -errno. */
-int gw_channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index, int fd);
-void gw_channel_release(struct gw_channel *ch);
 
 /* Source. Queue a batch (blocks while the queue is full). 0 or the sticky error. */
 int gw_channel_push(struct gw_channel *ch, const struct gw_batch *b);
@@ -85,11 +62,16 @@ void *gw_channel_send_main(void *arg);
 void *gw_channel_recv_main(void *arg);
 
 /*
- * Allocate and set up @n channels without sockets, then publish them in @s
- * (shutdown can see them from then on). 0 or the sticky error.
+ * Allocate and set up @n channels without sockets (pipeline state for the
+ * session's role), then publish them in @s (shutdown can see them from then
+ * on). 0 or the sticky error.
  */
 int gw_channels_create(struct gw_session *s, unsigned n);
 /* Start one thread per channel of @s running @fn. 0 or the sticky error. */
 int gw_channels_start(struct gw_session *s, void *(*fn)(void *));
+/* Join every started channel thread (migration thread). */
+void gw_channels_join(struct gw_session *s);
+/* Detach the channels from @s and free them (threads joined). */
+void gw_channels_destroy(struct gw_session *s);
 
 #endif

@@ -55,11 +55,6 @@ void gw_log_set_side(const char *side)
 	snprintf(log_side, sizeof(log_side), "%s", side ? side : "---");
 }
 
-const char *gw_log_get_side(void)
-{
-	return log_side;
-}
-
 uint64_t gw_now_ns(void)
 {
 	struct timespec ts;

@@ -9,7 +9,7 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"switch over when the expected downtime fits this limit (us)" },
 	[GW_PARAM_MAX_BANDWIDTH_BPS] = { "max-bandwidth-bps", 0, INT64_MAX, 0, true,
 		"cap on wire bytes per second over all channels, 0 = none" },
-	[GW_PARAM_CHANNELS] = { "channels", 1, GW_MAX_CHANNELS, 1, false,
+	[GW_PARAM_CHANNELS] = { "channels", 1, GW_WIRE_MAX_CHANNELS, 1, false,
 		"data connections beside the control connection" },
 	[GW_PARAM_COMPRESS] = { "compress", 0, GW_CODEC__COUNT - 1, GW_CODEC_NONE, false,
 		"page compression: 0 none, 1 zstd, 2 lz4, 3 zlib, 4 isal, 5 auto" },
@@ -31,10 +31,6 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"pages per batch; also the region size that maps pages to channels" },
 	[GW_PARAM_DIRTY_BACKEND] = { "dirty-backend", 0, 3, GW_DIRTY_AUTO, false,
 		"0 auto, 1 uffd-wp, 2 kvm-log, 3 kvm-ring" },
-	[GW_PARAM_FAULT_POINT] = { "fault-point", 0, GW_FAULT__COUNT - 1, GW_FAULT_NONE, false,
-		"testing: where to inject a fault (enum gw_fault_point)" },
-	[GW_PARAM_FAULT_ARG] = { "fault-arg", 0, INT64_MAX, 0, false,
-		"testing: argument of the fault point" },
 };
 
 const struct gw_param_info *gw_param_info(enum gw_param p)

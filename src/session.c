@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include "channel.h"
 #include "session_int.h"
@@ -26,7 +27,7 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	for (unsigned i = 0; i < vm->nr_blocks; i++) {
 		const struct gw_ram_block *b = &vm->blocks[i];
 
-		if (!b->host || b->page_size_bytes != 4096 || !b->size_bytes ||
+		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
 		    b->size_bytes % b->page_size_bytes) {
 			errno = EINVAL;
 			return NULL;
@@ -54,9 +55,8 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	gw_params_defaults(s->params);
 	s->listen_fd = -1;
 	gw_conn_init(&s->ctl, -1);
-	for (unsigned i = 0; i < GW_MAX_RAM_BLOCKS; i++)
-		s->local_fds[i] = -1;
 	s->thread_joined = true;
+	gw_fault_init(s);
 	return s;
 }
 
@@ -86,9 +86,6 @@ void gw_session_free(struct gw_session *s)
 			s->url.ops->unlisten(s->url.addr);
 	}
 	gw_conn_close(&s->ctl);
-	for (unsigned i = 0; i < GW_MAX_RAM_BLOCKS; i++)
-		if (s->local_fds[i] >= 0)
-			close(s->local_fds[i]);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s);
@@ -118,7 +115,7 @@ static bool fail_record_locked(struct gw_session *s, const char *phase, int code
 {
 	if (s->err.code)
 		return false;
-	s->err.code = code;
+	__atomic_store_n(&s->err.code, code, __ATOMIC_RELEASE);
 	s->err.from_peer = from_peer;
 	snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
 	snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
@@ -132,8 +129,8 @@ static void fail_notify(struct gw_session *s, const char *phase, int code, bool 
 {
 	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
 	       phase, code, msg, from_peer ? " from=peer" : "");
-	if (!from_peer && s->ctl.fd >= 0)
-		gw_conn_send_error(&s->ctl, code, msg);
+	if (!from_peer)
+		gw_conn_send_error(&s->ctl, code, msg);	/* -EPIPE when not connected */
 	gw_session_shutdown_conns(s);
 }
 
@@ -185,13 +182,44 @@ int gw_failed(struct gw_session *s)
 	return __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
 }
 
-int gw_fail_from_peer_frame(struct gw_session *s, const char *phase, const void *buf, size_t len)
+int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m)
 {
-	struct gw_msg_error m;
+	return gw_fail(s, phase, gw_wire_err_to_errno(m->code), true, "peer: %s", m->reason);
+}
 
-	if (gw_msg_error_decode(buf, len, &m))
-		return gw_fail(s, phase, -EPROTO, false, "malformed ERROR frame from the peer");
-	return gw_fail(s, phase, gw_wire_err_to_errno(m.code), true, "peer: %s", m.reason);
+void gw_error_get(struct gw_session *s, struct gw_error *out)
+{
+	pthread_mutex_lock(&s->lock);
+	*out = s->err;
+	pthread_mutex_unlock(&s->lock);
+}
+
+const char *gw_conn_err_text(int err, const char *who)
+{
+	switch (err) {
+	case -ECONNRESET: return !strcmp(who, "source") ? "the source closed the connection" :
+					       "the destination closed the connection";
+	case -EBADMSG: return "checksum mismatch";
+	case -EPROTO: return "malformed frame";
+	case -ERANGE: return "page outside guest RAM";
+	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";
+	case -ETIMEDOUT: return "peer silent past the I/O timeout";
+	default: return strerror(-err);
+	}
+}
+
+struct timespec gw_deadline_ms(uint64_t ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* s->cond uses the monotonic clock */
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	return ts;
 }
 
 void gw_set_status(struct gw_session *s, enum gw_status st)
@@ -201,20 +229,6 @@ void gw_set_status(struct gw_session *s, enum gw_status st)
 	s->stats.status = st;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
-}
-
-bool gw_fault_armed(struct gw_session *s, enum gw_fault_point point)
-{
-	return gw_param(s, GW_PARAM_FAULT_POINT) == (int64_t)point;
-}
-
-void gw_fault_maybe_die(struct gw_session *s, enum gw_fault_point point, uint64_t arg)
-{
-	if (!gw_fault_armed(s, point))
-		return;
-	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=%d arg=%llu action=die",
-	       (int)point, (unsigned long long)arg);
-	_exit(GW_FAULT_EXIT_CODE);	/* testing only: behave like kill -9 */
 }
 
 int gw_session_cancel(struct gw_session *s)
@@ -251,12 +265,15 @@ int gw_session_wait(struct gw_session *s)
 
 void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 {
+	uint64_t t_start_ns;
+
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
 	out->status = s->status;
 	out->error_code = s->err.code;
 	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
 	snprintf(out->error_phase, sizeof(out->error_phase), "%s", s->err.phase);
+	t_start_ns = s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);
 	/* Live counters (atomics) between publications. */
 	if (out->status != GW_STATUS_COMPLETED && out->status != GW_STATUS_FAILED &&
@@ -264,9 +281,9 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 		out->normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
 		out->duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
 		out->xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
-		out->normal_bytes = out->normal_pages * 4096;
-		if (s->t_start_ns && !out->total_time_ns)
-			out->total_time_ns = gw_now_ns() - s->t_start_ns;
+		out->normal_bytes = out->normal_pages * GW_PAGE_BYTES;
+		if (t_start_ns && !out->total_time_ns)
+			out->total_time_ns = gw_now_ns() - t_start_ns;
 	}
 }
 
@@ -306,9 +323,12 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 		return -EBUSY;
 	}
 	memset(&s->err, 0, sizeof(s->err));
+	__atomic_store_n(&s->err.code, 0, __ATOMIC_RELEASE);
 	memset(&s->stats, 0, sizeof(s->stats));
 	s->status = GW_STATUS_SETUP;
 	s->go_sent = false;
+	__atomic_store_n(&s->cancelled, false, __ATOMIC_RELAXED);
+	s->t_start_ns = s->role == GW_ROLE_SOURCE ? gw_now_ns() : 0;
 	s->running = true;
 	s->thread_joined = false;
 	ret = -pthread_create(&s->thread, NULL, fn, s);
@@ -328,7 +348,7 @@ static int refuse(struct gw_session *s, const char *why)
 	pthread_mutex_lock(&s->lock);
 	if (!s->running) {
 		memset(&s->err, 0, sizeof(s->err));
-		s->err.code = -EINVAL;
+		__atomic_store_n(&s->err.code, -EINVAL, __ATOMIC_RELEASE);
 		snprintf(s->err.phase, sizeof(s->err.phase), "request");
 		snprintf(s->err.msg, sizeof(s->err.msg), "%s", why);
 	}

@@ -1,16 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal layout of a session and the helpers shared by source.c, dest.c
- * and channel.c.
+ * Internal layout of a session and the helpers shared by the engine files.
  *
  * Threads:
  *  - the API thread (any caller of session.h functions);
- *  - the migration thread (source: source_main; destination: dest_main),
- *    which owns the control connection's receive side, the dirty tracker,
- *    the round loop and the handover;
+ *  - the migration thread (source: gw_source_main; destination:
+ *    gw_dest_main), which owns the control connection's receive side (the
+ *    source hands it to its control reader), the dirty tracker, the round
+ *    loop and the handover;
  *  - one channel thread per data connection (sender on the source,
- *    receiver on the destination).
- * Field comments say who writes each field; "lock" means s->lock.
+ *    receiver on the destination);
+ *  - source: the control reader; destination: the populate thread.
+ * Field comments say who writes each field and how it is read: "lock"
+ * means under s->lock for both; "atomic" means __atomic builtins only.
  */
 #ifndef GW_SESSION_INT_H
 #define GW_SESSION_INT_H
@@ -18,31 +20,24 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 #include <godwit/godwit.h>
+#include "fault.h"
 #include "mem/bitmap.h"
 #include "mem/dirty.h"
 #include "net/io.h"
-#include "state.h"
 #include "net/transport.h"
-#include "wire/wire.h"
+#include "pages_in.h"
+#include "wire/msg.h"
 
 struct gw_channel;
 
 /* The first error of a migration: recorded once, never overwritten. */
 struct gw_error {
-	int code;			/* -errno, 0 = none */
-	char phase[32];			/* "setup", "round0", "final", "handover", ... */
+	int code;			/* -errno, 0 = none; stored atomically under lock */
+	char phase[32];			/* "setup", "round", "final", "handover", ... */
 	char msg[256];
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
-};
-
-/* Destination-side per-block receive state. */
-struct gw_dst_block {
-	uint8_t *host;			/* set by the migration thread before channels start */
-	int fd;				/* backing fd or -1: pages are written with pwrite */
-	uint64_t fd_offset_bytes;
-	uint64_t nr_pages;
-	struct gw_bitmap written;	/* pages holding non-zero data: atomic bit ops */
 };
 
 struct gw_session {
@@ -51,56 +46,60 @@ struct gw_session {
 	const struct gw_vm_ops *ops;
 	void *opaque;
 	char side[4];			/* "src" / "dst" for the log */
+#ifdef GW_FAULT_INJECTION
+	enum gw_fault_point fault_point;	/* test builds: from GW_FAULT */
+	uint64_t fault_arg;
+#endif
 
 	/* RAM layout: set at creation (source) or by the migration thread
 	 * before any channel thread starts (destination); read-only after. */
 	struct gw_vm_info vm;
 
 	pthread_mutex_t lock;		/* guards the fields marked "lock" */
-	pthread_cond_t cond;		/* signalled when status changes */
-	int64_t params[GW_PARAM__COUNT];/* lock to write; atomic reads */
+	pthread_cond_t cond;		/* CLOCK_MONOTONIC; status, error or mailbox changed */
+	int64_t params[GW_PARAM__COUNT];/* lock to write; atomic reads (gw_param) */
 	bool running;			/* lock: a migration thread exists */
 	bool thread_joined;		/* lock */
 	pthread_t thread;		/* lock */
 	enum gw_status status;		/* lock */
-	struct gw_error err;		/* lock: first error, sticky */
-	bool go_sent;			/* lock: source gave the VM away */
+	struct gw_error err;		/* lock (err.code: also atomic reads, gw_failed) */
+	bool go_sent;			/* lock: the source gave the VM away */
 	bool cancelled;			/* atomic */
-	struct gw_stats stats;		/* lock: published snapshot + live counters below */
+	struct gw_stats stats;		/* lock: the published snapshot */
+	uint64_t t_start_ns;		/* lock: migrate command / first HELLO */
 
 	/* Migration thread only, unless noted. */
-	struct gw_url url;
-	char url_str[GW_URL_MAX];
-	char bound_url[GW_URL_MAX];	/* lock */
-	int listen_fd;			/* destination; shutdown() by cancel */
+	struct gw_url url;		/* set before the thread starts */
+	char url_str[GW_URL_MAX];	/* set before the thread starts */
+	char bound_url[GW_URL_MAX];	/* set before the thread starts */
+	int listen_fd;			/* destination; set before the thread starts */
 	struct gw_conn ctl;		/* control connection; send side locked */
-	unsigned nr_channels;
-	struct gw_channel *chans;	/* array of nr_channels */
+	unsigned nr_channels;		/* lock to publish with chans */
+	struct gw_channel *chans;	/* lock to publish and detach; array of nr_channels */
 	uint8_t mig_id[GW_WIRE_ID_BYTES];
 	struct gw_dirty dirty;
 	bool dirty_started;
-	uint32_t round;			/* current round: atomic reads by channels */
-	uint64_t t_start_ns, t_pause_ns;
-	uint64_t rtt_ns;		/* HELLO -> HELLO_ACK, source */
+	uint32_t round;			/* atomic: current round, read by channel threads */
+	uint64_t t_pause_ns;		/* source: when the VM was paused */
+	uint64_t rtt_ns;		/* source: HELLO -> HELLO_ACK */
 
-	/* Counters updated by channel threads with atomics; folded into stats. */
+	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
 	uint64_t ctr_raw_bytes, ctr_wire_payload_bytes;
 
-	/* Source: the control reader thread hands READY / RESUMED over here. */
+	/* Source: the control reader hands READY / RESUMED over here. */
 	pthread_t ctl_reader;
 	bool ctl_reader_started;	/* migration thread */
 	bool ctl_quiet;			/* atomic: migration over, reader errors are expected */
 	uint16_t mbox_type;		/* lock: last frame type delivered, 0 = none */
-	uint8_t mbox[64];		/* lock */
-	size_t mbox_len;		/* lock */
+	struct gw_msg_ready mbox_ready;	/* lock */
+	struct gw_msg_resumed mbox_resumed;	/* lock */
 
-	/* Destination only. */
-	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see struct */
-	uint32_t hello_flags;		/* from HELLO */
-	uint32_t codec, codec_level, batch_pages;
-	int local_fds[GW_MAX_RAM_BLOCKS];
-	void *pop_job;			/* migration thread: extents gathered before round 0 */
+	/* Destination. */
+	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
+	struct gw_dst_layout layout;	/* set before channel threads start */
+	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
+	void *pop_job;			/* extents gathered before round 0 */
 	pthread_t populate_thread;
 	bool populate_running;
 
@@ -116,6 +115,11 @@ static inline int64_t gw_param(const struct gw_session *s, enum gw_param p)
 }
 void gw_params_defaults(int64_t *values);
 
+static inline uint32_t gw_round(const struct gw_session *s)
+{
+	return __atomic_load_n(&s->round, __ATOMIC_RELAXED);
+}
+
 /*
  * Record the first error (later ones are logged and dropped) and wake every
  * thread blocked on a socket. Unless @from_peer, the reason is also sent to
@@ -125,6 +129,13 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The sticky error code, 0 when none. Cheap: threads poll it per batch. */
 int gw_failed(struct gw_session *s);
+/* A copy of the sticky error, taken under the lock. */
+void gw_error_get(struct gw_session *s, struct gw_error *out);
+/* Turn a received ERROR message into the sticky error (from the peer). */
+int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m);
+/* Text for an errno met on a connection, from @who's side ("source", "destination"). */
+const char *gw_conn_err_text(int err, const char *who);
+
 void gw_set_status(struct gw_session *s, enum gw_status st);
 /* Wake every blocked channel/control read and write (any thread). */
 void gw_session_shutdown_conns(struct gw_session *s);
@@ -132,10 +143,8 @@ void gw_session_shutdown_conns(struct gw_session *s);
 void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n);
 /* Take the channel array back (threads joined); the caller releases it. */
 struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n);
-
-/* Testing: die like kill -9 if @point is armed (and @arg matches). */
-void gw_fault_maybe_die(struct gw_session *s, enum gw_fault_point point, uint64_t arg);
-bool gw_fault_armed(struct gw_session *s, enum gw_fault_point point);
+/* The CLOCK_MONOTONIC deadline @ms from now, for timed waits on s->cond. */
+struct timespec gw_deadline_ms(uint64_t ms);
 
 /* Source and destination migration threads. */
 void *gw_source_main(void *arg);
@@ -146,8 +155,5 @@ void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */
 void gw_ratelimit(struct gw_session *s, uint64_t bytes);
-
-/* Receive an ERROR frame's payload and turn it into the sticky error. */
-int gw_fail_from_peer_frame(struct gw_session *s, const char *phase, const void *buf, size_t len);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <godwit/export.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,17 +36,16 @@ typedef void (*gw_log_sink_fn)(void *opaque, enum gw_log_level level, const char
  * started by the engine inherit the side of the session that started them.
  * Defaults: sink = stderr, level = INFO, side = "---".
  */
-void gw_log_set_sink(gw_log_sink_fn fn, void *opaque);
-void gw_log_set_level(enum gw_log_level level);
-void gw_log_set_side(const char *side);	/* thread-local, at most 3 chars kept */
-const char *gw_log_get_side(void);
+GW_EXPORT void gw_log_set_sink(gw_log_sink_fn fn, void *opaque);
+GW_EXPORT void gw_log_set_level(enum gw_log_level level);
+GW_EXPORT void gw_log_set_side(const char *side);	/* thread-local, at most 3 chars kept */
 
 /* The one entry point. @fmt holds the key=value fields (may be ""). */
-void gw_log(enum gw_log_level level, const char *subsys, const char *event,
+GW_EXPORT void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t gw_now_ns(void);
+GW_EXPORT uint64_t gw_now_ns(void);
 
 #ifdef GW_LOG_DEBUG_ENABLED
 #define gw_debug(subsys, event, ...) gw_log(GW_LOG_DEBUG, subsys, event, __VA_ARGS__)

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <godwit/export.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,8 +29,6 @@ enum gw_param {
 	GW_PARAM_CONVERGE_POLICY,	/* enum gw_converge_policy; live */
 	GW_PARAM_BATCH_PAGES,		/* pages per batch (and per stable region); setup */
 	GW_PARAM_DIRTY_BACKEND,		/* enum gw_dirty_backend_id; setup */
-	GW_PARAM_FAULT_POINT,		/* testing: enum gw_fault_point; setup */
-	GW_PARAM_FAULT_ARG,		/* testing: argument of the fault point; setup */
 	GW_PARAM__COUNT
 };
 
@@ -56,32 +55,12 @@ enum gw_dirty_backend_id {
 	GW_DIRTY_KVM_RING = 3,
 };
 
-/*
- * Fault injection, for tests of the failure windows. The process that hits
- * the point dies at once with _exit(GW_FAULT_EXIT_CODE), like a kill -9,
- * except GW_FAULT_*_CORRUPT which send a corrupted frame instead.
- */
-enum gw_fault_point {
-	GW_FAULT_NONE = 0,
-	GW_FAULT_DST_ROUND0 = 1,	/* dst: after ARG bytes of pages in round 0 */
-	GW_FAULT_DST_ROUND_N = 2,	/* dst: when round ARG (>= 1) starts */
-	GW_FAULT_DST_FINAL = 3,		/* dst: after the final pages, before ready */
-	GW_FAULT_DST_AFTER_READY = 4,	/* dst: after sending ready, before go */
-	GW_FAULT_DST_AFTER_GO = 5,	/* dst: go received, before resumed */
-	GW_FAULT_DST_CORRUPT = 6,	/* dst: answer ARG-th frame with garbage */
-	GW_FAULT_DST_REJECT = 7,	/* dst: refuse the state with a reason */
-	GW_FAULT_DST_STALL = 8,		/* dst: stop reading after round ARG starts */
-	GW_FAULT_SRC_CORRUPT = 9,	/* src: flip a bit in the ARG-th page batch */
-	GW_FAULT_SRC_DELAY_GO = 10,	/* src: wait ARG ms between READY and GO */
-	GW_FAULT__COUNT
-};
-#define GW_FAULT_EXIT_CODE 86
 
 /* Set a parameter. 0, -EINVAL (unknown or out of bounds), -EBUSY (setup-only while running). */
 struct gw_session;
-int gw_session_set(struct gw_session *s, enum gw_param p, int64_t value);
+GW_EXPORT int gw_session_set(struct gw_session *s, enum gw_param p, int64_t value);
 /* Read a parameter. 0 or -EINVAL. */
-int gw_session_get(const struct gw_session *s, enum gw_param p, int64_t *value);
+GW_EXPORT int gw_session_get(const struct gw_session *s, enum gw_param p, int64_t *value);
 
 struct gw_param_info {
 	const char *name;		/* CLI / API spelling, e.g. "downtime-limit-us" */
@@ -90,13 +69,13 @@ struct gw_param_info {
 	const char *help;
 };
 /* NULL for an unknown parameter. */
-const struct gw_param_info *gw_param_info(enum gw_param p);
+GW_EXPORT const struct gw_param_info *gw_param_info(enum gw_param p);
 /* Look a parameter up by name: 0 and *p set, or -ENOENT. */
-int gw_param_by_name(const char *name, enum gw_param *p);
+GW_EXPORT int gw_param_by_name(const char *name, enum gw_param *p);
 
 /* Names of codecs; NULL when out of range. gw_codec_by_name: id or -ENOENT. */
-const char *gw_codec_name(enum gw_codec_id id);
-int gw_codec_by_name(const char *name);
+GW_EXPORT const char *gw_codec_name(enum gw_codec_id id);
+GW_EXPORT int gw_codec_by_name(const char *name);
 
 #ifdef __cplusplus
 }

@@ -39,23 +39,23 @@ enum gw_role {
  * from the source's layout (ops->setup_ram), @vm may have nr_blocks == 0.
  * Returns NULL with errno set (EINVAL, ENOMEM).
  */
-struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
+GW_EXPORT struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque);
 /* Waits for a running migration to end (cancelling it first). NULL is fine. */
-void gw_session_free(struct gw_session *s);
+GW_EXPORT void gw_session_free(struct gw_session *s);
 
 /*
  * Source: start migrating to @url ("tcp:HOST:PORT" or "unix:PATH").
  * Returns 0 once the migration thread runs, -EINVAL (bad URL or parameters,
  * e.g. local with tcp:), -EBUSY (already running), -errno.
  */
-int gw_migrate_start(struct gw_session *s, const char *url);
+GW_EXPORT int gw_migrate_start(struct gw_session *s, const char *url);
 
 /*
  * Why the last migration failed or gw_migrate_start refused: copied into
  * @buf ("" when nothing failed). Returns @buf.
  */
-const char *gw_session_error(struct gw_session *s, char *buf, size_t len);
+GW_EXPORT const char *gw_session_error(struct gw_session *s, char *buf, size_t len);
 
 /*
  * After a migration ended GW_STATUS_UNKNOWN (GO sent, RESUMED lost), the
@@ -63,7 +63,7 @@ const char *gw_session_error(struct gw_session *s, char *buf, size_t len);
  * false resumes the VM here and ends "failed"; true ends "completed".
  * 0, -EINVAL (not in the unknown state), or the resume error.
  */
-int gw_session_resolve(struct gw_session *s, bool destination_runs);
+GW_EXPORT int gw_session_resolve(struct gw_session *s, bool destination_runs);
 
 /*
  * Destination: listen on @url and receive one migration in a thread.
@@ -71,24 +71,21 @@ int gw_session_resolve(struct gw_session *s, bool destination_runs);
  * at once). For tcp:HOST:0 the chosen port can be read with
  * gw_incoming_url(). -EADDRINUSE, -EINVAL, -errno.
  */
-int gw_incoming_start(struct gw_session *s, const char *url);
+GW_EXPORT int gw_incoming_start(struct gw_session *s, const char *url);
 /* The URL actually bound (port resolved). "" before gw_incoming_start. */
-const char *gw_incoming_url(const struct gw_session *s);
+GW_EXPORT const char *gw_incoming_url(const struct gw_session *s);
 
 /*
  * Cancel: the source fails with -ECANCELED and keeps running the VM,
  * unless "go" was already sent (then it has no effect). 0 or -EALREADY.
  */
-int gw_session_cancel(struct gw_session *s);
+GW_EXPORT int gw_session_cancel(struct gw_session *s);
 
 /* Block until the migration ends. Returns 0 on completed, else the error. */
-int gw_session_wait(struct gw_session *s);
+GW_EXPORT int gw_session_wait(struct gw_session *s);
 
 /* Snapshot of the statistics; safe while running. */
-void gw_session_stats(struct gw_session *s, struct gw_stats *out);
-
-/* Names of the dirty-tracking backends, in preference order; NULL-terminated. */
-const char *const *gw_dirty_backend_names(void);
+GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <godwit/export.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -27,7 +28,7 @@ enum gw_status {
 	GW_STATUS_CANCELLED,		/* like failed, by request */
 	GW_STATUS_UNKNOWN,		/* go sent, resumed never came: source stays paused */
 };
-const char *gw_status_name(enum gw_status st);
+GW_EXPORT const char *gw_status_name(enum gw_status st);
 
 #define GW_STATS_MAX_ROUNDS 64		/* rounds kept in the per-round table */
 #define GW_STATS_MAX_CHANNELS 64
@@ -98,7 +99,7 @@ struct gw_stats {
  * JSON members ("\"a\":1,\"b\":2") appended inside the object.
  * Returns 0 or -errno from the stream.
  */
-int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out);
+GW_EXPORT int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out);
 
 #ifdef __cplusplus
 }

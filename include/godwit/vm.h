@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <godwit/export.h>
 #include <sys/types.h>
 
 #ifdef __cplusplus
@@ -50,21 +51,21 @@ struct gw_vm_info {
 struct gw_state;			/* opaque: a list of sections */
 
 /* Add a section (the data is copied). Returns 0 or -ENOMEM / -EINVAL / -E2BIG. */
-int gw_state_add(struct gw_state *st, const char *name, uint32_t version,
+GW_EXPORT int gw_state_add(struct gw_state *st, const char *name, uint32_t version,
 		 const void *data, size_t len_bytes);
 /*
  * Find a section by name. Returns a pointer to its bytes (valid while @st
  * lives) and stores version and length, or NULL when absent.
  */
-const void *gw_state_find(const struct gw_state *st, const char *name,
+GW_EXPORT const void *gw_state_find(const struct gw_state *st, const char *name,
 			  uint32_t *version, size_t *len_bytes);
-unsigned gw_state_count(const struct gw_state *st);
+GW_EXPORT unsigned gw_state_count(const struct gw_state *st);
 
 /*
  * A load or check callback that refuses state reports why through this, so
  * that the reason travels back to the source. Returns @err for convenience.
  */
-int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...)
+GW_EXPORT int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 struct gw_vm_ops {

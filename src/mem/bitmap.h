@@ -27,6 +27,10 @@ static inline bool gw_bitmap_test(const struct gw_bitmap *b, uint64_t i)
 /* Thread-safe variants for bitmaps written by several threads. */
 static inline void gw_bitmap_set_atomic(struct gw_bitmap *b, uint64_t i)
 { __atomic_fetch_or(&b->words[i / 64], 1ULL << (i % 64), __ATOMIC_RELAXED); }
+static inline bool gw_bitmap_test_atomic(const struct gw_bitmap *b, uint64_t i)
+{ return __atomic_load_n(&b->words[i / 64], __ATOMIC_RELAXED) >> (i % 64) & 1; }
+static inline void gw_bitmap_clear_atomic(struct gw_bitmap *b, uint64_t i)
+{ __atomic_fetch_and(&b->words[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED); }
 /* Returns the previous value of the bit. */
 static inline bool gw_bitmap_test_and_set_atomic(struct gw_bitmap *b, uint64_t i)
 { return __atomic_fetch_or(&b->words[i / 64], 1ULL << (i % 64), __ATOMIC_RELAXED) >> (i % 64) & 1; }

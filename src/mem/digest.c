@@ -27,8 +27,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <godwit/buf.h>
 #include "mem/bitmap.h"
 #include "mem/digest.h"
+#include "util/fdio.h"
 #include "mem/populated.h"
 #include "mem/zero.h"
 
@@ -54,15 +56,9 @@ struct digest_job {
 	atomic_int err;					/* first error, 0 when none */
 };
 
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (unsigned i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static uint64_t page_size_of(const struct gw_ram_block *b)
 {
-	return b->page_size_bytes ? b->page_size_bytes : 4096;
+	return b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
 }
 
 /* Whether the page containing byte offset @off of block @bi may hold data. */
@@ -134,21 +130,13 @@ static bool chunk_read_fd(const struct digest_job *job, unsigned bi, uint64_t of
 			  uint64_t len, uint8_t *buf, int *err)
 {
 	const struct gw_ram_block *b = &job->vm->blocks[bi];
-	uint64_t ps = page_size_of(b), done = 0;
+	uint64_t ps = page_size_of(b);
 
 	if (!gw_bitmap_any_in_range(&job->populated[bi], off / ps, (len + ps - 1) / ps))
 		return false;	/* no populated page in the chunk */
-	while (done < len) {
-		ssize_t n = pread(b->fd, buf + done, len - done, (off_t)(b->fd_offset_bytes + off + done));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			*err = n < 0 ? -errno : -EIO;
-			return false;
-		}
-		done += (uint64_t)n;
-	}
+	*err = gw_pread_all(b->fd, buf, len, (off_t)(b->fd_offset_bytes + off));
+	if (*err)
+		return false;
 	return !gw_is_zero(buf, len);
 }
 
@@ -188,10 +176,10 @@ static void hash_group(struct digest_job *job, unsigned bi, uint64_t group,
 			walk_runs(job, bi, off, len, run_hash, cst);
 			h = XXH3_128bits_digest(cst);
 		}
-		put_u64(rec, bi);
-		put_u64(rec + 8, c);
-		put_u64(rec + 16, h.low64);
-		put_u64(rec + 24, h.high64);
+		gw_le64_put(rec, bi);
+		gw_le64_put(rec + 8, c);
+		gw_le64_put(rec + 16, h.low64);
+		gw_le64_put(rec + 24, h.high64);
 		XXH3_128bits_update(gst, rec, sizeof(rec));
 		res->nonempty = true;
 	}
@@ -242,21 +230,21 @@ static int digest_combine(const struct digest_job *job, struct gw_digest *out)
 		return -ENOMEM;
 	XXH3_128bits_reset(st);
 	XXH3_128bits_update(st, tag, sizeof(tag) - 1);
-	put_u64(rec, job->vm->nr_blocks);
+	gw_le64_put(rec, job->vm->nr_blocks);
 	XXH3_128bits_update(st, rec, 8);
 	for (unsigned bi = 0; bi < job->vm->nr_blocks; bi++) {
 		const struct gw_ram_block *b = &job->vm->blocks[bi];
 
 		memset(rec, 0, sizeof(rec));
 		strncpy((char *)rec, b->name, GW_RAM_NAME_MAX - 1);
-		put_u64(rec + GW_RAM_NAME_MAX, b->size_bytes);
+		gw_le64_put(rec + GW_RAM_NAME_MAX, b->size_bytes);
 		XXH3_128bits_update(st, rec, GW_RAM_NAME_MAX + 8);
 		for (uint64_t g = job->group_base[bi]; g < job->group_base[bi + 1]; g++) {
 			if (!job->results[g].nonempty)
 				continue;
-			put_u64(rec, g - job->group_base[bi]);
-			put_u64(rec + 8, job->results[g].hash.low64);
-			put_u64(rec + 16, job->results[g].hash.high64);
+			gw_le64_put(rec, g - job->group_base[bi]);
+			gw_le64_put(rec + 8, job->results[g].hash.low64);
+			gw_le64_put(rec + 16, job->results[g].hash.high64);
 			XXH3_128bits_update(st, rec, 24);
 		}
 	}

@@ -5,9 +5,7 @@
  * in front of uffd-wp once written; uffd-wp works on any process memory.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stddef.h>
-#include <godwit/session.h>
 #include "mem/dirty.h"
 
 extern const struct gw_dirty_ops gw_dirty_uffd_wp;
@@ -17,27 +15,6 @@ const struct gw_dirty_ops *const gw_dirty_backends[] = {
 	&gw_dirty_uffd_wp,
 	NULL,
 };
-
-#define NR_DIRTY_BACKENDS_MAX 8
-
-/* Filled once from gw_dirty_backends[]; read-only afterwards. */
-static const char *backend_names[NR_DIRTY_BACKENDS_MAX + 1];
-static pthread_once_t backend_names_once = PTHREAD_ONCE_INIT;
-
-static void backend_names_fill(void)
-{
-	unsigned n = 0;
-
-	for (unsigned i = 0; gw_dirty_backends[i] && n < NR_DIRTY_BACKENDS_MAX; i++)
-		backend_names[n++] = gw_dirty_backends[i]->name;
-	backend_names[n] = NULL;
-}
-
-const char *const *gw_dirty_backend_names(void)
-{
-	pthread_once(&backend_names_once, backend_names_fill);
-	return backend_names;
-}
 
 int gw_dirty_select(struct gw_dirty *d, const struct gw_vm_info *vm,
 		    enum gw_dirty_backend_id want)

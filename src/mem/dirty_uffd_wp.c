@@ -191,7 +191,7 @@ static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
 		uint64_t base = (uintptr_t)b->host;
 		uint64_t end = base + b->size_bytes;
 		uint64_t start = base;
-		uint64_t ps = b->page_size_bytes ? b->page_size_bytes : 4096;
+		uint64_t ps = b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
 
 		while (start < end) {
 			struct pm_scan_arg arg;

@@ -25,10 +25,11 @@
 #define PAGEMAP_BATCH_ENTRIES 8192	/* 64 KiB of pagemap per read */
 #define PM_PRESENT (1ULL << 63)
 #define PM_SWAPPED (1ULL << 62)
+#define PAGEMAP_PAGE_BYTES 4096u	/* /proc/self/pagemap and PAGEMAP_SCAN: x86 base pages */
 
 static uint64_t block_page_size(const struct gw_ram_block *b)
 {
-	return b->page_size_bytes ? b->page_size_bytes : 4096;
+	return b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
 }
 
 static ssize_t scan_seek_data(const struct gw_ram_block *b, struct gw_bitmap *out)
@@ -116,7 +117,7 @@ static ssize_t scan_pagemap_ioctl(const struct gw_ram_block *b, struct gw_bitmap
 		start = next;
 	}
 	/* Adjacent runs may share a huge page: then count what the bitmap says. */
-	return ps == 4096 ? pages : (ssize_t)gw_bitmap_weight(out);
+	return ps == PAGEMAP_PAGE_BYTES ? pages : (ssize_t)gw_bitmap_weight(out);
 }
 
 /* Pre-6.7 kernels: read the 8-byte pagemap entries (4 KiB granularity). */
@@ -124,8 +125,8 @@ static ssize_t scan_pagemap_read(const struct gw_ram_block *b, struct gw_bitmap 
 {
 	uint64_t *ent = malloc(PAGEMAP_BATCH_ENTRIES * sizeof(*ent));
 	uint64_t ps = block_page_size(b);
-	uint64_t nr_small = b->size_bytes / 4096;
-	uint64_t first_small = (uintptr_t)b->host / 4096;
+	uint64_t nr_small = b->size_bytes / PAGEMAP_PAGE_BYTES;
+	uint64_t first_small = (uintptr_t)b->host / PAGEMAP_PAGE_BYTES;
 	ssize_t pages = 0;
 	uint64_t last_set = UINT64_MAX;
 
@@ -144,7 +145,7 @@ static ssize_t scan_pagemap_read(const struct gw_ram_block *b, struct gw_bitmap 
 
 			if (!(ent[j] & (PM_PRESENT | PM_SWAPPED)))
 				continue;
-			page = (i + j) * 4096 / ps;
+			page = (i + j) * PAGEMAP_PAGE_BYTES / ps;
 			if (page != last_set) {
 				gw_bitmap_set(out, page);
 				last_set = page;

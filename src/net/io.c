@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Framed connections over stream sockets (see io.h). */
 #include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -22,8 +25,11 @@ void gw_conn_set_fd(struct gw_conn *c, int fd)
 	pthread_mutex_lock(&c->fd_lock);
 	c->fd = fd;
 	c->send_seq = c->recv_seq = 0;
-	c->bytes_sent = c->bytes_recv = 0;
-	c->corrupt_next = false;
+	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
+	c->bytes_recv = 0;
+#ifdef GW_FAULT_INJECTION
+	c->fault_corrupt_next = false;
+#endif
 	pthread_mutex_unlock(&c->fd_lock);
 	pthread_mutex_unlock(&c->send_lock);
 }
@@ -48,23 +54,31 @@ void gw_conn_close(struct gw_conn *c)
 	pthread_mutex_unlock(&c->send_lock);
 }
 
-int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
+/* SO_RCVTIMEO and/or SO_SNDTIMEO, under fd_lock: never on a number close() recycled. */
+static int set_timeouts(struct gw_conn *c, uint64_t timeout_ms, bool send_too)
 {
 	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
 			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+	int ret = 0;
 
-	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-	    setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
-		return -errno;
-	return 0;
+	pthread_mutex_lock(&c->fd_lock);
+	if (c->fd < 0)
+		ret = -EBADF;
+	else if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+		 (send_too && setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))))
+		ret = -errno;
+	pthread_mutex_unlock(&c->fd_lock);
+	return ret;
+}
+
+int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	return set_timeouts(c, timeout_ms, true);
 }
 
 int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
-	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
-			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
-
-	return setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ? -errno : 0;
+	return set_timeouts(c, timeout_ms, false);
 }
 
 static int io_errno(int e)
@@ -134,8 +148,8 @@ static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int n
 
 #define GW_CONN_MAX_IOV 64
 
-int gw_conn_send(struct gw_conn *c, uint16_t type, uint32_t flags,
-		 const struct iovec *iov, int iovcnt, const int *fds, int nr_fds)
+int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+		 const int *fds, int nr_fds)
 {
 	struct iovec all[GW_CONN_MAX_IOV + 1];
 	uint8_t hdr[GW_WIRE_HDR_BYTES];
@@ -147,54 +161,69 @@ int gw_conn_send(struct gw_conn *c, uint16_t type, uint32_t flags,
 		return -EINVAL;
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
-	if (len > gw_wire_max_payload(type))
+	if (len > gw_frame_max_payload(type))
 		return -EMSGSIZE;
 	pthread_mutex_lock(&c->send_lock);
 	if (c->fd < 0) {
 		pthread_mutex_unlock(&c->send_lock);
 		return -EPIPE;
 	}
-	gw_wire_hdr_encode(hdr, type, flags, (uint32_t)len, c->send_seq);
+	gw_frame_hdr_encode(hdr, type, (uint32_t)len, c->send_seq);
 	crc = gw_crc32c(0, hdr, sizeof(hdr));
 	for (int i = 0; i < iovcnt; i++)
 		crc = gw_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
-	gw_wire_hdr_set_crc(hdr, crc);
-	if (c->corrupt_next && iovcnt > 0 && iov[iovcnt - 1].iov_len) {
-		/* Fault injection: the frame leaves with a payload its CRC does not match. */
+	gw_frame_hdr_set_crc(hdr, crc);
+#ifdef GW_FAULT_INJECTION
+	if (c->fault_corrupt_next && iovcnt > 0 && iov[iovcnt - 1].iov_len) {
+		/* The frame leaves with a payload its CRC does not match. */
 		((uint8_t *)iov[iovcnt - 1].iov_base)[iov[iovcnt - 1].iov_len / 2] ^= 0x40;
-		c->corrupt_next = false;
+		c->fault_corrupt_next = false;
 	}
+#endif
 	all[0].iov_base = hdr;
 	all[0].iov_len = sizeof(hdr);
 	memcpy(&all[1], iov, sizeof(*iov) * (size_t)iovcnt);
 	ret = send_all(c->fd, all, iovcnt + 1, fds, nr_fds);
 	if (!ret) {
 		c->send_seq++;
-		c->bytes_sent += sizeof(hdr) + len;
+		__atomic_fetch_add(&c->bytes_sent, sizeof(hdr) + len, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return ret;
 }
 
-int gw_conn_send_buf(struct gw_conn *c, uint16_t type, const void *buf, size_t len)
+int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const int *fds, int nr_fds)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	size_t len = gw_msg_size(type, m);
+	uint8_t small[256], *buf = len <= sizeof(small) ? small : malloc(len);
+	struct iovec iov = { .iov_base = buf, .iov_len = len };
+	struct gw_wbuf w;
+	int ret;
 
-	return gw_conn_send(c, type, 0, &iov, len ? 1 : 0, NULL, 0);
+	if (!buf)
+		return -ENOMEM;
+	gw_wbuf_init(&w, buf, len);
+	ret = gw_msg_encode(type, m, &w);
+	if (!ret)
+		ret = gw_conn_send(c, type, &iov, len ? 1 : 0, fds, nr_fds);
+	if (buf != small)
+		free(buf);
+	return ret;
+}
+
+int gw_conn_send_msg(struct gw_conn *c, uint16_t type, const void *m)
+{
+	return gw_conn_send_msg_fds(c, type, m, NULL, 0);
 }
 
 int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason)
 {
-	uint8_t buf[8 + GW_WIRE_MAX_REASON];
-	struct gw_wbuf w;
+	struct gw_msg_error m = { .code = gw_wire_err_from_errno(neg_errno) };
 
-	if (c->fd < 0)
-		return -EPIPE;
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_msg_error_encode(&w, (uint32_t)gw_wire_err_from_errno(neg_errno), reason);
+	snprintf(m.reason, sizeof(m.reason), "%s", reason ? reason : "");
 	/* The peer may be gone or not reading: do not wait long for it. */
 	gw_conn_set_timeout(c, 1000);
-	return gw_conn_send_buf(c, GW_MSG_ERROR, buf, w.len);
+	return gw_conn_send_msg(c, GW_MSG_ERROR, &m);
 }
 
 /* recvmsg exactly the iovec; fds (if asked) from the first segment. */
@@ -259,13 +288,13 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	if (ret)
 		return ret;
 	c->bytes_recv += sizeof(hdr);
-	ret = gw_wire_hdr_decode(hdr, h);
+	ret = gw_frame_hdr_decode(hdr, h);
 	if (ret)
 		return ret;
 	if (h->seq != c->recv_seq)
 		return -EPROTO;
 	c->recv_seq++;
-	gw_wire_hdr_set_crc(hdr, 0);
+	gw_frame_hdr_set_crc(hdr, 0);
 	*crc_state = gw_crc32c(0, hdr, sizeof(hdr));
 	return 0;
 }
@@ -318,4 +347,34 @@ ssize_t gw_conn_recv(struct gw_conn *c, struct gw_frame_hdr *h, void *buf, size_
 		return ret;
 	ret = gw_conn_recv_check(h, crc);
 	return ret ? ret : (ssize_t)h->len;
+}
+
+int gw_conn_recv_msg_fds(struct gw_conn *c, union gw_msg *m, void *buf, size_t cap,
+			 int *fds, int max_fds, int *nr_fds, char *why, size_t why_len)
+{
+	struct gw_frame_hdr h;
+	ssize_t n;
+	int ret;
+
+	if (why && why_len)
+		why[0] = 0;
+	n = gw_conn_recv(c, &h, buf, cap, fds, max_fds, nr_fds);
+	if (n < 0) {
+		if (n == -EPROTO && why)
+			snprintf(why, why_len, "malformed frame header or frame too long");
+		return (int)n;
+	}
+	if (h.type == GW_MSG_PAGES) {
+		if (why)
+			snprintf(why, why_len, "unexpected PAGES frame");
+		return -EPROTO;
+	}
+	ret = gw_msg_decode(h.type, buf, (size_t)n, m, why, why_len);
+	return ret ? ret : h.type;
+}
+
+int gw_conn_recv_msg(struct gw_conn *c, union gw_msg *m, void *buf, size_t cap,
+		     char *why, size_t why_len)
+{
+	return gw_conn_recv_msg_fds(c, m, buf, cap, NULL, 0, NULL, why, why_len);
 }

@@ -12,7 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
-#include "wire/wire.h"
+#include <sys/types.h>
+#include "wire/frame.h"
+#include "wire/msg.h"
 
 struct gw_conn {
 	int fd;				/* fd_lock and send_lock to change; -1 when closed */
@@ -20,9 +22,11 @@ struct gw_conn {
 	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
 	uint32_t send_seq;		/* under send_lock */
 	uint32_t recv_seq;		/* receiving thread only */
-	uint64_t bytes_sent;		/* under send_lock; read racily for stats */
+	uint64_t bytes_sent;		/* added under send_lock; atomic reads (stats) */
 	uint64_t bytes_recv;		/* receiving thread only */
-	bool corrupt_next;		/* testing: flip a payload bit after the CRC (send_lock) */
+#ifdef GW_FAULT_INJECTION
+	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
+#endif
 };
 
 /* Initialise (once, before other threads can see @c). */
@@ -43,10 +47,12 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
  * -ETIMEDOUT, -ECONNRESET...). @fds/@nr_fds, when not NULL, are passed with
  * SCM_RIGHTS on the first bytes (unix sockets only).
  */
-int gw_conn_send(struct gw_conn *c, uint16_t type, uint32_t flags,
-		 const struct iovec *iov, int iovcnt, const int *fds, int nr_fds);
-/* Convenience: one contiguous payload. */
-int gw_conn_send_buf(struct gw_conn *c, uint16_t type, const void *buf, size_t len);
+int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+		 const int *fds, int nr_fds);
+/* Encode the typed message @m (wire/msg.h; NULL for GO) and send it. 0 or -errno. */
+int gw_conn_send_msg(struct gw_conn *c, uint16_t type, const void *m);
+/* The same with descriptors (FDS). */
+int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const int *fds, int nr_fds);
 /* Send ERROR with a code and a reason (best effort, short timeout). */
 int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason);
 
@@ -67,5 +73,18 @@ int gw_conn_recv_check(const struct gw_frame_hdr *h, uint32_t crc_state);
  */
 ssize_t gw_conn_recv(struct gw_conn *c, struct gw_frame_hdr *h, void *buf, size_t cap,
 		     int *fds, int max_fds, int *nr_fds);
+
+/*
+ * Receive one whole frame (any type but PAGES) and decode it into @m
+ * (wire/msg.h). @buf, @cap hold the payload while @m is used (a decoded
+ * EXTENTS points into it); set m->state.st first where a STATE may come.
+ * Returns the frame's type (> 0) or -errno: -EPROTO (malformed: @why says
+ * why), -EBADMSG, -ECONNRESET (peer closed), -ETIMEDOUT.
+ */
+int gw_conn_recv_msg(struct gw_conn *c, union gw_msg *m, void *buf, size_t cap,
+		     char *why, size_t why_len);
+/* The same, keeping up to @max_fds descriptors sent with the frame (FDS). */
+int gw_conn_recv_msg_fds(struct gw_conn *c, union gw_msg *m, void *buf, size_t cap,
+			 int *fds, int max_fds, int *nr_fds, char *why, size_t why_len);
 
 #endif

@@ -4,7 +4,9 @@
 # workload's exact check passes, progress advances), reports failed (or
 # cancelled) with a reason, and the destination never resumes a partial VM.
 # After GO without RESUMED the source stays paused and says "unknown".
-# Usage: failure.sh CASE
+# Faults come from the test build of the engine (godwit-fi, GW_FAULT=POINT[:ARG]
+# per process: src/fault.h). Usage: failure.sh CASE
+GODWIT=${GODWIT_FI:?GODWIT_FI must point at the fault-injection build}
 . "$(dirname "$0")/lib.sh"
 case=$1
 # mix fill: round 0 carries ~384 MiB whatever the workload did so far. The
@@ -18,33 +20,34 @@ RANDOM=$seed
 echo "seed $seed (GW_TEST_SEED=$seed replays this run)"
 dst_args=()
 mig_args=()
+DST_FAULT= SRC_FAULT=
 expect=failed
 case $case in
 dst-kill-round0)
 	# a pseudo-random point inside round 0 (bytes of pages received)
-	dst_args=(--set fault-point=1 --set "fault-arg=$(( (RANDOM % 300 + 1) * 1048576 ))") ;;
+	DST_FAULT=dst-round0:$(( (RANDOM % 300 + 1) * 1048576 )) ;;
 dst-kill-round-n)
-	dst_args=(--set fault-point=2 --set fault-arg=1)
+	DST_FAULT=dst-round-n:1
 	mig_args=(--downtime-limit 1) ;;
 dst-kill-final)
-	dst_args=(--set fault-point=3) ;;
+	DST_FAULT=dst-final ;;
 dst-kill-after-ready)
 	# dst dies after READY; the source learns it before GO
-	dst_args=(--set fault-point=4)
-	src_args+=(--set fault-point=10 --set fault-arg=500) ;;
+	DST_FAULT=dst-after-ready
+	SRC_FAULT=src-delay-go:500 ;;
 dst-kill-after-go)
-	dst_args=(--set fault-point=5)
+	DST_FAULT=dst-after-go
 	expect=unknown ;;
 dst-bad-frame)
-	dst_args=(--set fault-point=6) ;;
+	DST_FAULT=dst-bad-frame ;;
 dst-refuse-state)
-	dst_args=(--set fault-point=7) ;;
+	DST_FAULT=dst-refuse-state ;;
 dst-stall)
-	dst_args=(--set fault-point=8 --set fault-arg=1)
+	DST_FAULT=dst-stall:1
 	src_args+=(--set io-timeout-ms=1500)
 	mig_args=(--downtime-limit 1) ;;
 src-corrupt)
-	src_args+=(--set fault-point=9 --set fault-arg=3) ;;
+	SRC_FAULT=src-corrupt:3 ;;
 cancel)
 	mig_args=(--max-bandwidth 16M)
 	expect=cancelled ;;

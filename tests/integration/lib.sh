@@ -39,11 +39,13 @@ skip() { echo "SKIP: $*"; exit 77; }
 # jget FILE EXPR: python expression over the JSON object `d`.
 jget() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
-# start_dst URL [run args...]: sets DST_URL (bound) and DST_PID.
+# start_dst URL [run args...]: sets DST_URL (bound) and DST_PID. DST_FAULT /
+# SRC_FAULT arm a fault point in that process (GW_FAULT, test builds only).
 start_dst() {
 	local url=$1; shift
 	# shellcheck disable=SC2086  # DST_WRAP, e.g. "ip netns exec NS", splits on purpose
-	${DST_WRAP:-} "$GODWIT" run --incoming "$url" --api "$T/dst.sock" "$@" >"$T/dst.out" 2>"$T/dst.log" &
+	GW_FAULT=${DST_FAULT:-} ${DST_WRAP:-} "$GODWIT" run --incoming "$url" --api "$T/dst.sock" "$@" \
+		>"$T/dst.out" 2>"$T/dst.log" &
 	DST_PID=$!
 	PIDS+=("$DST_PID")
 	for _ in $(seq 1 200); do
@@ -58,7 +60,7 @@ start_dst() {
 # start_src [run args...]: sets SRC_PID; returns once the API answers running.
 start_src() {
 	# shellcheck disable=SC2086
-	${SRC_WRAP:-} "$GODWIT" run --api "$T/src.sock" "$@" >"$T/src.out" 2>"$T/src.log" &
+	GW_FAULT=${SRC_FAULT:-} ${SRC_WRAP:-} "$GODWIT" run --api "$T/src.sock" "$@" >"$T/src.out" 2>"$T/src.log" &
 	SRC_PID=$!
 	PIDS+=("$SRC_PID")
 	for _ in $(seq 1 1200); do
@@ -98,7 +100,8 @@ wait_dst_exit_failed() {
 	done
 	wait "$DST_PID"; rc=$?
 	[ "$rc" != 0 ] || fail "destination exited 0 after a failed migration"
-	grep -q "mig_failed" "$T/dst.log" || [ "$rc" = 86 ] || fail "destination did not log mig_failed"
+	# 137: killed by an injected fault (SIGKILL), which logs no mig_failed
+	grep -q "mig_failed" "$T/dst.log" || [ "$rc" = 137 ] || fail "destination did not log mig_failed"
 	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"
 	return 0
 }

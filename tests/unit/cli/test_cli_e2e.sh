@@ -18,7 +18,8 @@
 #  - bad command lines exit 2.
 # Waits are bounded; no duration is asserted.
 set -u
-G=${1:?usage: test_cli_e2e.sh PATH-TO-godwit}
+G=${1:?usage: test_cli_e2e.sh PATH-TO-godwit PATH-TO-godwit-fi}
+GFI=${2:?usage: test_cli_e2e.sh PATH-TO-godwit PATH-TO-godwit-fi}	# fault injection (GW_FAULT)
 D=$(mktemp -d /tmp/gw-cli-e2e.XXXXXX)
 PIDS=()
 
@@ -45,10 +46,11 @@ wait_status() {
 	return 1
 }
 
-# Start a destination listening on unix:$D/$1.mig with API $D/$1.sock.
+# Start a destination listening on unix:$D/$1.mig with API $D/$1.sock
+# ($DST_BIN instead of godwit when set).
 start_dst() {
 	local name=$1; shift
-	"$G" run --incoming "unix:$D/$name.mig" --api "$D/$name.sock" "$@" \
+	"${DST_BIN:-$G}" run --incoming "unix:$D/$name.mig" --api "$D/$name.sock" "$@" \
 		>"$D/$name.out" 2>"$D/$name.err" &
 	PIDS+=($!)
 	DST_PID=$!
@@ -61,7 +63,7 @@ start_dst() {
 }
 
 # 1. demo, JSON report.
-"$G" demo --memory 32M --fill mix --to "unix:$D/demo.mig" --json --keep-logs "$D/logs" \
+"$G" demo --memory 32M --fill mix --workload verify:rate=5000 --to "unix:$D/demo.mig" --json --keep-logs "$D/logs" \
 	>"$D/demo.json" 2>"$D/demo.err" || fail "demo exited $?"
 for m in '"status":"completed"' '"verified":true' '"guest-progress":true' \
 	 '"source-vm-status":"postmigrate"' '"destination-vm-status":"running"' '"downtime":' \
@@ -78,7 +80,7 @@ PIDS+=($!)
 wait_status "$D/src.sock" '"vm-status":"running"' || fail "source did not start"
 
 # 2. The destination dies in round 0: the source keeps its VM.
-start_dst dst1 --set fault-point=1 --set fault-arg=65536
+GW_FAULT=dst-round0:65536 DST_BIN=$GFI start_dst dst1
 "$G" migrate --api "$D/src.sock" --to "unix:$D/dst1.mig" >"$D/m1.out" 2>&1 &&
 	fail "migrate to a dying destination exited 0"
 wait "$DST_PID"
@@ -136,7 +138,7 @@ echo "ok 5 exit-after-migrate"
 "$G" run --memory 16M --fill mix --api "$D/src3.sock" 2>"$D/src3.err" &
 PIDS+=($!)
 wait_status "$D/src3.sock" '"vm-status":"running"' || fail "source 3 did not start"
-start_dst dst5 --set fault-point=5
+GW_FAULT=dst-after-go DST_BIN=$GFI start_dst dst5
 "$G" migrate --api "$D/src3.sock" --to "unix:$D/dst5.mig" >/dev/null 2>&1 &&
 	fail "migration with a destination dying after go exited 0"
 wait "$DST_PID" && fail "destination dying after go exited 0"

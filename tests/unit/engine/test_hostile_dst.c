@@ -29,7 +29,9 @@
 #include "util/crc32c.h"
 #include "mem/digest.h"
 #include "net/io.h"
-#include "wire/wire.h"
+#include "wire/frame.h"
+#include "wire/msg.h"
+#include "state.h"
 #include "codec/xbzrle.h"
 #include "test_util.h"
 #include "test_vm.h"
@@ -59,6 +61,19 @@ struct env {
 
 /* ---------------- the hand-made source ---------------- */
 
+/* A raw payload: for frames that are malformed on purpose. */
+static int send_buf(struct gw_conn *c, uint16_t type, const void *buf, size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	return gw_conn_send(c, type, &iov, len ? 1 : 0, NULL, 0);
+}
+
+static int err_decode(const void *buf, size_t len, struct gw_msg_error *m)
+{
+	return gw_msg_decode(GW_MSG_ERROR, buf, len, m, NULL, 0);
+}
+
 static int hs_connect(struct env *e, struct gw_conn *c)
 {
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -83,7 +98,7 @@ static int hs_recv(struct env *e, struct gw_conn *c, void *buf, size_t cap, ssiz
 	if (n < 0)
 		return (int)n;
 	if (h.type == GW_MSG_ERROR && c == &e->ctl && !e->got_error) {
-		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, &e->err) == 0, "%s: ERROR decodes", e->name);
+		TEST_CHECK(err_decode(buf, (size_t)n, &e->err) == 0, "%s: ERROR decodes", e->name);
 		e->got_error = true;
 	}
 	return h.type;
@@ -108,15 +123,12 @@ static void hello_default(struct env *e, struct gw_msg_hello *m)
 /* Send HELLO; returns the answer's type (HELLO_ACK expected). */
 static int hs_hello_msg(struct env *e, const struct gw_msg_hello *m)
 {
-	uint8_t buf[64 + GW_MAX_RAM_BLOCKS * 56];
-	struct gw_wbuf w;
+	uint8_t buf[GW_MSG_HELLO_FIXED_BYTES + GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES];
 
 	e->hello_flags = m->flags;
 	e->codec = m->codec;
 	hs_connect(e, &e->ctl);
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	TEST_ASSERT(gw_msg_hello_encode(&w, m) == 0, "hello encode");
-	TEST_ASSERT(gw_conn_send_buf(&e->ctl, GW_MSG_HELLO, buf, w.len) == 0, "send HELLO");
+	TEST_ASSERT(gw_conn_send_msg(&e->ctl, GW_MSG_HELLO, m) == 0, "send HELLO");
 	return hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
 }
 
@@ -142,18 +154,16 @@ static int hs_data_conn(struct env *e, struct gw_conn *c, const uint8_t *id, uin
 			struct gw_msg_error *err)
 {
 	uint8_t buf[GW_WIRE_ID_BYTES + 4 + GW_WIRE_MAX_REASON + 8];
-	struct gw_wbuf w;
+	struct gw_msg_chan_hello m = { .index = idx };
 	ssize_t n;
 	int t;
 
 	hs_connect(e, c);
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_bytes(&w, id, GW_WIRE_ID_BYTES);
-	gw_put_le32(&w, idx);
-	TEST_ASSERT(gw_conn_send_buf(c, GW_MSG_CHAN_HELLO, buf, w.len) == 0, "send CHAN_HELLO");
+	memcpy(m.id, id, GW_WIRE_ID_BYTES);
+	TEST_ASSERT(gw_conn_send_msg(c, GW_MSG_CHAN_HELLO, &m) == 0, "send CHAN_HELLO");
 	t = hs_recv(e, c, buf, sizeof(buf), &n);
 	if (t == GW_MSG_ERROR && err)
-		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, err) == 0, "data ERROR decodes");
+		TEST_CHECK(err_decode(buf, (size_t)n, err) == 0, "data ERROR decodes");
 	return t;
 }
 
@@ -172,14 +182,9 @@ static void hs_setup(struct env *e)
 
 static int hs_round(struct env *e, uint32_t round)
 {
-	uint8_t buf[16];
-	struct gw_wbuf w;
+	struct gw_msg_round m = { .round = round };
 
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_le32(&w, round);
-	gw_put_le32(&w, 0);
-	gw_put_le64(&w, 0);
-	return gw_conn_send_buf(&e->ctl, GW_MSG_ROUND, buf, w.len);
+	return gw_conn_send_msg(&e->ctl, GW_MSG_ROUND, &m);
 }
 
 static int hs_pages(struct gw_conn *c, uint32_t block, uint32_t round, uint32_t codec,
@@ -189,17 +194,17 @@ static int hs_pages(struct gw_conn *c, uint32_t block, uint32_t round, uint32_t 
 	struct gw_msg_pages_hdr ph = { .block = block, .nr_entries = n, .round = round,
 				       .codec = codec, .data_bytes = data_len, .raw_bytes = raw_bytes };
 	uint8_t phb[GW_PAGES_HDR_BYTES];
-	uint64_t le[GW_WIRE_MAX_BATCH_PAGES];
+	uint8_t le[GW_WIRE_MAX_BATCH_PAGES * GW_PAGES_ENTRY_BYTES];
 	struct iovec iov[3];
 
 	TEST_ASSERT(n <= GW_WIRE_MAX_BATCH_PAGES, "batch");
 	gw_msg_pages_hdr_encode(phb, &ph);
 	for (uint32_t i = 0; i < n; i++)
-		le[i] = htole64(entries[i]);
+		gw_le64_put(le + (size_t)i * GW_PAGES_ENTRY_BYTES, entries[i]);
 	iov[0] = (struct iovec){ phb, sizeof(phb) };
-	iov[1] = (struct iovec){ le, n * sizeof(uint64_t) };
+	iov[1] = (struct iovec){ le, (size_t)n * GW_PAGES_ENTRY_BYTES };
 	iov[2] = (struct iovec){ (void *)data, data_len };
-	return gw_conn_send(c, GW_MSG_PAGES, 0, iov, data_len ? 3 : 2, NULL, 0);
+	return gw_conn_send(c, GW_MSG_PAGES, iov, data_len ? 3 : 2, NULL, 0);
 }
 
 /* Plain PAGES (codec none) with raw_bytes == data. */
@@ -211,52 +216,54 @@ static int hs_pages_plain(struct env *e, uint32_t round, const uint64_t *entries
 
 static int hs_chan_end(struct env *e, uint64_t frames, uint64_t pages)
 {
-	uint8_t buf[24];
-	struct gw_wbuf w;
+	struct gw_msg_chan_end m = { .index = 0, .frames = frames, .pages = pages };
 
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_le32(&w, 0);
-	gw_put_le32(&w, 0);
-	gw_put_le64(&w, frames);
-	gw_put_le64(&w, pages);
-	return gw_conn_send_buf(&e->data, GW_MSG_CHAN_END, buf, w.len);
+	return gw_conn_send_msg(&e->data, GW_MSG_CHAN_END, &m);
 }
 
 static int hs_state_empty(struct env *e)
 {
-	uint8_t buf[4] = { 0 };
+	static struct gw_state empty;	/* no sections */
 
-	return gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf));
+	return gw_conn_send_msg(&e->ctl, GW_MSG_STATE, &(struct gw_msg_state){ &empty });
 }
 
 static int hs_complete(struct env *e, uint32_t flags, struct gw_digest dg, uint64_t total_pages)
 {
-	uint8_t buf[40];
-	struct gw_wbuf w;
+	struct gw_msg_complete m = { .nr_channels = 1, .flags = flags, .digest_lo = dg.lo,
+				     .digest_hi = dg.hi, .total_pages = total_pages };
 
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_le32(&w, 1);
-	gw_put_le32(&w, flags);
-	gw_put_le64(&w, dg.lo);
-	gw_put_le64(&w, dg.hi);
-	gw_put_le64(&w, total_pages);
-	gw_put_le64(&w, 0);
-	return gw_conn_send_buf(&e->ctl, GW_MSG_COMPLETE, buf, w.len);
+	return gw_conn_send_msg(&e->ctl, GW_MSG_COMPLETE, &m);
 }
 
-/* A frame with any type number, correct seq and CRC, written raw. */
-static int hs_send_raw(struct gw_conn *c, uint16_t type, const void *payload, uint32_t len)
+/* A frame with any type number and the right seq, written raw; its CRC wrong when asked. */
+static int hs_send_raw_crc(struct gw_conn *c, uint16_t type, const void *payload, uint32_t len,
+			   bool bad_crc)
 {
-	uint8_t frame[GW_WIRE_HDR_BYTES + 256];
+	uint8_t *frame = malloc(GW_WIRE_HDR_BYTES + (size_t)len);
+	size_t done = 0, total = GW_WIRE_HDR_BYTES + (size_t)len;
 	uint32_t crc;
 
-	TEST_ASSERT(len <= 256, "raw frame length");
-	gw_wire_hdr_encode(frame, type, 0, len, c->send_seq);
+	TEST_ASSERT(frame, "malloc");
+	gw_frame_hdr_encode(frame, type, len, c->send_seq);
 	memcpy(frame + GW_WIRE_HDR_BYTES, payload, len);
-	crc = gw_crc32c(0, frame, GW_WIRE_HDR_BYTES + len);
-	gw_wire_hdr_set_crc(frame, crc);
+	crc = gw_crc32c(0, frame, total);
+	gw_frame_hdr_set_crc(frame, crc ^ (bad_crc ? 1 : 0));
 	c->send_seq++;
-	return write(c->fd, frame, GW_WIRE_HDR_BYTES + len) == (ssize_t)(GW_WIRE_HDR_BYTES + len) ? 0 : -errno;
+	while (done < total) {
+		ssize_t n = write(c->fd, frame + done, total - done);
+
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	free(frame);
+	return done == total ? 0 : -EPIPE;
+}
+
+static int hs_send_raw(struct gw_conn *c, uint16_t type, const void *payload, uint32_t len)
+{
+	return hs_send_raw_crc(c, type, payload, len, false);
 }
 
 /* Finish a valid migration whose data connection carried @frames/@pages. */
@@ -264,6 +271,7 @@ static void hs_finish_valid(struct env *e, uint64_t frames, uint64_t pages, uint
 			    struct gw_digest dg)
 {
 	uint8_t buf[64];
+	struct gw_msg_ready ready = { 0 };
 	int t;
 
 	TEST_ASSERT(hs_chan_end(e, frames, pages) == 0, "CHAN_END");
@@ -274,9 +282,10 @@ static void hs_finish_valid(struct env *e, uint64_t frames, uint64_t pages, uint
 		   e->got_error ? e->err.reason : "");
 	if (t != GW_MSG_READY)
 		return;
-	TEST_CHECK(!!(buf[0] & GW_READY_VERIFIED) == !!(cflags & GW_COMPLETE_DIGEST), "READY verified flag");
+	TEST_CHECK(gw_msg_decode(GW_MSG_READY, buf, 24, &ready, NULL, 0) == 0, "READY decodes");
+	TEST_CHECK(!!(ready.flags & GW_READY_VERIFIED) == !!(cflags & GW_COMPLETE_DIGEST), "READY verified flag");
 	TEST_CHECK(test_vm_load(&e->tvm.resume_calls) == 0, "no resume before GO");
-	TEST_ASSERT(gw_conn_send_buf(&e->ctl, GW_MSG_GO, NULL, 0) == 0, "GO");
+	TEST_ASSERT(gw_conn_send_msg(&e->ctl, GW_MSG_GO, NULL) == 0, "GO");
 	t = hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
 	TEST_CHECK(t == GW_MSG_RESUMED, "%s: RESUMED expected, got %d", e->name, t);
 }
@@ -380,11 +389,16 @@ static void sc_bad_crc(struct env *e)
 	uint8_t page[PAGE];
 	uint64_t ent = gw_page_entry(6, GW_PAGE_NORMAL);
 
+	struct gw_msg_pages_hdr ph = { .nr_entries = 1, .data_bytes = PAGE, .raw_bytes = PAGE };
+	uint8_t payload[GW_PAGES_HDR_BYTES + GW_PAGES_ENTRY_BYTES + PAGE];
+
 	fill_page(page, 5);
+	gw_msg_pages_hdr_encode(payload, &ph);
+	gw_le64_put(payload + GW_PAGES_HDR_BYTES, ent);
+	memcpy(payload + GW_PAGES_HDR_BYTES + GW_PAGES_ENTRY_BYTES, page, PAGE);
 	hs_setup(e);
 	hs_round(e, 0);
-	e->data.corrupt_next = true;
-	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
+	hs_send_raw_crc(&e->data, GW_MSG_PAGES, payload, sizeof(payload), true);
 }
 
 static void sc_zstd_garbage(struct env *e)
@@ -474,15 +488,15 @@ static void sc_wrong_seq_data(struct env *e)
 	hs_setup(e);
 	hs_round(e, 0);
 	e->data.send_seq += 3;
-	gw_conn_send_buf(&e->data, GW_MSG_CHAN_END, buf, 16);
+	send_buf(&e->data, GW_MSG_CHAN_END, buf, 16);
 }
 
 static void sc_chan_ack_on_ctl(struct env *e)
 {
-	uint8_t ack[4] = { 0 };
+	struct gw_msg_chan_ack ack = { 0 };
 
 	hs_setup(e);
-	gw_conn_send_buf(&e->ctl, GW_MSG_CHAN_ACK, ack, sizeof(ack));
+	gw_conn_send_msg(&e->ctl, GW_MSG_CHAN_ACK, &ack);
 }
 
 static void sc_pages_on_ctl(struct env *e)
@@ -501,17 +515,16 @@ static void sc_state_truncated(struct env *e)
 	buf[4 + GW_SECTION_NAME_MAX + 4] = 100;	/* section claims 100 bytes, 10 follow */
 	hs_setup(e);
 	hs_round(e, 0);
-	gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf));
+	send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf));
 }
 
 static void sc_state_bad_crc(struct env *e)
 {
-	uint8_t buf[8] = { 0 };
+	uint8_t buf[4] = { 0 };
 
 	hs_setup(e);
 	hs_round(e, 0);
-	e->ctl.corrupt_next = true;
-	gw_conn_send_buf(&e->ctl, GW_MSG_STATE, buf, sizeof(buf) - 4);
+	hs_send_raw_crc(&e->ctl, GW_MSG_STATE, buf, sizeof(buf), true);
 }
 
 static void sc_second_state(struct env *e)
@@ -560,7 +573,7 @@ static void sc_go_before_ready(struct env *e)
 {
 	hs_setup(e);
 	hs_round(e, 0);
-	gw_conn_send_buf(&e->ctl, GW_MSG_GO, NULL, 0);
+	gw_conn_send_msg(&e->ctl, GW_MSG_GO, NULL);
 }
 
 static void sc_round_backwards(struct env *e)
@@ -573,16 +586,11 @@ static void sc_round_backwards(struct env *e)
 
 static void sc_extents_beyond(struct env *e)
 {
-	uint8_t buf[24];
-	struct gw_wbuf w;
+	struct gw_extent ext = { RAM_PAGES - 2, 3 };	/* one page past the end */
+	struct gw_msg_extents m = { .block = 0, .count = 1, .ext = &ext };
 
 	hs_setup(e);
-	gw_wbuf_init(&w, buf, sizeof(buf));
-	gw_put_le32(&w, 0);
-	gw_put_le32(&w, 1);
-	gw_put_le64(&w, RAM_PAGES - 2);
-	gw_put_le64(&w, 3);	/* one page past the end */
-	gw_conn_send_buf(&e->ctl, GW_MSG_EXTENTS, buf, w.len);
+	gw_conn_send_msg(&e->ctl, GW_MSG_EXTENTS, &m);
 }
 
 static void sc_layout_mismatch(struct env *e)
@@ -614,17 +622,10 @@ static void sc_hello_local_flag_unix_no_fds(struct env *e)
 	m.flags = GW_HELLO_LOCAL;
 	m.nr_channels = 0;	/* local: pages never travel */
 	hs_connect(e, &e->ctl);
-	{
-		uint8_t hb[128];
-		struct gw_wbuf w;
-
-		gw_wbuf_init(&w, hb, sizeof(hb));
-		gw_msg_hello_encode(&w, &m);
-		gw_conn_send_buf(&e->ctl, GW_MSG_HELLO, hb, w.len);
-	}
+	gw_conn_send_msg(&e->ctl, GW_MSG_HELLO, &m);
 	memset(buf, 0, 8);
 	buf[0] = 1;
-	gw_conn_send_buf(&e->ctl, GW_MSG_FDS, buf, 8);
+	send_buf(&e->ctl, GW_MSG_FDS, buf, 8);
 }
 
 static void sc_channel_index_invalid(struct env *e)
@@ -674,7 +675,7 @@ static void sc_data_closed_mid_frame(struct env *e)
 
 	hs_setup(e);
 	hs_round(e, 0);
-	gw_wire_hdr_encode(frame, GW_MSG_PAGES, 0, GW_PAGES_HDR_BYTES + 8 + PAGE, e->data.send_seq);
+	gw_frame_hdr_encode(frame, GW_MSG_PAGES, GW_PAGES_HDR_BYTES + 8 + PAGE, e->data.send_seq);
 	gw_msg_pages_hdr_encode(frame + GW_WIRE_HDR_BYTES, &ph);
 	memcpy(frame + GW_WIRE_HDR_BYTES + GW_PAGES_HDR_BYTES, &ent, 8);
 	memset(frame + GW_WIRE_HDR_BYTES + GW_PAGES_HDR_BYTES + 8, 0x5a, 100);
@@ -807,7 +808,7 @@ static void sc_stranger_data_conn(struct env *e)
 	gw_conn_close(&stranger);
 	/* A stranger whose first frame is not CHAN_HELLO. */
 	hs_connect(e, &stranger);
-	gw_conn_send_buf(&stranger, GW_MSG_GO, NULL, 0);
+	gw_conn_send_msg(&stranger, GW_MSG_GO, NULL);
 	{
 		uint8_t buf[GW_WIRE_MAX_REASON + 8];
 
@@ -843,7 +844,7 @@ static void sc_not_godwit_first(struct env *e)
 	if (t == GW_MSG_ERROR) {
 		struct gw_msg_error m;
 
-		TEST_CHECK(gw_msg_error_decode(buf, (size_t)n, &m) == 0 && m.reason[0], "ERROR has a reason");
+		TEST_CHECK(err_decode(buf, (size_t)n, &m) == 0 && m.reason[0], "ERROR has a reason");
 	}
 	gw_conn_close(&c);
 	/* A client that connects and leaves. */
@@ -857,17 +858,16 @@ static void sc_not_godwit_first(struct env *e)
 
 		hello_default(e, &m);
 		gw_wbuf_init(&w, hb, sizeof(hb));
-		gw_msg_hello_encode(&w, &m);
+		TEST_ASSERT(gw_msg_encode(GW_MSG_HELLO, &m, &w) == 0, "encode HELLO");
 		hs_connect(e, &c);
-		c.corrupt_next = true;
-		gw_conn_send_buf(&c, GW_MSG_HELLO, hb, w.len);
+		hs_send_raw_crc(&c, GW_MSG_HELLO, hb, (uint32_t)w.len, true);
 		t = hs_recv(e, &c, buf, sizeof(buf), NULL);
 		TEST_CHECK(t == GW_MSG_ERROR, "corrupt HELLO answered with ERROR (%d)", t);
 		gw_conn_close(&c);
 	}
 	/* A godwit frame that is not HELLO. */
 	hs_connect(e, &c);
-	gw_conn_send_buf(&c, GW_MSG_GO, NULL, 0);
+	gw_conn_send_msg(&c, GW_MSG_GO, NULL);
 	t = hs_recv(e, &c, buf, sizeof(buf), NULL);
 	TEST_CHECK(t == GW_MSG_ERROR, "GO first answered with ERROR (%d)", t);
 	gw_conn_close(&c);

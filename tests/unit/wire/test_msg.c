@@ -8,7 +8,10 @@
  * with data != raw and a length disagreeing with the frame are refused.
  * STATE: round-trips sections byte-exact; a count over the bound, any
  * truncation, a name without NUL, a repeated name and trailing bytes are
- * refused.
+ * refused. Every other message: encodes to exactly gw_msg_size bytes within
+ * its frame bound, decodes and re-encodes to the same bytes, is refused when
+ * truncated at any length, with a trailing byte, with a reserved field that
+ * is not zero, or with an out-of-range field.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,7 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "state.h"
-#include "wire/wire.h"
+#include "wire/frame.h"
+#include "wire/msg.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
@@ -51,7 +55,7 @@ static size_t enc(const struct gw_msg_hello *m, uint8_t *buf, size_t cap)
 	struct gw_wbuf w;
 
 	gw_wbuf_init(&w, buf, cap);
-	TEST_ASSERT(gw_msg_hello_encode(&w, m) == 0, "encode");
+	TEST_ASSERT(gw_msg_encode(GW_MSG_HELLO, m, &w) == 0, "encode");
 	return w.len;
 }
 
@@ -65,7 +69,7 @@ static void expect_refused(size_t len, const char *what)
 	int ret;
 
 	TEST_ASSERT(out, "malloc");
-	ret = gw_msg_hello_decode(hbuf, len, out, why, sizeof(why));
+	ret = gw_msg_decode(GW_MSG_HELLO, hbuf, len, out, why, sizeof(why));
 	TEST_CHECK(ret == -EPROTO, "%s: decode returned %d", what, ret);
 	TEST_CHECK(why[0] != 0, "%s: no reason", what);
 	if (getenv("GW_TEST_VERBOSE"))
@@ -92,9 +96,9 @@ static void test_hello(void)
 		valid_hello(&m, nb);
 		len = enc(&m, hbuf, sizeof(hbuf));
 		TEST_CHECK(len == HELLO_FIXED_BYTES + nb * HELLO_BLOCK_BYTES, "length %zu", len);
-		TEST_CHECK(len <= gw_wire_max_payload(GW_MSG_HELLO), "fits the HELLO bound");
+		TEST_CHECK(len <= gw_frame_max_payload(GW_MSG_HELLO), "fits the HELLO bound");
 		why[0] = 0;
-		TEST_CHECK(gw_msg_hello_decode(hbuf, len, &out, why, sizeof(why)) == 0, "valid: %s", why);
+		TEST_CHECK(gw_msg_decode(GW_MSG_HELLO, hbuf, len, &out, why, sizeof(why)) == 0, "valid: %s", why);
 		TEST_CHECK(!memcmp(out.id, m.id, GW_WIRE_ID_BYTES) && out.nr_channels == 4 && out.codec == 1 &&
 			   out.codec_level == 3 && out.flags == m.flags && out.batch_pages == 128 &&
 			   out.nr_blocks == nb, "fields round trip");
@@ -125,7 +129,7 @@ static void test_hello(void)
 		     h->blocks[0].page_size_bytes = h->blocks[1].page_size_bytes = 8192);
 	REFUSE_TWEAK("page size 0", h->page_size_bytes = 0);
 	REFUSE_TWEAK("0 channels", h->nr_channels = 0);
-	REFUSE_TWEAK("65 channels", h->nr_channels = GW_MAX_CHANNELS + 1);
+	REFUSE_TWEAK("65 channels", h->nr_channels = GW_WIRE_MAX_CHANNELS + 1);
 	REFUSE_TWEAK("codec 6", h->codec = 6);
 	REFUSE_TWEAK("unknown flag bit 3", h->flags |= 1u << 3);
 	REFUSE_TWEAK("unknown flag bit 31", h->flags |= 1u << 31);
@@ -161,6 +165,11 @@ static void test_hello(void)
 	expect_refused(len, "name without NUL");
 }
 
+static int state_decode(const void *buf, size_t len, struct gw_state *st)
+{
+	return gw_msg_decode(GW_MSG_STATE, buf, len, &(struct gw_msg_state){ st }, NULL, 0);
+}
+
 static void pages_enc(uint8_t *out, uint32_t block, uint32_t n, uint32_t codec,
 		      uint32_t data, uint32_t raw)
 {
@@ -186,7 +195,7 @@ static void test_pages_hdr(void)
 		   ph.data_bytes == 8192 && ph.raw_bytes == 8192, "round trip");
 	pages_enc(b, 0, 1024, 1, 100, 1024 * 4098);
 	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(1024, 100), &ph) == 0, "max batch, max raw");
-	TEST_CHECK(frame_len(1024, 1024 * 4098) <= gw_wire_max_payload(GW_MSG_PAGES), "bound covers max");
+	TEST_CHECK(frame_len(1024, 1024 * 4098) <= gw_frame_max_payload(GW_MSG_PAGES), "bound covers max");
 	pages_enc(b, 0, 5, 0, 0, 0);
 	TEST_CHECK(gw_msg_pages_hdr_decode(b, frame_len(5, 0), &ph) == 0, "zero pages only");
 
@@ -230,12 +239,12 @@ static void test_state(void)
 	TEST_ASSERT(gw_state_add(st, "cpu0", 7, data, 100) == 0, "add");
 	TEST_ASSERT(gw_state_add(st, "empty", 1, NULL, 0) == 0, "add empty");
 	TEST_ASSERT(gw_state_add(st, "a-name-of-thirty-one-characters", 0xffffffffu, data, 1000) == 0, "add long");
-	len = gw_msg_state_size(st);
+	len = gw_msg_size(GW_MSG_STATE, &(struct gw_msg_state){ st });
 	TEST_CHECK(len == 4 + 3 * (GW_SECTION_NAME_MAX + 8) + 1100, "size %zu", len);
 	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
-	TEST_ASSERT(gw_msg_state_encode(&w, st) == 0 && w.len == len, "encode %zu", w.len);
+	TEST_ASSERT(gw_msg_encode(GW_MSG_STATE, &(struct gw_msg_state){ st }, &w) == 0 && w.len == len, "encode %zu", w.len);
 	gw_state_init(out);
-	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == 0, "decode");
+	TEST_CHECK(state_decode(sbuf, len, out) == 0, "decode");
 	TEST_CHECK(gw_state_count(out) == 3, "count %u", gw_state_count(out));
 	{
 		uint32_t v;
@@ -257,8 +266,8 @@ static void test_state(void)
 		TEST_ASSERT(z, "malloc");
 		gw_state_init(z);
 		gw_wbuf_init(&w, sbuf, sizeof(sbuf));
-		gw_msg_state_encode(&w, z);
-		TEST_CHECK(w.len == 4 && gw_msg_state_decode(sbuf, 4, out) == 0 && gw_state_count(out) == 0,
+		gw_msg_encode(GW_MSG_STATE, &(struct gw_msg_state){ z }, &w);
+		TEST_CHECK(w.len == 4 && state_decode(sbuf, 4, out) == 0 && gw_state_count(out) == 0,
 			   "zero sections");
 		gw_state_release(out);
 		free(z);
@@ -266,35 +275,35 @@ static void test_state(void)
 
 	/* Every truncation (inside the count, a name, a length, data). */
 	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
-	gw_msg_state_encode(&w, st);
+	gw_msg_encode(GW_MSG_STATE, &(struct gw_msg_state){ st }, &w);
 	for (size_t cut = 0; cut < len; cut++) {
-		TEST_CHECK(gw_msg_state_decode(sbuf, cut, out) == -EPROTO, "truncated at %zu", cut);
+		TEST_CHECK(state_decode(sbuf, cut, out) == -EPROTO, "truncated at %zu", cut);
 		gw_state_release(out);
 	}
-	TEST_CHECK(gw_msg_state_decode(sbuf, len + 1, out) == -EPROTO, "trailing byte");
+	TEST_CHECK(state_decode(sbuf, len + 1, out) == -EPROTO, "trailing byte");
 	gw_state_release(out);
 
 	/* A section length pointing far past the end. */
 	sbuf[4 + GW_SECTION_NAME_MAX + 4 + 3] = 0x7f;
-	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "section length 2 GiB");
+	TEST_CHECK(state_decode(sbuf, len, out) == -EPROTO, "section length 2 GiB");
 	gw_state_release(out);
 	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
-	gw_msg_state_encode(&w, st);
+	gw_msg_encode(GW_MSG_STATE, &(struct gw_msg_state){ st }, &w);
 
 	/* Name without NUL. */
 	memset(sbuf + 4, 'N', GW_SECTION_NAME_MAX);
-	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "name without NUL");
+	TEST_CHECK(state_decode(sbuf, len, out) == -EPROTO, "name without NUL");
 	gw_state_release(out);
 	/* Empty name. */
 	memset(sbuf + 4, 0, GW_SECTION_NAME_MAX);
-	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "empty name");
+	TEST_CHECK(state_decode(sbuf, len, out) == -EPROTO, "empty name");
 	gw_state_release(out);
 	/* Duplicate name: the second section renamed to the first. */
 	gw_wbuf_init(&w, sbuf, sizeof(sbuf));
-	gw_msg_state_encode(&w, st);
+	gw_msg_encode(GW_MSG_STATE, &(struct gw_msg_state){ st }, &w);
 	memset(sbuf + 4 + GW_SECTION_NAME_MAX + 8 + 100, 0, GW_SECTION_NAME_MAX);
 	memcpy(sbuf + 4 + GW_SECTION_NAME_MAX + 8 + 100, "cpu0", 4);
-	TEST_CHECK(gw_msg_state_decode(sbuf, len, out) == -EPROTO, "duplicate name");
+	TEST_CHECK(state_decode(sbuf, len, out) == -EPROTO, "duplicate name");
 	gw_state_release(out);
 
 	/* Count over the bound, with and without the bytes behind it. */
@@ -308,18 +317,18 @@ static void test_state(void)
 			snprintf((char *)sbuf + n, GW_SECTION_NAME_MAX, "s%u", i);
 			n += GW_SECTION_NAME_MAX + 8;
 		}
-		TEST_CHECK(gw_msg_state_decode(sbuf, n, out) == -EPROTO, "257 sections");
+		TEST_CHECK(state_decode(sbuf, n, out) == -EPROTO, "257 sections");
 		gw_state_release(out);
-		TEST_CHECK(gw_msg_state_decode(sbuf, 4, out) == -EPROTO, "257 sections, no bytes");
+		TEST_CHECK(state_decode(sbuf, 4, out) == -EPROTO, "257 sections, no bytes");
 		gw_state_release(out);
 		count = 0xffffffffu;
 		memcpy(sbuf, &count, 4);
-		TEST_CHECK(gw_msg_state_decode(sbuf, n, out) == -EPROTO, "2^32-1 sections");
+		TEST_CHECK(state_decode(sbuf, n, out) == -EPROTO, "2^32-1 sections");
 		gw_state_release(out);
 		/* Exactly the maximum is fine. */
 		count = GW_STATE_MAX_SECTIONS;
 		memcpy(sbuf, &count, 4);
-		TEST_CHECK(gw_msg_state_decode(sbuf, n - (GW_SECTION_NAME_MAX + 8), out) == 0, "256 sections");
+		TEST_CHECK(state_decode(sbuf, n - (GW_SECTION_NAME_MAX + 8), out) == 0, "256 sections");
 		TEST_CHECK(gw_state_count(out) == GW_STATE_MAX_SECTIONS, "256 decoded");
 		gw_state_release(out);
 	}
@@ -328,10 +337,168 @@ static void test_state(void)
 	free(out);
 }
 
+
+/* ---- every other message ---- */
+
+static struct gw_extent ext_ok[3] = { { 0, 1 }, { 10, 5 }, { 1ull << 40, 1ull << 20 } };
+
+struct msg_case {
+	const char *name;
+	uint16_t type;
+	union gw_msg m;
+	int reserved_off;		/* offset of a reserved le32, -1 when none */
+};
+
+static void fill_cases(struct msg_case *c, unsigned *n)
+{
+	unsigned i = 0;
+
+	memset(c, 0, 16 * sizeof(*c));
+	c[i] = (struct msg_case){ "HELLO_ACK", GW_MSG_HELLO_ACK, .reserved_off = -1 };
+	c[i].m.hello_ack = (struct gw_msg_hello_ack){ 1, GW_HELLO_VERIFY | GW_HELLO_XBZRLE };
+	i++;
+	c[i] = (struct msg_case){ "CHAN_HELLO", GW_MSG_CHAN_HELLO, .reserved_off = -1 };
+	memset(c[i].m.chan_hello.id, 0x5c, GW_WIRE_ID_BYTES);
+	c[i].m.chan_hello.index = 63;
+	i++;
+	c[i] = (struct msg_case){ "CHAN_ACK", GW_MSG_CHAN_ACK, .reserved_off = -1 };
+	c[i].m.chan_ack.index = 7;
+	i++;
+	c[i] = (struct msg_case){ "EXTENTS", GW_MSG_EXTENTS, .reserved_off = -1 };
+	c[i].m.extents = (struct gw_msg_extents){ .block = 3, .count = 3, .ext = ext_ok };
+	i++;
+	c[i] = (struct msg_case){ "ROUND", GW_MSG_ROUND, .reserved_off = 4 };
+	c[i].m.round = (struct gw_msg_round){ 0xfffffffeu, 1ull << 50 };
+	i++;
+	c[i] = (struct msg_case){ "CHAN_END", GW_MSG_CHAN_END, .reserved_off = 4 };
+	c[i].m.chan_end = (struct gw_msg_chan_end){ 5, 123456789, 987654321012ull };
+	i++;
+	c[i] = (struct msg_case){ "COMPLETE", GW_MSG_COMPLETE, .reserved_off = -1 };
+	c[i].m.complete = (struct gw_msg_complete){ 64, GW_COMPLETE_DIGEST, 0x0123456789abcdefull,
+						    0xfedcba9876543210ull, 1ull << 33, 77 };
+	i++;
+	c[i] = (struct msg_case){ "READY", GW_MSG_READY, .reserved_off = 4 };
+	c[i].m.ready = (struct gw_msg_ready){ GW_READY_VERIFIED, 1234567, 7654321 };
+	i++;
+	c[i] = (struct msg_case){ "GO", GW_MSG_GO, .reserved_off = -1 };
+	i++;
+	c[i] = (struct msg_case){ "RESUMED", GW_MSG_RESUMED, .reserved_off = -1 };
+	c[i].m.resumed.go_to_resume_ns = 424242;
+	i++;
+	c[i] = (struct msg_case){ "ERROR", GW_MSG_ERROR, .reserved_off = -1 };
+	c[i].m.error.code = GW_WERR_STATE;
+	strcpy(c[i].m.error.reason, "device state refused: cpuid differs");
+	i++;
+	c[i] = (struct msg_case){ "FDS", GW_MSG_FDS, .reserved_off = -1 };
+	c[i].m.fds.count = 3;
+	for (uint32_t k = 0; k < 3; k++)
+		c[i].m.fds.block[k] = k;
+	i++;
+	*n = i;
+}
+
+static size_t msg_enc(uint16_t type, const void *m, uint8_t *buf, size_t cap)
+{
+	struct gw_wbuf w;
+
+	gw_wbuf_init(&w, buf, cap);
+	TEST_ASSERT(gw_msg_encode(type, m, &w) == 0, "encode %s", gw_frame_type_name(type));
+	return w.len;
+}
+
+/* Decoded @out re-encodes to the bytes @a (EXTENTS through its accessor). */
+static void check_reencode(const struct msg_case *c, union gw_msg *out, const uint8_t *a, size_t len)
+{
+	struct gw_extent ext[3];
+	uint8_t b[1024];
+
+	if (c->type == GW_MSG_EXTENTS) {
+		TEST_CHECK(out->extents.block == 3 && out->extents.count == 3, "EXTENTS fields");
+		for (uint32_t k = 0; k < 3; k++) {
+			ext[k] = gw_msg_extents_get(&out->extents, k);
+			TEST_CHECK(ext[k].first_page == ext_ok[k].first_page &&
+				   ext[k].nr_pages == ext_ok[k].nr_pages, "EXTENTS range %u", k);
+		}
+		out->extents.ext = ext;
+	}
+	TEST_CHECK(msg_enc(c->type, out, b, sizeof(b)) == len && !memcmp(a, b, len),
+		   "%s re-encodes to the same bytes", c->name);
+}
+
+static void test_msg_case(const struct msg_case *c)
+{
+	uint8_t a[1024];
+	union gw_msg out;
+	size_t len = msg_enc(c->type, &c->m, a, sizeof(a));
+
+	TEST_CHECK(len == gw_msg_size(c->type, &c->m), "%s size %zu", c->name, len);
+	TEST_CHECK(len <= gw_frame_max_payload(c->type), "%s within its bound", c->name);
+	TEST_CHECK(gw_msg_decode(c->type, a, len, &out, NULL, 0) == 0, "%s decodes", c->name);
+	check_reencode(c, &out, a, len);
+	for (size_t cut = 0; cut < len; cut++)
+		TEST_CHECK(gw_msg_decode(c->type, a, cut, &out, NULL, 0) == -EPROTO,
+			   "%s truncated at %zu", c->name, cut);
+	a[len] = 0;
+	TEST_CHECK(gw_msg_decode(c->type, a, len + 1, &out, NULL, 0) == -EPROTO, "%s trailing byte", c->name);
+	if (c->reserved_off >= 0) {
+		a[c->reserved_off + 2] = 1;
+		TEST_CHECK(gw_msg_decode(c->type, a, len, &out, NULL, 0) == -EPROTO,
+			   "%s reserved field set", c->name);
+	}
+}
+
+/* Encode @m as @type, patch one le32 at @off (or none: off < 0), expect refusal. */
+static void refuse_msg(const char *what, uint16_t type, const void *m, int off, uint32_t v)
+{
+	uint8_t a[1024];
+	union gw_msg out;
+	char why[160] = "";
+	size_t len = msg_enc(type, m, a, sizeof(a));
+
+	if (off >= 0)
+		gw_le32_put(a + off, v);
+	TEST_CHECK(gw_msg_decode(type, a, len, &out, why, sizeof(why)) == -EPROTO, "%s refused", what);
+	TEST_CHECK(why[0], "%s: a reason", what);
+}
+
+static void test_messages(void)
+{
+	struct msg_case c[16];
+	unsigned n;
+
+	fill_cases(c, &n);
+	for (unsigned i = 0; i < n; i++)
+		test_msg_case(&c[i]);
+	refuse_msg("HELLO_ACK flag bit 9", GW_MSG_HELLO_ACK, &c[0].m, 4, 1u << 9);
+	refuse_msg("CHAN_HELLO index 64", GW_MSG_CHAN_HELLO, &c[1].m, GW_WIRE_ID_BYTES, 64);
+	refuse_msg("EXTENTS block 64", GW_MSG_EXTENTS, &c[3].m, 0, GW_MAX_RAM_BLOCKS);
+	refuse_msg("EXTENTS count 0", GW_MSG_EXTENTS, &c[3].m, 4, 0);
+	refuse_msg("EXTENTS count over", GW_MSG_EXTENTS, &c[3].m, 4, GW_WIRE_MAX_EXTENTS + 1);
+	refuse_msg("EXTENTS empty range", GW_MSG_EXTENTS, &c[3].m, 8 + 8, 0);
+	refuse_msg("EXTENTS range wraps", GW_MSG_EXTENTS, &c[3].m, 8 + 32 + 12, 0xffffffffu);
+	refuse_msg("COMPLETE flag bit 1", GW_MSG_COMPLETE, &c[6].m, 4, 2);
+	refuse_msg("COMPLETE 65 channels", GW_MSG_COMPLETE, &c[6].m, 0, 65);
+	refuse_msg("READY flag bit 1", GW_MSG_READY, &c[7].m, 0, 3);
+	refuse_msg("FDS 65", GW_MSG_FDS, &c[11].m, 0, GW_MAX_RAM_BLOCKS + 1);
+	refuse_msg("FDS out of block order", GW_MSG_FDS, &c[11].m, 8, 2);
+	{
+		/* ERROR whose length field claims more than GW_WIRE_MAX_REASON bytes, all present. */
+		uint8_t a[8 + GW_WIRE_MAX_REASON + 1];
+		union gw_msg out;
+
+		gw_le32_put(a, GW_WERR_PROTO);
+		gw_le16_put(a + 4, GW_WIRE_MAX_REASON + 1);
+		memset(a + 6, 'r', GW_WIRE_MAX_REASON + 1);
+		TEST_CHECK(gw_msg_decode(GW_MSG_ERROR, a, 6 + GW_WIRE_MAX_REASON + 1, &out, NULL, 0) == -EPROTO,
+			   "ERROR reason of 513 bytes refused");
+	}
+}
+
 int main(void)
 {
 	test_hello();
 	test_pages_hdr();
 	test_state();
+	test_messages();
 	TEST_EXIT();
 }

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * compress=auto: the choice among none, lz4 and zstd for each batch, as a
+ * function of estimates. Compressing batch k+1 overlaps the socket draining
+ * batch k, so a codec costs max(compress ns/byte, ratio x link ns/byte) per
+ * raw byte, against the link's ns/byte for sending raw; the cheapest wins
+ * (none unless a codec is strictly cheaper).
+ *
+ * Sampling, so that the estimates stay true: a link no slower than lz4's
+ * compression cost (or unknown: 0) sends raw, so the first batch always
+ * goes raw and measures the link and no codec is set up on a fast link.
+ * On a slow link the first two batches try lz4 then zstd, and every 16th
+ * tries one of them in turn, whatever the model says. Other slow-link
+ * batches look at a probe: lz4 over the batch's first GW_AUTO_PROBE_BYTES;
+ * a probe ratio above 0.95 sends raw, otherwise both codecs' ratios are
+ * scaled by probe / lz4's ratio estimate.
+ *
+ * Threads: one struct gw_codec_auto per channel, owned by its thread.
+ */
+#ifndef GW_CODEC_AUTO_H
+#define GW_CODEC_AUTO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <godwit/params.h>
+
+#define GW_AUTO_PROBE_BYTES 8192	/* probed batches are at least twice this */
+
+struct gw_codec_auto {
+	struct {
+		double ns_per_byte;	/* compression cost per raw byte, smoothed */
+		double ratio;		/* output / input, smoothed */
+	} est[GW_CODEC__COUNT];		/* lz4 and zstd are used */
+	double link_ns_per_byte;	/* measured cost per wire byte, 0 = unknown */
+	uint64_t slow_batches;		/* batches seen on a slow link */
+};
+
+/* Priors until measured (bench/codec_bench on mix data, one core). */
+void gw_codec_auto_init(struct gw_codec_auto *a);
+
+/* The link's cost per wire byte, or what max-bandwidth allows per channel if higher. */
+double gw_codec_auto_link_cost(const struct gw_codec_auto *a, int64_t cap_bps, unsigned nr_channels);
+/* A slow link: codecs may pay (cost above lz4's compression cost). */
+bool gw_codec_auto_link_is_slow(const struct gw_codec_auto *a, double link_ns_per_byte);
+
+/*
+ * The rule, pure. @batch_no numbers the batches seen on a slow link (0,
+ * 1, ...); @probe_ratio is lz4's ratio over the batch's first
+ * GW_AUTO_PROBE_BYTES, or negative when no probe was taken.
+ */
+enum gw_codec_id gw_codec_auto_pick(const struct gw_codec_auto *a, double link_ns_per_byte,
+				    uint64_t batch_no, double probe_ratio);
+/* Whether gw_codec_auto_pick will look at a probe for batch @batch_no. */
+bool gw_codec_auto_wants_probe(const struct gw_codec_auto *a, double link_ns_per_byte,
+			       uint64_t batch_no);
+
+/* Feedback: one compression of @in_bytes into @out_bytes by @id took @ns. */
+void gw_codec_auto_sample_codec(struct gw_codec_auto *a, enum gw_codec_id id, uint64_t ns,
+				size_t in_bytes, size_t out_bytes);
+/*
+ * Feedback from a send of at least 64 KiB: the kernel's TCP delivery rate
+ * (an app-limited sample is a lower bound of the rate: it may only make
+ * the link look faster), or where there is none (unix:), the time the send
+ * waited per wire byte.
+ */
+void gw_codec_auto_sample_tcp(struct gw_codec_auto *a, uint64_t rate_bps, bool app_limited);
+void gw_codec_auto_sample_wait(struct gw_codec_auto *a, double ns_per_byte);
+
+#endif

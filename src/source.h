@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The source's migration thread, in three files that follow the protocol:
+ *   source.c      set-up (connect, HELLO, channels, tracking, EXTENTS),
+ *                 the state machine, the end (resume on failure, teardown);
+ *   precopy.c     rounds: harvest, batches to channels, convergence;
+ *   switchover.c  pause, final pages, state, COMPLETE / READY, then GO and
+ *                 RESUMED.
+ * The source owns the VM until it sends GO: every failure before that
+ * resumes the VM (if paused) and reports failed. After GO, a lost RESUMED
+ * leaves the VM paused and the status "unknown" (docs/protocol.md).
+ *
+ * Threads: struct src_ctx belongs to the migration thread; what others may
+ * read is published into s->stats under s->lock (src_publish).
+ */
+#ifndef GW_SOURCE_H
+#define GW_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "converge.h"
+#include "mem/bitmap.h"
+#include "session_int.h"
+#include "state.h"
+
+struct src_ctx {
+	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send */
+	struct gw_converge conv;
+	uint64_t ram_pages, dirty_pages, skipped_pages;
+	uint64_t cpu_user0_ns, cpu_sys0_ns;
+	uint64_t last_publish_ns;	/* live statistics every 100 ms */
+	bool switched_over;		/* expected downtime frozen at the decision */
+	bool paused;			/* the VM is paused by us (resume on failure) */
+	bool handed_over;		/* RESUMED received: total time is final */
+	struct gw_downtime_breakdown bd;	/* published at the end */
+	struct gw_state state;
+};
+
+/* Publish counters into the stats snapshot (under the lock). */
+void src_publish(struct gw_session *s, struct src_ctx *c);
+/* Wire bytes sent so far on every connection. */
+uint64_t src_wire_bytes(struct gw_session *s);
+
+/* precopy.c */
+/* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
+int src_harvest(struct gw_session *s, struct src_ctx *c);
+/* Send ROUND and every page of c->dirty, then wait for the channels. 0 or the sticky error. */
+int src_send_round(struct gw_session *s, struct src_ctx *c);
+/* Rounds until the expected downtime fits (or the policy says stop). 0 or the sticky error. */
+int src_precopy(struct gw_session *s, struct src_ctx *c);
+
+/* switchover.c */
+/* Pause, final pages, state, COMPLETE, READY. 0 or the sticky error. */
+int src_switchover(struct gw_session *s, struct src_ctx *c, bool local);
+/* GO, then RESUMED. 0, 1 (outcome unknown: GO sent, RESUMED lost) or the error. */
+int src_handover(struct gw_session *s, struct src_ctx *c);
+
+#endif

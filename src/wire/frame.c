@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/* Frame headers (see wire/frame.h and docs/protocol.md). */
+#include <errno.h>
+#include <godwit/buf.h>
+#include "state.h"
+#include "wire/frame.h"
+#include "wire/msg.h"
+
+/* Names and payload bounds: the length check every receiver makes first. */
+static const struct {
+	const char *name;
+	uint32_t max_payload;
+} frame_types[GW_MSG__MAX + 1] = {
+	[GW_MSG_HELLO]      = { "HELLO", GW_MSG_HELLO_FIXED_BYTES +
+				GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES },
+	[GW_MSG_HELLO_ACK]  = { "HELLO_ACK", 8 },
+	[GW_MSG_CHAN_HELLO] = { "CHAN_HELLO", GW_WIRE_ID_BYTES + 4 },
+	[GW_MSG_CHAN_ACK]   = { "CHAN_ACK", 4 },
+	[GW_MSG_EXTENTS]    = { "EXTENTS", 8 + GW_WIRE_MAX_EXTENTS * 16 },
+	[GW_MSG_ROUND]      = { "ROUND", 16 },
+	[GW_MSG_PAGES]      = { "PAGES", GW_PAGES_HDR_BYTES + GW_WIRE_MAX_BATCH_PAGES *
+				(GW_PAGES_ENTRY_BYTES + 2 + GW_WIRE_PAGE_BYTES) },
+	[GW_MSG_CHAN_END]   = { "CHAN_END", 24 },
+	[GW_MSG_STATE]      = { "STATE", 4 + GW_STATE_MAX_SECTIONS * (GW_SECTION_NAME_MAX + 8) +
+				GW_STATE_MAX_BYTES },
+	[GW_MSG_COMPLETE]   = { "COMPLETE", 40 },
+	[GW_MSG_READY]      = { "READY", 24 },
+	[GW_MSG_GO]         = { "GO", 0 },
+	[GW_MSG_RESUMED]    = { "RESUMED", 8 },
+	[GW_MSG_ERROR]      = { "ERROR", 6 + GW_WIRE_MAX_REASON },
+	[GW_MSG_FDS]        = { "FDS", 4 + GW_MAX_RAM_BLOCKS * 4 },
+};
+
+uint32_t gw_frame_max_payload(uint16_t type)
+{
+	return type >= 1 && type <= GW_MSG__MAX ? frame_types[type].max_payload : 0;
+}
+
+const char *gw_frame_type_name(uint16_t type)
+{
+	return type >= 1 && type <= GW_MSG__MAX ? frame_types[type].name : "UNKNOWN";
+}
+
+void gw_frame_hdr_encode(uint8_t out[GW_WIRE_HDR_BYTES], uint16_t type, uint32_t len, uint32_t seq)
+{
+	gw_le32_put(out, GW_WIRE_MAGIC);
+	gw_le16_put(out + 4, GW_WIRE_VERSION);
+	gw_le16_put(out + 6, type);
+	gw_le32_put(out + 8, 0);
+	gw_le32_put(out + 12, len);
+	gw_le32_put(out + 16, seq);
+	gw_le32_put(out + 20, 0);
+}
+
+void gw_frame_hdr_set_crc(uint8_t hdr[GW_WIRE_HDR_BYTES], uint32_t crc)
+{
+	gw_le32_put(hdr + 20, crc);
+}
+
+int gw_frame_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr *h)
+{
+	if (gw_le32_get(in) != GW_WIRE_MAGIC)
+		return -EPROTO;
+	h->version = gw_le16_get(in + 4);
+	h->type = gw_le16_get(in + 6);
+	h->flags = gw_le32_get(in + 8);
+	h->len = gw_le32_get(in + 12);
+	h->seq = gw_le32_get(in + 16);
+	h->crc = gw_le32_get(in + 20);
+	if (h->version != GW_WIRE_VERSION)
+		return -EPROTONOSUPPORT;
+	if (h->type == 0 || h->type > GW_MSG__MAX)
+		return -EPROTO;
+	if (h->len > gw_frame_max_payload(h->type))
+		return -EPROTO;
+	if (h->flags)
+		return -EPROTO;	/* v1 defines no header flags */
+	return 0;
+}

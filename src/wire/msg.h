@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Typed wire messages: one struct per message type and one encoder and one
+ * decoder for each, here and nowhere else. Both sides of the engine and
+ * the tests use them. Layouts (payloads, little-endian) are in
+ * docs/protocol.md and next to each struct below.
+ *
+ * Decoders treat their input as hostile: every field is checked (counts,
+ * sizes, names, flags) and reserved fields must be zero; trailing bytes are
+ * refused. They return 0 or -EPROTO (and a reason in @why where one helps).
+ *
+ * PAGES is streamed rather than decoded whole: its sub-header is a typed
+ * message (gw_msg_pages_hdr), its entries are le64 page entries
+ * (wire/wire.h) and its data area is checked by pages_in.c.
+ */
+#ifndef GW_WIRE_MSG_H
+#define GW_WIRE_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <godwit/buf.h>
+#include <godwit/params.h>
+#include <godwit/vm.h>
+#include "wire/wire.h"
+
+struct gw_state;
+
+/* HELLO: le32 min_version, le32 max_version, id[16], le32 page_size,
+ * le32 nr_channels, le32 codec (wire), le32 codec_level, le32 flags,
+ * le32 batch_pages, le32 nr_blocks, then per block: name[32] (NUL-padded),
+ * le64 gpa, le64 size_bytes, le32 page_size, le32 reserved. */
+#define GW_MSG_HELLO_FIXED_BYTES 52
+#define GW_MSG_HELLO_BLOCK_BYTES 56
+struct gw_msg_hello {
+	uint32_t min_version, max_version;
+	uint8_t id[GW_WIRE_ID_BYTES];
+	uint32_t page_size_bytes;
+	uint32_t nr_channels;		/* 0 exactly for local migration */
+	uint32_t codec;			/* enum gw_wire_codec */
+	int32_t codec_level;
+	uint32_t flags;			/* GW_HELLO_* */
+	uint32_t batch_pages;
+	uint32_t nr_blocks;
+	struct {
+		char name[GW_RAM_NAME_MAX];
+		uint64_t gpa, size_bytes;
+		uint32_t page_size_bytes;
+	} blocks[GW_MAX_RAM_BLOCKS];
+};
+
+/* HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted). */
+struct gw_msg_hello_ack {
+	uint32_t version;
+	uint32_t flags;
+};
+
+/* CHAN_HELLO: id[16], le32 index. */
+struct gw_msg_chan_hello {
+	uint8_t id[GW_WIRE_ID_BYTES];
+	uint32_t index;
+};
+
+/* CHAN_ACK: le32 index. */
+struct gw_msg_chan_ack {
+	uint32_t index;
+};
+
+/* EXTENTS: le32 block, le32 count (1..GW_WIRE_MAX_EXTENTS), count x
+ * { le64 first_page, le64 nr_pages } (nr_pages >= 1). */
+struct gw_extent {
+	uint64_t first_page, nr_pages;
+};
+struct gw_msg_extents {
+	uint32_t block;
+	uint32_t count;
+	struct gw_extent *ext;		/* encode: count entries; decode: see below */
+	const uint8_t *raw;		/* decode: the ranges inside the payload */
+};
+/* Range @i of a decoded EXTENTS (i < count). */
+struct gw_extent gw_msg_extents_get(const struct gw_msg_extents *m, uint32_t i);
+
+/* ROUND: le32 round, le32 reserved, le64 dirty_pages. */
+struct gw_msg_round {
+	uint32_t round;
+	uint64_t dirty_pages;
+};
+
+/* PAGES sub-header: le32 block, le32 nr_entries, le32 round, le32 codec
+ * (wire), le32 data_bytes, le32 raw_bytes; then nr_entries le64 entries and
+ * data_bytes of data area. */
+#define GW_PAGES_HDR_BYTES 24
+#define GW_PAGES_ENTRY_BYTES 8
+struct gw_msg_pages_hdr {
+	uint32_t block;			/* index in the HELLO layout */
+	uint32_t nr_entries;		/* 1..GW_WIRE_MAX_BATCH_PAGES */
+	uint32_t round;
+	uint32_t codec;			/* enum gw_wire_codec of the data area (not AUTO) */
+	uint32_t data_bytes;		/* bytes of the data area as sent */
+	uint32_t raw_bytes;		/* bytes of the raw stream (after decompression) */
+};
+void gw_msg_pages_hdr_encode(uint8_t out[GW_PAGES_HDR_BYTES], const struct gw_msg_pages_hdr *m);
+/* Checks the sub-header against the frame's payload length: 0 or -EPROTO. */
+int gw_msg_pages_hdr_decode(const uint8_t in[GW_PAGES_HDR_BYTES], uint32_t frame_len,
+			    struct gw_msg_pages_hdr *m);
+
+/* CHAN_END: le32 index, le32 reserved, le64 frames, le64 pages. */
+struct gw_msg_chan_end {
+	uint32_t index;
+	uint64_t frames, pages;		/* PAGES frames and entries sent on the channel */
+};
+
+/* STATE: le32 count, then per section name[32] (NUL-padded), le32 version,
+ * le32 length, bytes. */
+struct gw_msg_state {
+	struct gw_state *st;		/* encode: the sections; decode: initialised, filled
+					   (NULL: a STATE is refused as unexpected) */
+};
+
+/* COMPLETE: le32 nr_channels, le32 flags, le64 digest lo, le64 digest hi,
+ * le64 total_pages, le64 verify_ns. */
+struct gw_msg_complete {
+	uint32_t nr_channels;
+	uint32_t flags;			/* GW_COMPLETE_* */
+	uint64_t digest_lo, digest_hi;
+	uint64_t total_pages;		/* PAGES entries over all channels */
+	uint64_t verify_ns;		/* source digest time */
+};
+
+/* READY: le32 flags, le32 reserved, le64 load_ns, le64 verify_ns. */
+struct gw_msg_ready {
+	uint32_t flags;			/* GW_READY_* */
+	uint64_t load_ns;		/* destination: wait, checks and state load */
+	uint64_t verify_ns;		/* destination digest time */
+};
+
+/* RESUMED: le64 go_to_resume_ns. GO has no payload. */
+struct gw_msg_resumed {
+	uint64_t go_to_resume_ns;
+};
+
+/* ERROR: le32 code, le16 length (<= GW_WIRE_MAX_REASON), reason bytes. */
+struct gw_msg_error {
+	uint32_t code;			/* enum gw_wire_err */
+	char reason[GW_WIRE_MAX_REASON + 1];	/* decode: printable ASCII, '"' replaced */
+};
+
+/* FDS: le32 count, count x le32 block index (the fds ride SCM_RIGHTS). */
+struct gw_msg_fds {
+	uint32_t count;
+	uint32_t block[GW_MAX_RAM_BLOCKS];
+};
+
+union gw_msg {
+	struct gw_msg_hello hello;
+	struct gw_msg_hello_ack hello_ack;
+	struct gw_msg_chan_hello chan_hello;
+	struct gw_msg_chan_ack chan_ack;
+	struct gw_msg_extents extents;
+	struct gw_msg_round round;
+	struct gw_msg_chan_end chan_end;
+	struct gw_msg_state state;
+	struct gw_msg_complete complete;
+	struct gw_msg_ready ready;
+	struct gw_msg_resumed resumed;
+	struct gw_msg_error error;
+	struct gw_msg_fds fds;
+};
+
+/*
+ * Encode @m (the struct of @type; NULL for GO) into @w. 0, -ENOSPC, or
+ * -EINVAL for PAGES and unknown types.
+ */
+int gw_msg_encode(uint16_t type, const void *m, struct gw_wbuf *w);
+/* Exact payload size of @m encoded as @type. */
+size_t gw_msg_size(uint16_t type, const void *m);
+/*
+ * Decode a payload of @type into @m (the struct of @type). 0, -EPROTO with
+ * a reason in @why (may be NULL), -ENOMEM (STATE).
+ */
+int gw_msg_decode(uint16_t type, const void *buf, size_t len, void *m, char *why, size_t why_len);
+
+/* Error codes: wire <-> -errno (unknown codes give -EPROTO). */
+uint32_t gw_wire_err_from_errno(int neg_errno);
+int gw_wire_err_to_errno(uint32_t code);
+/* Codecs: API id <-> wire number (-EPROTO for numbers that are no codec). */
+uint32_t gw_wire_codec_from_id(enum gw_codec_id id);
+int gw_wire_codec_to_id(uint32_t wire, enum gw_codec_id *id);
+
+#endif

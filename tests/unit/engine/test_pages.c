@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invariant: the page pipeline's pure stages, with no socket in between,
+ * move pages exactly. A batch read from source RAM (fd-backed or through
+ * the mapping), classified, compressed with each codec (or auto) and framed
+ * by pages_out, then checked, decompressed, planned and applied by
+ * pages_in into destination RAM (fd-backed or anonymous), leaves the
+ * destination's pages of the batch byte-equal to the source's; zero pages
+ * are sent without data and clear a page that held data; with XBZRLE a
+ * re-sent page travels as a delta and still lands exactly. The check stage
+ * refuses a page outside the block, an unknown kind, XBZRLE not agreed and
+ * a raw size that does not match the entries.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include "codec/codec.h"
+#include "pages_in.h"
+#include "pages_out.h"
+#include "test_util.h"
+
+TEST_DEFINE_FAILURES;
+
+#define PAGES 512u
+#define PAGE GW_PAGE_BYTES
+
+struct ram {
+	uint8_t *host;
+	int fd;				/* -1: anonymous */
+};
+
+static void ram_new(struct ram *r, bool fd_backed)
+{
+	r->fd = fd_backed ? memfd_create("test-pages", MFD_CLOEXEC) : -1;
+	TEST_ASSERT(!fd_backed || (r->fd >= 0 && ftruncate(r->fd, (off_t)PAGES * PAGE) == 0), "memfd");
+	r->host = mmap(NULL, (size_t)PAGES * PAGE, PROT_READ | PROT_WRITE,
+		       fd_backed ? MAP_SHARED : MAP_PRIVATE | MAP_ANONYMOUS, r->fd, 0);
+	TEST_ASSERT(r->host != MAP_FAILED, "mmap");
+}
+
+static void ram_free(struct ram *r)
+{
+	munmap(r->host, (size_t)PAGES * PAGE);
+	if (r->fd >= 0)
+		close(r->fd);
+}
+
+/* Page p: zero when p % 5 == 0, text-like when odd, else pseudo-random; @gen varies it. */
+static void fill(struct ram *r, uint32_t gen)
+{
+	for (uint64_t p = 0; p < PAGES; p++) {
+		uint8_t *pg = r->host + p * PAGE;
+		uint64_t x = p * 0x9e3779b97f4a7c15ull + gen;
+
+		if (p % 5 == 0) {
+			memset(pg, 0, PAGE);
+			continue;
+		}
+		for (unsigned i = 0; i < PAGE; i += 8) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			memcpy(pg + i, p % 2 ? "godwit  " : (const char *)&x, 8);
+		}
+		pg[gen % PAGE] = (uint8_t)(gen + 1);
+	}
+}
+
+/* One frame's payload, as the channel would send it, laid out contiguously. */
+static size_t flatten(const struct gw_pages_frame *f, uint8_t *out)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < f->iovcnt; i++) {
+		memcpy(out + n, f->iov[i].iov_base, f->iov[i].iov_len);
+		n += f->iov[i].iov_len;
+	}
+	return n;
+}
+
+/* Receive @payload as channel.c does, minus the socket. 0 or -errno. */
+static int receive(struct gw_pages_in *pi, const struct gw_dst_layout *l, const uint8_t *payload,
+		   size_t len)
+{
+	struct gw_msg_pages_hdr ph;
+	struct gw_pages_plan plan;
+	const uint8_t *raw;
+	int ret, nr;
+
+	ret = gw_msg_pages_hdr_decode(payload, (uint32_t)len, &ph);
+	if (ret)
+		return ret;
+	memcpy(pi->entries, payload + GW_PAGES_HDR_BYTES, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES);
+	ret = gw_pages_in_check(pi, l, &ph, &plan);
+	if (ret)
+		return ret;
+	memcpy(pi->data, payload + GW_PAGES_HDR_BYTES + (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES,
+	       ph.data_bytes);
+	plan.direct = false;	/* no socket: the data area is in pi->data */
+	ret = gw_pages_in_decompress(pi, &plan, &raw);
+	if (ret)
+		return ret;
+	nr = gw_pages_in_plan_writes(pi, &plan, raw);
+	return nr < 0 ? nr : gw_pages_in_apply(plan.blk, pi->writes, nr);
+}
+
+/* Send every page of @src in batches of @batch pages through a fresh pipeline pair. */
+static void transfer(struct gw_pages_out *po, struct gw_pages_in *pi, const struct ram *src,
+		     const struct gw_dst_layout *l, uint32_t batch, const char *what)
+{
+	struct gw_ram_view view = { 0, src->host, src->fd, 0 };
+	static uint8_t payload[GW_PAGES_HDR_BYTES + GW_WIRE_MAX_BATCH_PAGES * (8 + PAGE + 2) + 65536];
+
+	for (uint64_t first = 0; first < PAGES; first += batch) {
+		uint32_t n = PAGES - first < batch ? (uint32_t)(PAGES - first) : batch;
+		struct gw_batch b = { .block = 0, .nr_pages = n, .first_page = first };
+		struct gw_pages_frame f;
+		int ret;
+
+		for (uint32_t i = 0; i < n; i++)
+			if ((first + i) % 7 != 3 || first == 0)	/* holes in the mask */
+				b.mask[i / 64] |= 1ull << (i % 64);
+		ret = gw_pages_out_build(po, &view, &b, 0, 8.0, &f);
+		TEST_ASSERT(ret == 0, "%s: build %d", what, ret);
+		if (!f.iovcnt)
+			continue;
+		ret = receive(pi, l, payload, flatten(&f, payload));
+		TEST_CHECK(ret == 0, "%s: batch at %llu: %d", what, (unsigned long long)first, ret);
+	}
+}
+
+/* Pages the mask sent must be equal. */
+static void compare(const struct ram *src, const struct ram *dst, uint32_t batch, const char *what)
+{
+	for (uint64_t p = 0; p < PAGES; p++) {
+		if ((p % batch) < batch && (p % 7 == 3 && p >= batch))
+			continue;	/* not in the mask */
+		TEST_CHECK(!memcmp(src->host + p * PAGE, dst->host + p * PAGE, PAGE), "%s: page %llu",
+			   what, (unsigned long long)p);
+	}
+}
+
+static void run(enum gw_codec_id codec, bool xbzrle, bool src_fd, bool dst_fd)
+{
+	char what[96];
+	struct ram src, dst;
+	struct gw_pages_out po;
+	struct gw_pages_in pi;
+	struct gw_dst_block blk = { 0 };
+	struct gw_dst_layout l = { 1, &blk, xbzrle };
+
+	snprintf(what, sizeof(what), "%s%s src %s dst %s", gw_codec_name(codec), xbzrle ? "+xbzrle" : "",
+		 src_fd ? "fd" : "anon", dst_fd ? "fd" : "anon");
+	ram_new(&src, src_fd);
+	ram_new(&dst, dst_fd);
+	blk = (struct gw_dst_block){ .host = dst.host, .fd = dst.fd, .nr_pages = PAGES };
+	TEST_ASSERT(gw_bitmap_init(&blk.written, PAGES) == 0, "bitmap");
+	TEST_ASSERT(gw_pages_out_init(&po, codec, 0, xbzrle ? (size_t)PAGES * PAGE : 0) == 0, "out init");
+	TEST_ASSERT(gw_pages_in_init(&pi) == 0, "in init");
+	/* Generation 1, then a rewrite (deltas with XBZRLE; zero pages clear data). */
+	for (uint32_t gen = 1; gen <= 2; gen++) {
+		fill(&src, gen);
+		if (gen == 2)
+			for (uint64_t p = 1; p < PAGES; p += 11)
+				memset(src.host + p * PAGE, 0, PAGE);	/* data -> zero */
+		transfer(&po, &pi, &src, &l, gen == 1 ? 64 : 100, what);
+		compare(&src, &dst, gen == 1 ? 64 : 100, what);
+	}
+	gw_pages_out_release(&po);
+	gw_pages_in_release(&pi);
+	gw_bitmap_free(&blk.written);
+	ram_free(&src);
+	ram_free(&dst);
+}
+
+/* The check stage refuses what the layout does not allow. */
+static void test_check_refusals(void)
+{
+	struct gw_pages_in pi;
+	struct gw_dst_block blk = { .host = NULL, .fd = -1, .nr_pages = 16 };
+	struct gw_dst_layout l = { 1, &blk, false };
+	struct gw_msg_pages_hdr ph = { .block = 0, .nr_entries = 1, .raw_bytes = PAGE, .data_bytes = PAGE };
+	struct gw_pages_plan plan;
+
+	TEST_ASSERT(gw_pages_in_init(&pi) == 0, "init");
+	gw_le64_put((uint8_t *)pi.entries, gw_page_entry(16, GW_PAGE_NORMAL));
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == -ERANGE, "page past the block");
+	gw_le64_put((uint8_t *)pi.entries, gw_page_entry(3, 9));
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == -EPROTO, "unknown kind");
+	gw_le64_put((uint8_t *)pi.entries, gw_page_entry(3, GW_PAGE_XBZRLE));
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == -EPROTO, "XBZRLE not agreed");
+	gw_le64_put((uint8_t *)pi.entries, gw_page_entry(3, GW_PAGE_NORMAL));
+	ph.raw_bytes = ph.data_bytes = PAGE - 1;
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == -EPROTO, "raw size short of the pages");
+	ph.raw_bytes = ph.data_bytes = PAGE;
+	ph.block = 1;
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == -EPROTO, "block out of layout");
+	ph.block = 0;
+	TEST_CHECK(gw_pages_in_check(&pi, &l, &ph, &plan) == 0 && plan.direct, "valid, received in place");
+	gw_pages_in_release(&pi);
+}
+
+int main(void)
+{
+	static const enum gw_codec_id codecs[] = { GW_CODEC_NONE, GW_CODEC_ZSTD, GW_CODEC_LZ4,
+						   GW_CODEC_ZLIB, GW_CODEC_ISAL, GW_CODEC_AUTO };
+
+	for (size_t c = 0; c < sizeof(codecs) / sizeof(codecs[0]); c++) {
+		if (codecs[c] != GW_CODEC_AUTO && !gw_codec_get(codecs[c]))
+			continue;
+		for (unsigned m = 0; m < 4; m++)
+			run(codecs[c], false, m & 1, m & 2);
+	}
+	run(GW_CODEC_NONE, true, true, true);
+	run(GW_CODEC_ZSTD, true, false, false);
+	test_check_refusals();
+	TEST_EXIT();
+}
