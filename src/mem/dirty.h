@@ -29,7 +29,9 @@ struct gw_dirty_ops {
 	 * into out[i] for block i (vm->nr_blocks bitmaps, one bit per page),
 	 * and re-arm tracking for them, atomically per page: a write racing
 	 * with collect is reported now or by the next collect, never lost.
-	 * Returns the number of pages reported, or -errno.
+	 * A backend may report a page that was not written (its file says
+	 * when); it never misses one. Returns the number of pages reported,
+	 * or -errno.
 	 */
 	ssize_t (*collect)(struct gw_dirty *d, struct gw_bitmap *out);
 	/*

@@ -3,18 +3,29 @@
  * Dirty tracking of plain process memory by userfaultfd asynchronous
  * write-protect (kernel >= 6.7):
  *
- *   start:   one userfaultfd with WP_ASYNC | WP_UNPOPULATED | WP_HUGETLBFS_SHMEM,
- *            every block registered in WP mode and write-protected whole
- *            (WP_UNPOPULATED puts markers on never-populated PTEs, so first
- *            writes to holes are caught too).
+ *   start:   one userfaultfd with WP_ASYNC | WP_HUGETLBFS_SHMEM, every block
+ *            registered in WP mode; only the runs that hold data are
+ *            write-protected (below).
  *   write:   the kernel resolves the WP fault itself (async: no reader
- *            thread) and the PTE loses its uffd-wp bit: "written".
- *   collect: PAGEMAP_SCAN over each block, PAGE_IS_WRITTEN pages only,
- *            with PM_SCAN_WP_MATCHING: reporting and re-protecting happen in
- *            one walk under the page-table lock, so a racing write is either
+ *            thread) and the PTE loses its uffd-wp bit: "written". A first
+ *            write to a hole that was never protected maps a new page
+ *            without the bit: "written" too.
+ *   collect: PAGEMAP_SCAN, PAGE_IS_WRITTEN pages only, with
+ *            PM_SCAN_WP_MATCHING: reporting and re-protecting happen in one
+ *            walk under the page-table lock, so a racing write is either
  *            reported now or leaves the page written for the next collect.
  *
- * Batched: one ioctl per block and per 4096 reported runs, never per page.
+ * Cost that grows with the memory in use, not the RAM size: for fd-backed
+ * blocks (memfd, tmpfs) the kernel keeps uffd-wp markers on every protected
+ * PTE, allocating page tables for holes, so protecting and scanning a whole
+ * 8 GiB block costs milliseconds even when it is empty. Start and collect
+ * therefore cover only the runs allocated in the file (SEEK_DATA, see
+ * gw_populated_ranges): a page outside them was never written, and a page
+ * allocated by a write since is inside them at the next collect. Anonymous
+ * blocks are covered whole: without WP_UNPOPULATED their holes have no
+ * page tables and the walk skips them.
+ *
+ * Batched: one ioctl per run and per 4096 reported runs, never per page.
  * Writes through another mapping of the same memfd are not seen: the
  * guest (workload) must write through the registered mapping.
  *
@@ -27,9 +38,9 @@
 #include <unistd.h>
 #include "mem/compat/uffd.h"
 #include "mem/dirty.h"
+#include "mem/populated.h"
 
-#define UFFD_WP_FEATURES (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED | \
-			  UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
+#define UFFD_WP_FEATURES (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
 #define SCAN_VEC_LEN 4096		/* page_region entries per ioctl (96 KiB) */
 
 struct uffd_wp {
@@ -124,6 +135,31 @@ static void uffd_wp_stop(struct gw_dirty *d)
 	d->priv = NULL;
 }
 
+/* One populated run of one block, for start (protect) and collect (scan). */
+struct run_ctx {
+	struct uffd_wp *w;
+	const struct gw_ram_block *b;
+	struct gw_bitmap *out;		/* collect */
+	ssize_t pages;			/* collect: pages reported */
+};
+
+static uint64_t block_page_bytes(const struct gw_ram_block *b)
+{
+	return b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
+}
+
+static int protect_run(void *ctx, uint64_t first, uint64_t nr_pages)
+{
+	struct run_ctx *rc = ctx;
+	uint64_t ps = block_page_bytes(rc->b);
+	struct uffdio_writeprotect wp = {
+		.range = { .start = (uintptr_t)rc->b->host + first * ps, .len = nr_pages * ps },
+		.mode = UFFDIO_WRITEPROTECT_MODE_WP,
+	};
+
+	return ioctl(rc->w->uffd, UFFDIO_WRITEPROTECT, &wp) < 0 ? -errno : 0;
+}
+
 static int uffd_wp_start(struct gw_dirty *d)
 {
 	struct uffd_wp *w;
@@ -135,48 +171,78 @@ static int uffd_wp_start(struct gw_dirty *d)
 	w->uffd = -1;
 	w->pagemap_fd = -1;
 	d->priv = w;
-
 	w->vec = calloc(SCAN_VEC_LEN, sizeof(*w->vec));
-	if (!w->vec) {
-		ret = -ENOMEM;
-		goto fail;
-	}
 	w->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	if (w->pagemap_fd < 0) {
-		ret = -errno;
-		goto fail;
-	}
-	ret = uffd_open_wp();
+	ret = !w->vec ? -ENOMEM : w->pagemap_fd < 0 ? -errno : uffd_open_wp();
 	if (ret < 0)
 		goto fail;
 	w->uffd = ret;
-
 	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
 		const struct gw_ram_block *b = &d->vm->blocks[i];
 		struct uffdio_register reg = {
 			.range = { .start = (uintptr_t)b->host, .len = b->size_bytes },
 			.mode = UFFDIO_REGISTER_MODE_WP,
 		};
-		struct uffdio_writeprotect wp = {
-			.range = { .start = (uintptr_t)b->host, .len = b->size_bytes },
-			.mode = UFFDIO_WRITEPROTECT_MODE_WP,
-		};
+		struct run_ctx rc = { w, b, NULL, 0 };
 
 		if (ioctl(w->uffd, UFFDIO_REGISTER, &reg) < 0) {
 			ret = -errno;
 			goto fail;
 		}
 		w->nr_registered = i + 1;
-		if (ioctl(w->uffd, UFFDIO_WRITEPROTECT, &wp) < 0) {
-			ret = -errno;
+		ret = gw_populated_ranges(b, protect_run, &rc);
+		if (ret)
 			goto fail;
-		}
 	}
 	return 0;
 
 fail:
 	uffd_wp_stop(d);
 	return ret;
+}
+
+/* Report and re-protect the written pages of one run. */
+static int scan_run(void *ctx, uint64_t first_page, uint64_t nr_pages)
+{
+	struct run_ctx *rc = ctx;
+	uint64_t ps = block_page_bytes(rc->b), base = (uintptr_t)rc->b->host;
+	uint64_t start = base + first_page * ps, end = start + nr_pages * ps;
+	struct page_region *vec = rc->w->vec;
+
+	while (start < end) {
+		struct pm_scan_arg arg = {
+			.size = sizeof(arg), .flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = start, .end = end, .vec = (uintptr_t)vec, .vec_len = SCAN_VEC_LEN,
+			.category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN,
+		};
+		int n = ioctl(rc->w->pagemap_fd, PAGEMAP_SCAN, &arg);
+		uint64_t next;
+
+		if (n < 0)
+			return -errno;
+		for (int r = 0; r < n; r++) {
+			uint64_t first = (vec[r].start - base) / ps;
+			uint64_t last = (vec[r].end - base + ps - 1) / ps;
+
+			if (vec[r].start < start || vec[r].end > end || last <= first)
+				return -EIO;	/* kernel answered outside the range */
+			gw_bitmap_set_range(rc->out, first, last - first);
+			rc->pages += (ssize_t)(last - first);
+		}
+		/*
+		 * The walk stops early only when the vector is full (no
+		 * max_pages). Kernel 6.18 may leave walk_end behind regions it
+		 * did report when its internal bounce buffer filled, so resume
+		 * after the furthest of walk_end and the last region.
+		 */
+		if ((uint64_t)n < arg.vec_len)
+			break;
+		next = vec[n - 1].end > arg.walk_end ? vec[n - 1].end : arg.walk_end;
+		if (next <= start)
+			return -EIO;	/* no progress: never loop forever */
+		start = next;
+	}
+	return 0;
 }
 
 static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
@@ -187,52 +253,12 @@ static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
 	if (!w)
 		return -EINVAL;
 	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
-		const struct gw_ram_block *b = &d->vm->blocks[i];
-		uint64_t base = (uintptr_t)b->host;
-		uint64_t end = base + b->size_bytes;
-		uint64_t start = base;
-		uint64_t ps = b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
+		struct run_ctx rc = { w, &d->vm->blocks[i], &out[i], 0 };
+		int ret = gw_populated_ranges(rc.b, scan_run, &rc);
 
-		while (start < end) {
-			struct pm_scan_arg arg;
-			uint64_t next;
-			int n;
-
-			memset(&arg, 0, sizeof(arg));
-			arg.size = sizeof(arg);
-			arg.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC;
-			arg.start = start;
-			arg.end = end;
-			arg.vec = (uintptr_t)w->vec;
-			arg.vec_len = SCAN_VEC_LEN;
-			arg.category_mask = PAGE_IS_WRITTEN;
-			arg.return_mask = PAGE_IS_WRITTEN;
-			n = ioctl(w->pagemap_fd, PAGEMAP_SCAN, &arg);
-			if (n < 0)
-				return -errno;
-			for (int r = 0; r < n; r++) {
-				uint64_t first = (w->vec[r].start - base) / ps;
-				uint64_t last = (w->vec[r].end - base + ps - 1) / ps;
-
-				if (w->vec[r].start < base || w->vec[r].end > end ||
-				    last <= first)
-					return -EIO;	/* kernel answered outside the range */
-				gw_bitmap_set_range(&out[i], first, last - first);
-				total_pages += last - first;
-			}
-			/*
-			 * The walk stops early only when the vector is full (no
-			 * max_pages). Kernel 6.18 may leave walk_end behind regions it
-			 * did report when its internal bounce buffer filled, so resume
-			 * after the furthest of walk_end and the last region.
-			 */
-			if ((uint64_t)n < arg.vec_len)
-				break;
-			next = w->vec[n - 1].end > arg.walk_end ? w->vec[n - 1].end : arg.walk_end;
-			if (next <= start)
-				return -EIO;	/* no progress: never loop forever */
-			start = next;
-		}
+		if (ret)
+			return ret;
+		total_pages += rc.pages;
 	}
 	return total_pages;
 }

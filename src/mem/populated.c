@@ -32,18 +32,20 @@ static uint64_t block_page_size(const struct gw_ram_block *b)
 	return b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
 }
 
-static ssize_t scan_seek_data(const struct gw_ram_block *b, struct gw_bitmap *out)
+int gw_populated_ranges(const struct gw_ram_block *b, gw_range_fn fn, void *ctx)
 {
 	uint64_t ps = block_page_size(b);
 	off_t base = (off_t)b->fd_offset_bytes;
 	off_t end = base + (off_t)b->size_bytes;
 	off_t pos = base;
-	ssize_t pages = 0;
 
+	if (b->fd < 0)
+		return fn(ctx, 0, b->size_bytes / ps);
 	while (pos < end) {
 		off_t data = lseek(b->fd, pos, SEEK_DATA);
 		off_t hole;
 		uint64_t first, last;
+		int ret;
 
 		if (data < 0) {
 			if (errno == ENXIO)	/* no data after pos */
@@ -61,11 +63,34 @@ static ssize_t scan_seek_data(const struct gw_ram_block *b, struct gw_bitmap *ou
 			return -EIO;
 		first = (uint64_t)(data - base) / ps;
 		last = ((uint64_t)(hole - base) + ps - 1) / ps;
-		gw_bitmap_set_range(out, first, last - first);
-		pages += last - first;
+		ret = fn(ctx, first, last - first);
+		if (ret)
+			return ret;
 		pos = hole;
 	}
-	return pages;
+	return 0;
+}
+
+struct seek_scan {
+	struct gw_bitmap *out;
+	ssize_t pages;
+};
+
+static int seek_scan_range(void *ctx, uint64_t first, uint64_t nr_pages)
+{
+	struct seek_scan *sc = ctx;
+
+	gw_bitmap_set_range(sc->out, first, nr_pages);
+	sc->pages += (ssize_t)nr_pages;
+	return 0;
+}
+
+static ssize_t scan_seek_data(const struct gw_ram_block *b, struct gw_bitmap *out)
+{
+	struct seek_scan sc = { out, 0 };
+	int ret = gw_populated_ranges(b, seek_scan_range, &sc);
+
+	return ret ? ret : sc.pages;
 }
 
 static ssize_t scan_pagemap_ioctl(const struct gw_ram_block *b, struct gw_bitmap *out, int pm)

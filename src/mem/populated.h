@@ -21,4 +21,14 @@
 ssize_t gw_populated_scan(const struct gw_ram_block *b, struct gw_bitmap *out,
 			  const char **method);
 
+/*
+ * Call @fn for each run of pages of fd-backed block @b that is allocated in
+ * its file (SEEK_DATA / SEEK_HOLE), in order; an anonymous block is one run.
+ * Cheap for sparse files: it costs per run, not per page. A page outside
+ * every run holds no data and was never written. Stops at the first
+ * non-zero return of @fn and returns it; 0, or -errno from lseek.
+ */
+typedef int (*gw_range_fn)(void *ctx, uint64_t first_page, uint64_t nr_pages);
+int gw_populated_ranges(const struct gw_ram_block *b, gw_range_fn fn, void *ctx);
+
 #endif
