@@ -4,9 +4,11 @@
  *
  *   setup     HELLO, layout, HELLO_ACK, data channels (dest_setup.c)
  *   active    control loop: EXTENTS* (before round 0), ROUND*, STATE
- *   complete  COMPLETE: join the channels, check totals and digest, load
- *             the state, READY
- *   handover  GO: resume, RESUMED
+ *   complete  COMPLETE: join the channels, check totals, load the state,
+ *             READY
+ *   handover  GO: snapshot RAM (verify), resume, RESUMED
+ *   verify    the digest of RAM as at resume, taken while the guest runs
+ *             (mem/snapshot.h), compared with the source's VERIFY: VERIFIED
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,7 +16,9 @@
 #include "channel.h"
 #include "dest.h"
 #include "mem/digest.h"
+#include "mem/snapshot.h"
 #include "state.h"
+#include "util/fdio.h"
 
 /* What the control loop has seen so far. */
 struct dst_ctx {
@@ -23,6 +27,7 @@ struct dst_ctx {
 	bool round_seen;		/* a ROUND arrived: no more EXTENTS */
 	uint8_t *buf;			/* control payloads (STATE is the largest) */
 	size_t cap;
+	struct gw_bitmap written[GW_MAX_RAM_BLOCKS];	/* the layout's bitmaps, by value */
 };
 
 /* Wait for every channel thread to see CHAN_END; check their totals. */
@@ -46,33 +51,6 @@ static int join_channels(struct gw_session *s, uint64_t total_pages)
 	return 0;
 }
 
-/* The digest of what this migration wrote, compared with the source's. 0 or the sticky error. */
-static int check_digest(struct gw_session *s, const struct gw_msg_complete *m, uint64_t *verify_ns)
-{
-	struct gw_bitmap written[GW_MAX_RAM_BLOCKS];
-	struct gw_digest mine = { 0, 0 };
-	uint64_t t = gw_now_ns();
-	int ret;
-
-	/* Pages this migration did not write are still the zero they started as. */
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
-		written[i] = s->dblk[i].written;
-	ret = (s->hello_flags & GW_HELLO_LOCAL) ? gw_ram_digest(&s->vm, 2, &mine) :
-		gw_ram_digest_masked(&s->vm, 2, written, &mine);
-	if (ret)
-		return gw_fail(s, "final", ret, false, "RAM digest: %s", strerror(-ret));
-	*verify_ns = gw_now_ns() - t;
-	if (mine.lo != m->digest_lo || mine.hi != m->digest_hi)
-		return gw_fail(s, "final", -EILSEQ, false,
-			       "RAM digest mismatch: source %016llx%016llx, destination %016llx%016llx",
-			       (unsigned long long)m->digest_hi, (unsigned long long)m->digest_lo,
-			       (unsigned long long)mine.hi, (unsigned long long)mine.lo);
-	gw_log(GW_LOG_INFO, "mig", "digest", "xxh3=%016llx%016llx match=1 verify_us=%llu",
-	       (unsigned long long)mine.hi, (unsigned long long)mine.lo,
-	       (unsigned long long)(*verify_ns / 1000));
-	return 0;
-}
-
 static int load_state(struct gw_session *s, struct gw_state *st)
 {
 	int ret;
@@ -89,7 +67,7 @@ static int load_state(struct gw_session *s, struct gw_state *st)
 /* COMPLETE: everything arrived, checked and loaded; answer READY. */
 static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_msg_complete *m)
 {
-	struct gw_msg_ready ready = { 0 };
+	struct gw_msg_ready ready;
 	uint64_t t0 = gw_now_ns();
 	int ret;
 
@@ -103,34 +81,70 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 		return ret;
 	gw_log(GW_LOG_INFO, "mig", "final_received", "pages=%llu",
 	       (unsigned long long)(__atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
-				    __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED)));
+				    __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) +
+				    __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED)));
 	gw_fault_die(s, GW_FAULT_DST_FINAL);
-	if (m->flags & GW_COMPLETE_DIGEST) {
-		ret = check_digest(s, m, &ready.verify_ns);
-		if (ret)
-			return ret;
-		ready.flags |= GW_READY_VERIFIED;
-	}
 	ret = load_state(s, d->state);
 	if (ret)
 		return ret;
-	ready.load_ns = gw_now_ns() - t0 - ready.verify_ns;
+	ready.load_ns = gw_now_ns() - t0;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_READY, &ready);
 	if (ret)
 		return gw_fail(s, "handover", ret, false, "sending READY: %s", strerror(-ret));
-	pthread_mutex_lock(&s->lock);
-	s->stats.verified = (ready.flags & GW_READY_VERIFIED) != 0;
-	s->stats.downtime.dst_load_ns = ready.load_ns;
-	s->stats.downtime.verify_ns = ready.verify_ns;
-	pthread_mutex_unlock(&s->lock);
-	gw_log(GW_LOG_INFO, "mig", "ready_sent", "verified=%d load_us=%llu",
-	       !!(ready.flags & GW_READY_VERIFIED), (unsigned long long)(ready.load_ns / 1000));
+	gw_log(GW_LOG_INFO, "mig", "ready_sent", "load_us=%llu", (unsigned long long)(ready.load_ns / 1000));
 	gw_fault_die(s, GW_FAULT_DST_AFTER_READY);
 	return 0;
 }
 
+/* Testing: one byte of the first page this migration wrote is changed before resume. */
+static void fault_corrupt_page(struct gw_session *s)
+{
+	if (!gw_fault_armed(s, GW_FAULT_DST_CORRUPT_PAGE))
+		return;
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		struct gw_dst_block *db = &s->dblk[i];
+		uint64_t p = gw_bitmap_next_set(&db->written, 0);
+		uint8_t byte;
+
+		if (p >= db->nr_pages)
+			continue;
+		gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=dst-corrupt-page block=%u page=%llu",
+		       i, (unsigned long long)p);
+		if (db->fd >= 0 && !gw_pread_all(db->fd, &byte, 1, (off_t)(db->fd_offset_bytes + p * GW_PAGE_BYTES))) {
+			byte ^= 0x5a;
+			(void)gw_pwrite_all(db->fd, &byte, 1, (off_t)(db->fd_offset_bytes + p * GW_PAGE_BYTES));
+		} else {
+			db->host[p * GW_PAGE_BYTES] ^= 0x5a;
+		}
+		return;
+	}
+}
+
+/*
+ * Verification (HELLO_VERIFY, not local): protect what this migration
+ * wrote that is not protected yet (most was, during precopy), so that its
+ * digest can be taken as at resume while the guest runs. Pages it did not
+ * write are still the zero they started as.
+ */
+static void snapshot_arm(struct gw_session *s, struct dst_ctx *d)
+{
+	int ret;
+
+	if (!s->snap)
+		return;
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+		d->written[i] = s->dblk[i].written;
+	ret = gw_snapshot_arm(s->snap, d->written);
+	if (ret) {
+		gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-ret));
+		gw_snapshot_free(s->snap);
+		s->snap = NULL;
+		s->snap_err = ret;
+	}
+}
+
 /* After READY only GO (or ERROR) may come; then resume and answer RESUMED. */
-static int wait_go_and_resume(struct gw_session *s)
+static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 {
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
 	struct gw_msg_resumed resumed;
@@ -150,8 +164,11 @@ static int wait_go_and_resume(struct gw_session *s)
 			       gw_frame_type_name((uint16_t)type));
 	t_go = gw_now_ns();
 	gw_fault_die(s, GW_FAULT_DST_AFTER_GO);
+	fault_corrupt_page(s);
+	snapshot_arm(s, d);
 	ret = s->ops->resume(s->opaque);
-	resumed.go_to_resume_ns = gw_now_ns() - t_go;
+	resumed.resume_mono_ns = gw_now_ns();
+	resumed.go_to_resume_ns = resumed.resume_mono_ns - t_go;
 	gw_log(GW_LOG_INFO, "mig", "vm_resume", "where=destination ok=%d go_to_resume_us=%llu",
 	       ret == 0, (unsigned long long)(resumed.go_to_resume_ns / 1000));
 	if (ret)
@@ -207,14 +224,89 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		gw_set_status(s, GW_STATUS_HANDOVER);
 		ret = on_complete(s, d, &m->complete);
 		if (!ret)
-			ret = wait_go_and_resume(s);
+			ret = wait_go_and_resume(s, d);
 		return ret ? ret : 1;
+	case GW_MSG_PING:	/* answered at once: the source measures the round trip */
+		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PONG, &m->ping);
+		return ret ? gw_fail(s, "receive", ret, false, "sending PONG: %s", strerror(-ret)) : 0;
 	case GW_MSG_ERROR:
 		return gw_fail_from_peer(s, "receive", &m->error);
 	default:
 		return gw_fail(s, "receive", -EPROTO, false, "unexpected %s frame on control",
 			       gw_frame_type_name((uint16_t)type));
 	}
+}
+
+static void set_verify(struct gw_session *s, enum gw_verify v, const struct gw_msg_verified *m)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stats.verify = v;
+	s->stats.verified = v == GW_VERIFY_OK;
+	if (m) {
+		s->stats.verify_dst_ns = m->verify_ns;
+		s->stats.verify_faults = m->snapshot_faults;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Our digest as at resume (while the guest runs), ready for the comparison. */
+static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_msg_verified *v)
+{
+	uint64_t t = gw_now_ns();
+	struct gw_digest mine;
+	int ret = s->snap ? gw_snapshot_digest(s->snap, 2, &mine) : s->snap_err;
+
+	if (ret) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unavailable", "err=\"%s\"", strerror(-ret));
+		v->flags = GW_VERIFIED_UNAVAILABLE;
+	} else {
+		*v = (struct gw_msg_verified){ .digest_lo = mine.lo, .digest_hi = mine.hi,
+					       .verify_ns = gw_now_ns() - t,
+					       .snapshot_faults = gw_snapshot_faults(s->snap) };
+	}
+	gw_snapshot_free(s->snap);
+	s->snap = NULL;
+}
+
+/*
+ * After RESUMED: compare our digest as at resume with the source's (VERIFY),
+ * answer VERIFIED. The VM runs here whatever the answer: a mismatch is
+ * reported loudly on both sides, and the source keeps its copy.
+ */
+static void dst_verify(struct gw_session *s, struct dst_ctx *d)
+{
+	uint64_t wait_ms = gw_verify_wait_ms(s);
+	struct gw_msg_verified v = { 0 };
+	enum gw_verify result;
+	union gw_msg m;
+	int type;
+
+	if (!(s->hello_flags & GW_HELLO_VERIFY) || (s->hello_flags & GW_HELLO_LOCAL))
+		return;
+	set_verify(s, GW_VERIFY_PENDING, NULL);
+	snapshot_digest(s, d, &v);
+	gw_conn_set_recv_timeout(&s->ctl, wait_ms);
+	type = gw_conn_recv_msg(&s->ctl, &m, d->buf, d->cap, NULL, 0);
+	if (type != GW_MSG_VERIFY) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"no VERIFY from the source (%s)\"",
+		       type < 0 ? gw_conn_err_text(type, "source") : gw_frame_type_name((uint16_t)type));
+		set_verify(s, GW_VERIFY_UNKNOWN, &v);
+		return;
+	}
+	if (!(v.flags & GW_VERIFIED_UNAVAILABLE) && v.digest_lo == m.verify.digest_lo &&
+	    v.digest_hi == m.verify.digest_hi)
+		v.flags |= GW_VERIFIED_MATCH;
+	if (gw_conn_send_msg(&s->ctl, GW_MSG_VERIFIED, &v))
+		gw_log(GW_LOG_WARN, "mig", "verified_not_sent", "reason=\"source gone\"");
+	result = (v.flags & GW_VERIFIED_UNAVAILABLE) ? GW_VERIFY_UNKNOWN :
+		 (v.flags & GW_VERIFIED_MATCH) ? GW_VERIFY_OK : GW_VERIFY_MISMATCH;
+	set_verify(s, result, &v);
+	gw_log(result == GW_VERIFY_MISMATCH ? GW_LOG_ERROR : GW_LOG_INFO, "mig",
+	       result == GW_VERIFY_OK ? "verified" : result == GW_VERIFY_MISMATCH ? "verify_mismatch" : "verify_unknown",
+	       "source=%016llx%016llx destination=%016llx%016llx dst_us=%llu faults=%llu",
+	       (unsigned long long)m.verify.digest_hi, (unsigned long long)m.verify.digest_lo,
+	       (unsigned long long)v.digest_hi, (unsigned long long)v.digest_lo,
+	       (unsigned long long)(v.verify_ns / 1000), (unsigned long long)v.snapshot_faults);
 }
 
 static int control_loop(struct gw_session *s)
@@ -246,8 +338,10 @@ static int control_loop(struct gw_session *s)
 		else
 			ret = control_one(s, &d, type, m);
 	}
-	if (ret == 1)
+	if (ret == 1) {
+		dst_verify(s, &d);
 		ret = 0;
+	}
 out:
 	if (d.state)
 		gw_state_release(d.state);
@@ -305,6 +399,8 @@ void *gw_dest_main(void *arg)
 		gw_session_shutdown_conns(s);
 	gw_channels_join(s);
 	dst_populate_end(s);
+	gw_snapshot_free(s->snap);	/* after the populate thread, which protects ahead */
+	s->snap = NULL;
 	pthread_mutex_lock(&s->lock);
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
 		s->stats.channel_bytes[i] = s->chans[i].conn.bytes_recv;

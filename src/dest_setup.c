@@ -154,6 +154,8 @@ static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
 {
 	struct gw_msg_hello_ack ack = { .version = GW_WIRE_VERSION, .flags = h->flags };
 
+	memcpy(ack.boot_id, s->boot_id, sizeof(ack.boot_id));
+
 	if (gw_fault_armed(s, GW_FAULT_DST_BAD_FRAME)) {
 		static const uint8_t junk[GW_WIRE_HDR_BYTES + 8] = "this is not a godwit frame!!!!!";
 
@@ -177,6 +179,13 @@ static int hello_apply(struct gw_session *s, struct gw_msg_hello *h)
 	ret = setup_layout(s, h, fds, nr_fds);
 	if (ret)
 		return ret;
+	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
+	s->snap_err = 0;
+	if ((h->flags & GW_HELLO_VERIFY) && !(h->flags & GW_HELLO_LOCAL)) {
+		s->snap_err = gw_snapshot_new(&s->vm, &s->snap);
+		if (s->snap_err)
+			gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-s->snap_err));
+	}
 	ret = send_hello_ack(s, h);
 	if (ret)
 		return gw_fail(s, "setup", ret, false, "sending HELLO_ACK: %s", strerror(-ret));

@@ -21,6 +21,7 @@ static const char *const gw_fault_names[GW_FAULT__COUNT] = {
 	[GW_FAULT_DST_STALL] = "dst-stall",
 	[GW_FAULT_SRC_CORRUPT] = "src-corrupt",
 	[GW_FAULT_SRC_DELAY_GO] = "src-delay-go",
+	[GW_FAULT_DST_CORRUPT_PAGE] = "dst-corrupt-page",
 };
 
 void gw_fault_init(struct gw_session *s)

@@ -17,6 +17,8 @@
  *   dst-stall        round ARG starts: stop reading until the session fails
  *   src-corrupt      the ARG-th page batch leaves with a payload its CRC misses
  *   src-delay-go     wait ARG ms between READY and GO
+ *   dst-corrupt-page change a byte of the first page this migration wrote,
+ *                    just before resume (verification must catch it)
  * "die" is raise(SIGKILL): the process vanishes as with kill -9.
  */
 #ifndef GW_FAULT_H
@@ -39,6 +41,7 @@ enum gw_fault_point {
 	GW_FAULT_DST_STALL,
 	GW_FAULT_SRC_CORRUPT,
 	GW_FAULT_SRC_DELAY_GO,
+	GW_FAULT_DST_CORRUPT_PAGE,
 	GW_FAULT__COUNT
 };
 

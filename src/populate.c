@@ -37,13 +37,24 @@ static void job_free(struct populate_job *job)
 	free(job);
 }
 
-/* Allocate @count pages from @first of block @db: 0 or -1 (stop this range). */
-static int populate_step(const struct gw_dst_block *db, uint64_t first, uint64_t count)
+/*
+ * Allocate @count pages from @first of block @bi: 0 or -1 (stop this
+ * range). fd-backed RAM, which the stream writes with pwrite, is also
+ * write-protected for the verification snapshot now rather than in the pause.
+ */
+static int populate_step(struct gw_session *s, unsigned bi, uint64_t first, uint64_t count)
 {
-	if (db->fd >= 0)
-		return fallocate(db->fd, 0, (off_t)(db->fd_offset_bytes + first * GW_PAGE_BYTES),
-				 (off_t)(count * GW_PAGE_BYTES)) ? -1 : 0;
-	return madvise(db->host + first * GW_PAGE_BYTES, count * GW_PAGE_BYTES, MADV_POPULATE_WRITE) ? -1 : 0;
+	const struct gw_dst_block *db = &s->dblk[bi];
+
+	if (db->fd < 0)
+		return madvise(db->host + first * GW_PAGE_BYTES, count * GW_PAGE_BYTES,
+			       MADV_POPULATE_WRITE) ? -1 : 0;
+	if (fallocate(db->fd, 0, (off_t)(db->fd_offset_bytes + first * GW_PAGE_BYTES),
+		      (off_t)(count * GW_PAGE_BYTES)))
+		return -1;
+	if (s->snap)
+		(void)gw_snapshot_protect(s->snap, bi, first, count);	/* best effort: arming catches up */
+	return 0;
 }
 
 static void *populate_main(void *arg)
@@ -54,13 +65,12 @@ static void *populate_main(void *arg)
 
 	gw_log_set_side(s->side);
 	for (size_t i = 0; i < job->nr && !gw_failed(s); i++) {
-		const struct gw_dst_block *db = &s->dblk[job->ext[i].block];
 		uint64_t done = 0;
 
 		while (done < job->ext[i].count && !gw_failed(s)) {
 			uint64_t n = job->ext[i].count - done < STEP_PAGES ? job->ext[i].count - done : STEP_PAGES;
 
-			if (populate_step(db, job->ext[i].first + done, n))
+			if (populate_step(s, job->ext[i].block, job->ext[i].first + done, n))
 				break;
 			done += n;
 		}

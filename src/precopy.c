@@ -3,12 +3,26 @@
  * Precopy rounds on the source's migration thread: harvest the dirty
  * pages, hand them to the channels region by region, measure the round,
  * and decide with the convergence model (converge.h) whether the rest fits
- * the downtime limit.
+ * the downtime limit; throttle (auto-converge) or limit the dirty rate when
+ * the guest outruns the link (throttle.h).
+ *
+ * The bitmaps of pages to send (c->dirty) are shared with free-page hints
+ * (gw_session_hint_free, any thread): both change them under s->hint_lock.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include "channel.h"
 #include "source.h"
+
+/*
+ * A round shorter than this waits for the rest of it before the next one:
+ * a guest that dirties a handful of pages cannot make the loop spin.
+ */
+#define MIN_ROUND_NS 10000000ull
+/* Switchover work the model cannot measure beforehand: pause, state save and load. */
+#define SWITCH_WORK_NS 500000ull
 
 /* Counters of the channels, read at a round's start and end. */
 struct round_mark {
@@ -26,37 +40,49 @@ static void round_mark(struct gw_session *s, struct round_mark *m)
 
 int src_harvest(struct gw_session *s, struct src_ctx *c)
 {
-	ssize_t n = s->dirty.ops->collect(&s->dirty, c->dirty);
+	ssize_t n;
 
+	pthread_mutex_lock(&s->hint_lock);
+	n = s->dirty.ops->collect(&s->dirty, c->dirty);
+	c->dirty_pages = 0;
+	for (unsigned i = 0; n >= 0 && i < s->vm.nr_blocks; i++)
+		c->dirty_pages += gw_bitmap_weight(&c->dirty[i]);
+	pthread_mutex_unlock(&s->hint_lock);
 	if (n < 0)
 		return gw_fail(s, "round", (int)n, false, "dirty harvest (%s): %s",
 			       s->dirty.ops->name, strerror((int)-n));
-	c->dirty_pages = 0;
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
-		c->dirty_pages += gw_bitmap_weight(&c->dirty[i]);
 	pthread_mutex_lock(&s->lock);
 	s->stats.dirty_sync_count++;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
-/* The batch for the region holding page @pos of block @bi: its dirty pages, bits cleared. */
-static void take_region(struct gw_bitmap *bm, unsigned bi, uint64_t pos, uint32_t batch_pages,
-			struct gw_batch *b)
+/*
+ * The next batch of block @bi from page *@pos: the region holding the next
+ * dirty page, its dirty pages, bits cleared. False when none is left.
+ */
+static bool take_region(struct gw_session *s, struct gw_bitmap *bm, unsigned bi, uint64_t *pos,
+			uint32_t batch_pages, struct gw_batch *b)
 {
-	uint64_t region = pos / batch_pages, end;
+	uint64_t p, end;
 
+	pthread_mutex_lock(&s->hint_lock);
+	p = gw_bitmap_next_set(bm, *pos);
+	if (p >= bm->nr_bits) {
+		pthread_mutex_unlock(&s->hint_lock);
+		return false;
+	}
 	memset(b, 0, sizeof(*b));
 	b->block = bi;
-	b->first_page = region * batch_pages;
+	b->first_page = p / batch_pages * batch_pages;
 	end = b->first_page + batch_pages < bm->nr_bits ? b->first_page + batch_pages : bm->nr_bits;
 	b->nr_pages = (uint32_t)(end - b->first_page);
-	for (uint64_t p = pos; p < end; p = gw_bitmap_next_set(bm, p + 1)) {
+	for (; p < end; p = gw_bitmap_next_set(bm, p + 1))
 		b->mask[(p - b->first_page) / 64] |= 1ULL << ((p - b->first_page) % 64);
-		if (p + 1 >= end)
-			break;
-	}
 	gw_bitmap_clear_range(bm, b->first_page, b->nr_pages);
+	pthread_mutex_unlock(&s->hint_lock);
+	*pos = end;
+	return true;
 }
 
 /*
@@ -68,15 +94,13 @@ static void take_region(struct gw_bitmap *bm, unsigned bi, uint64_t pos, uint32_
 static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi)
 {
 	uint32_t batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
-	struct gw_bitmap *bm = &c->dirty[bi];
 	uint64_t pos = 0;
 	struct gw_batch b;
 	int ret;
 
-	while ((pos = gw_bitmap_next_set(bm, pos)) < bm->nr_bits) {
-		uint64_t region = pos / batch_pages;
+	while (take_region(s, &c->dirty[bi], bi, &pos, batch_pages, &b)) {
+		uint64_t region = b.first_page / batch_pages;
 
-		take_region(bm, bi, pos, batch_pages, &b);
 		if (s->dirty.ops->clear) {
 			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages);
 			if (ret)
@@ -85,7 +109,6 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi)
 		ret = gw_channel_push(&s->chans[(region + bi) % s->nr_channels], &b);
 		if (ret)
 			return ret;
-		pos = b.first_page + b.nr_pages;
 		if (gw_now_ns() - c->last_publish_ns > 100000000ull) {
 			c->last_publish_ns = gw_now_ns();
 			src_publish(s, c);
@@ -97,8 +120,12 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi)
 int src_send_round(struct gw_session *s, struct src_ctx *c)
 {
 	struct gw_msg_round m = { .round = gw_round(s), .dirty_pages = c->dirty_pages };
+	struct gw_msg_ping ping = { .token = gw_now_ns() };
 	int ret = gw_conn_send_msg(&s->ctl, GW_MSG_ROUND, &m);
 
+	/* A round-trip sample for the model: the destination answers at once. */
+	if (!ret && !c->switched_over)
+		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping);
 	if (ret)
 		return gw_fail(s, "round", ret, false, "sending ROUND: %s", strerror(-ret));
 	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
@@ -133,18 +160,20 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 			.zero_pages = m1->zero_pages - m0->zero_pages,
 			.skipped_pages = round == 0 ? c->skipped_pages : 0,
 			.rate_bps = ns ? (uint64_t)((__uint128_t)bytes * 1000000000ull / ns) : 0,
+			.dirty_rate_pps = rate_pps,
 			.expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns,
+			.throttle_pct = c->thr.pct, .dirty_limit = c->thr.dirty_limit_on,
 		};
 		s->stats.nr_rounds_kept = (unsigned)round + 1;
 	}
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_INFO, "mig", "round_end",
 	       "round=%llu sent_bytes=%llu pages=%llu duration_us=%llu rate_bps=%llu dirty_pages=%llu "
-	       "dirty_rate_pps=%llu expected_downtime_us=%lld",
+	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d",
 	       (unsigned long long)round, (unsigned long long)bytes, (unsigned long long)pages,
 	       (unsigned long long)(ns / 1000), (unsigned long long)c->conv.rate_bps,
 	       (unsigned long long)c->dirty_pages, (unsigned long long)rate_pps,
-	       exp_ns == UINT64_MAX ? -1ll : (long long)(exp_ns / 1000));
+	       exp_ns == UINT64_MAX ? -1ll : (long long)(exp_ns / 1000), c->thr.pct, c->thr.dirty_limit_on);
 }
 
 /* Past converge-timeout-ms: 0 = switch over (force), 1 = go on, or the error (cancel). */
@@ -169,12 +198,89 @@ static int converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_p
 		       (unsigned long long)(limit_us / 1000));
 }
 
+/* The model's fixed cost: switchover work plus two round trips (COMPLETE/READY, GO/RESUMED). */
+static void update_fixed_cost(struct gw_session *s, struct src_ctx *c)
+{
+	uint64_t rtt;
+
+	pthread_mutex_lock(&s->lock);
+	rtt = s->ping_rtt_ns;
+	pthread_mutex_unlock(&s->lock);
+	c->conv.fixed_cost_ns = SWITCH_WORK_NS + 2 * rtt;
+}
+
+/* Why the expected downtime does not fit, and what would help (c->hint). */
+static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bytes_per_s)
+{
+	uint64_t limit_ns = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US) * 1000;
+	bool fits = gw_converge_fits(&c->conv, c->dirty_pages, limit_ns / 1000);
+	const char *help = c->thr.pct || c->thr.dirty_limit_on ? "a higher throttle, or postcopy" :
+			   "auto-converge, a dirty limit or postcopy";
+	char hint[sizeof(c->hint)] = "";
+
+	if (fits)
+		;
+	else if (c->conv.fixed_cost_ns > limit_ns)
+		snprintf(hint, sizeof(hint), "the switchover alone takes %.1f ms (state and two round trips "
+			 "of %.1f ms), over the %.1f ms limit: raise downtime-limit",
+			 c->conv.fixed_cost_ns / 1e6, (c->conv.fixed_cost_ns - SWITCH_WORK_NS) / 2e6, limit_ns / 1e6);
+	else if (c->conv.rate_bps && dirty_bytes_per_s >= c->conv.rate_bps)
+		snprintf(hint, sizeof(hint), "the guest dirties %.1f MB/s, the link moves %.1f MB/s: "
+			 "enable %s, or raise downtime-limit", dirty_bytes_per_s / 1e6, c->conv.rate_bps / 1e6, help);
+	else
+		snprintf(hint, sizeof(hint), "converging: expected downtime %.1f ms, limit %.1f ms",
+			 gw_converge_expected_ns(&c->conv, c->dirty_pages) / 1e6, limit_ns / 1e6);
+	if (strcmp(hint, c->hint) && hint[0] && strncmp(hint, "converging", 10))
+		gw_log(GW_LOG_WARN, "mig", "not_converging", "round=%u reason=\"%s\"", gw_round(s), hint);
+	snprintf(c->hint, sizeof(c->hint), "%s", strncmp(hint, "converging", 10) ? hint : "");
+}
+
+/* Auto-converge and the dirty limit after a round; applied through the VMM. */
+static void throttle(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bytes, uint64_t sent_bytes)
+{
+	struct gw_throttle_params p = {
+		.auto_converge = gw_param(s, GW_PARAM_AUTO_CONVERGE) && s->ops->throttle,
+		.initial_pct = (unsigned)gw_param(s, GW_PARAM_CPU_THROTTLE_INITIAL),
+		.increment_pct = (unsigned)gw_param(s, GW_PARAM_CPU_THROTTLE_INCREMENT),
+		.max_pct = (unsigned)gw_param(s, GW_PARAM_MAX_CPU_THROTTLE),
+		.tailslow = gw_param(s, GW_PARAM_CPU_THROTTLE_TAILSLOW) != 0,
+		.threshold_pct = (unsigned)gw_param(s, GW_PARAM_THROTTLE_TRIGGER_THRESHOLD),
+		.dirty_limit_bps = s->ops->dirty_limit ? (uint64_t)gw_param(s, GW_PARAM_DIRTY_LIMIT_BPS) : 0,
+		.dirty_limit_from_start = gw_param(s, GW_PARAM_DIRTY_LIMIT_START) == GW_DIRTY_LIMIT_FROM_START,
+	};
+	struct gw_throttle before = c->thr;
+
+	gw_throttle_round(&c->thr, &p, dirty_bytes, sent_bytes);
+	if (c->thr.pct != before.pct) {
+		s->ops->throttle(s->opaque, c->thr.pct);
+		gw_log(GW_LOG_INFO, "mig", "throttle", "round=%u cpu_throttle_pct=%u", gw_round(s), c->thr.pct);
+	}
+	if (c->thr.dirty_limit_on && !before.dirty_limit_on) {
+		s->ops->dirty_limit(s->opaque, p.dirty_limit_bps);
+		gw_log(GW_LOG_INFO, "mig", "dirty_limit", "round=%u bytes_per_s=%llu", gw_round(s),
+		       (unsigned long long)p.dirty_limit_bps);
+	}
+}
+
+/* Sleep out the rest of a short round. */
+static void pace_round(uint64_t t0_ns)
+{
+	uint64_t ns = gw_now_ns() - t0_ns;
+	struct timespec ts;
+
+	if (ns >= MIN_ROUND_NS)
+		return;
+	ts = (struct timespec){ .tv_sec = 0, .tv_nsec = (long)(MIN_ROUND_NS - ns) };
+	nanosleep(&ts, NULL);
+}
+
 int src_precopy(struct gw_session *s, struct src_ctx *c)
 {
 	uint64_t t_precopy_ns = gw_now_ns();
 
+	throttle(s, c, 0, 0);	/* a dirty limit "from the start" */
 	for (;;) {
-		uint64_t dirty_at_start = c->dirty_pages;
+		uint64_t dirty_at_start = c->dirty_pages, dirty_ns;
 		struct round_mark m0, m1;
 		int ret;
 
@@ -186,13 +292,20 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 			return ret;
 		round_mark(s, &m1);
 		gw_converge_round(&c->conv, m1.wire_bytes - m0.wire_bytes, m1.t_ns - m0.t_ns, m1.pages - m0.pages);
+		update_fixed_cost(s, c);
+		pace_round(m0.t_ns);
 		ret = src_harvest(s, c);
 		if (ret)
 			return ret;
+		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest dirtied these since the last harvest */
+		throttle(s, c, c->dirty_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
+		explain(s, c, (uint64_t)((double)c->dirty_pages * GW_PAGE_BYTES * 1e9 / (double)dirty_ns));
 		record_round(s, c, dirty_at_start, &m0, &m1);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
-		if (gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US)))
+		/* Nothing dirty: nothing to wait for. */
+		if (!c->dirty_pages ||
+		    gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US)))
 			return 0;
 		ret = converge_policy(s, c, t_precopy_ns);
 		if (ret <= 0)

@@ -52,6 +52,8 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 		pthread_condattr_destroy(&ca);
 	}
 	pthread_mutex_init(&s->rl_lock, NULL);
+	pthread_mutex_init(&s->hint_lock, NULL);
+	gw_boot_id(s->boot_id);
 	gw_params_defaults(s->params);
 	s->listen_fd = -1;
 	gw_conn_init(&s->ctl, -1);
@@ -208,6 +210,59 @@ const char *gw_conn_err_text(int err, const char *who)
 	}
 }
 
+void gw_boot_id(uint8_t out[GW_WIRE_ID_BYTES])
+{
+	char txt[64] = "";
+	unsigned n = 0;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+
+	memset(out, 0, GW_WIRE_ID_BYTES);
+	if (!f)
+		return;
+	if (!fgets(txt, sizeof(txt), f))
+		txt[0] = 0;
+	fclose(f);
+	/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx": 32 hex digits. */
+	for (const char *p = txt; *p && n < 2 * GW_WIRE_ID_BYTES; p++) {
+		int v = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+
+		if (v < 0)
+			continue;
+		out[n / 2] |= (uint8_t)(n % 2 ? v : v << 4);
+		n++;
+	}
+}
+
+int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page, uint64_t nr_pages)
+{
+	int ret = -EAGAIN;
+
+	if (!s || s->role != GW_ROLE_SOURCE || block >= s->vm.nr_blocks)
+		return -EINVAL;
+	pthread_mutex_lock(&s->hint_lock);
+	if (s->hint_target) {
+		struct gw_bitmap *b = &s->hint_target[block];
+
+		ret = -EINVAL;
+		if (first_page < b->nr_bits && nr_pages <= b->nr_bits - first_page) {
+			gw_bitmap_clear_range(b, first_page, nr_pages);
+			__atomic_fetch_add(&s->hinted_pages, nr_pages, __ATOMIC_RELAXED);
+			ret = 0;
+		}
+	}
+	pthread_mutex_unlock(&s->hint_lock);
+	return ret;
+}
+
+uint64_t gw_verify_wait_ms(const struct gw_session *s)
+{
+	uint64_t ram_bytes = 0;
+
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+		ram_bytes += s->vm.blocks[i].size_bytes;
+	return (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS) + ram_bytes / ((256u << 20) / 1000);
+}
+
 struct timespec gw_deadline_ms(uint64_t ms)
 {
 	struct timespec ts;
@@ -289,22 +344,32 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 
 int gw_session_resolve(struct gw_session *s, bool destination_runs)
 {
+	bool unknown, mismatch;
 	int ret = 0;
 
 	join_thread(s);
 	pthread_mutex_lock(&s->lock);
-	if (s->role != GW_ROLE_SOURCE || s->status != GW_STATUS_UNKNOWN) {
-		pthread_mutex_unlock(&s->lock);
-		return -EINVAL;
-	}
+	unknown = s->status == GW_STATUS_UNKNOWN;
+	mismatch = s->status == GW_STATUS_COMPLETED && s->stats.verify == GW_VERIFY_MISMATCH;
 	pthread_mutex_unlock(&s->lock);
+	if (s->role != GW_ROLE_SOURCE || (!unknown && !mismatch))
+		return -EINVAL;
 	if (!destination_runs)
 		ret = s->ops->resume(s->opaque);
-	gw_log(GW_LOG_WARN, "mig", "outcome_resolved", "destination_runs=%d source_resumed=%d",
-	       destination_runs, !destination_runs && !ret);
+	gw_log(GW_LOG_WARN, "mig", "outcome_resolved", "destination_runs=%d source_resumed=%d after=%s",
+	       destination_runs, !destination_runs && !ret, unknown ? "unknown" : "verify_mismatch");
 	if (ret)
 		return ret;
-	gw_set_status(s, destination_runs ? GW_STATUS_COMPLETED : GW_STATUS_FAILED);
+	pthread_mutex_lock(&s->lock);
+	if (!destination_runs) {
+		s->stats.verify = mismatch ? GW_VERIFY_MISMATCH : s->stats.verify;
+		snprintf(s->err.msg, sizeof(s->err.msg), "%s",
+			 mismatch ? "verify mismatch: the operator resumed the VM on the source" :
+				    "outcome unknown: the operator resumed the VM on the source");
+	}
+	s->status = s->stats.status = destination_runs ? GW_STATUS_COMPLETED : GW_STATUS_FAILED;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "mem/dirty.h"
 #include "net/io.h"
 #include "net/transport.h"
+#include "mem/snapshot.h"
 #include "pages_in.h"
 #include "wire/msg.h"
 
@@ -46,6 +47,7 @@ struct gw_session {
 	const struct gw_vm_ops *ops;
 	void *opaque;
 	char side[4];			/* "src" / "dst" for the log */
+	uint8_t boot_id[GW_WIRE_ID_BYTES];	/* this kernel's boot: equal on both ends = one clock */
 #ifdef GW_FAULT_INJECTION
 	enum gw_fault_point fault_point;	/* test builds: from GW_FAULT */
 	uint64_t fault_arg;
@@ -80,25 +82,34 @@ struct gw_session {
 	struct gw_dirty dirty;
 	bool dirty_started;
 	uint32_t round;			/* atomic: current round, read by channel threads */
-	uint64_t t_pause_ns;		/* source: when the VM was paused */
-	uint64_t rtt_ns;		/* source: HELLO -> HELLO_ACK */
+	bool same_clock;		/* the peer runs on this kernel: its CLOCK_MONOTONIC is ours */
+	uint64_t ping_rtt_ns;		/* lock: source, smoothed PING -> PONG, 0 = none yet */
 
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
 	uint64_t ctr_raw_bytes, ctr_wire_payload_bytes;
 
-	/* Source: the control reader hands READY / RESUMED over here. */
+	/* Source: the control reader hands READY / RESUMED / VERIFIED over here. */
 	pthread_t ctl_reader;
 	bool ctl_reader_started;	/* migration thread */
 	bool ctl_quiet;			/* atomic: migration over, reader errors are expected */
-	uint16_t mbox_type;		/* lock: last frame type delivered, 0 = none */
+	uint32_t mbox_seen;		/* lock: bit (1 << type) for each type delivered */
 	struct gw_msg_ready mbox_ready;	/* lock */
 	struct gw_msg_resumed mbox_resumed;	/* lock */
+	struct gw_msg_verified mbox_verified;	/* lock */
+
+	/* Source: free-page hints (gw_session_hint_free, any thread). */
+	pthread_mutex_t hint_lock;	/* guards the two fields below and the bitmaps they name */
+	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
+	uint64_t hinted_pages;		/* atomic: pages dropped by hints */
 
 	/* Destination. */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
 	struct gw_dst_layout layout;	/* set before channel threads start */
 	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
+	struct gw_snapshot *snap;	/* verify: RAM as at resume; migration thread, and the
+					   populate thread while it runs (protects ahead) */
+	int snap_err;			/* why there is no snapshot, 0 = verify not asked */
 	void *pop_job;			/* extents gathered before round 0 */
 	pthread_t populate_thread;
 	bool populate_running;
@@ -143,6 +154,13 @@ void gw_session_shutdown_conns(struct gw_session *s);
 void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n);
 /* Take the channel array back (threads joined); the caller releases it. */
 struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n);
+/* This kernel's boot id (/proc/sys/kernel/random/boot_id), zeros when unknown. */
+void gw_boot_id(uint8_t out[GW_WIRE_ID_BYTES]);
+/*
+ * How long one side waits for the other's digest after resume: the I/O
+ * timeout plus hashing time for the RAM at a conservative 256 MiB/s.
+ */
+uint64_t gw_verify_wait_ms(const struct gw_session *s);
 /* The CLOCK_MONOTONIC deadline @ms from now, for timed waits on s->cond. */
 struct timespec gw_deadline_ms(uint64_t ms);
 

@@ -48,6 +48,12 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->payload_bytes_raw = __atomic_load_n(&s->ctr_raw_bytes, __ATOMIC_RELAXED);
 	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
 	st->rate_bps = c->conv.rate_bps;
+	st->free_hinted_pages = __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED);
+	st->rtt_ns = s->ping_rtt_ns;
+	st->throttle_pct = c->thr.pct;
+	st->dirty_limit_bps = c->thr.dirty_limit_on ? (uint64_t)gw_param(s, GW_PARAM_DIRTY_LIMIT_BPS) : 0;
+	st->converging = !c->hint[0];
+	snprintf(st->converge_hint, sizeof(st->converge_hint), "%s", c->hint);
 	st->pages_per_second = now_ns > s->t_start_ns ?
 		(uint64_t)((normal + zero + xbzrle) * 1e9 / (double)(now_ns - s->t_start_ns)) : 0;
 	if (!c->switched_over)
@@ -64,17 +70,40 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 
 /* ---- control reader: the only thread receiving on the control connection ---- */
 
-/* Deliver READY / RESUMED to the migration thread. */
+/* Deliver READY / RESUMED / VERIFIED to the migration thread. */
 static void mbox_put(struct gw_session *s, int type, const union gw_msg *m)
 {
 	pthread_mutex_lock(&s->lock);
-	s->mbox_type = (uint16_t)type;
+	s->mbox_seen |= 1u << type;
 	if (type == GW_MSG_READY)
 		s->mbox_ready = m->ready;
-	else
+	else if (type == GW_MSG_RESUMED)
 		s->mbox_resumed = m->resumed;
+	else
+		s->mbox_verified = m->verified;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* A PONG: one round-trip sample of the control connection, smoothed 7/8. */
+static void pong(struct gw_session *s, const struct gw_msg_ping *m)
+{
+	uint64_t now = gw_now_ns(), rtt;
+
+	if (m->token > now)
+		return;
+	rtt = now - m->token;
+	pthread_mutex_lock(&s->lock);
+	s->ping_rtt_ns = s->ping_rtt_ns ? (s->ping_rtt_ns * 7 + rtt) / 8 : rtt;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* The migration ends after RESUMED, or after VERIFIED when the digests are compared. */
+static bool last_message(const struct gw_session *s, int type)
+{
+	bool verify = gw_param(s, GW_PARAM_VERIFY) && !gw_param(s, GW_PARAM_LOCAL);
+
+	return type == (verify ? GW_MSG_VERIFIED : GW_MSG_RESUMED);
 }
 
 static void *ctl_reader_main(void *arg)
@@ -98,13 +127,17 @@ static void *ctl_reader_main(void *arg)
 			gw_fail_from_peer(s, "control", &m.error);
 			return NULL;
 		}
-		if (type != GW_MSG_READY && type != GW_MSG_RESUMED) {
+		if (type == GW_MSG_PONG) {
+			pong(s, &m.ping);
+			continue;
+		}
+		if (type != GW_MSG_READY && type != GW_MSG_RESUMED && type != GW_MSG_VERIFIED) {
 			gw_fail(s, "control", -EPROTO, false, "unexpected %s frame from the destination",
 				gw_frame_type_name((uint16_t)type));
 			return NULL;
 		}
 		mbox_put(s, type, &m);
-		if (type == GW_MSG_RESUMED)
+		if (last_message(s, type))
 			return NULL;
 	}
 }
@@ -150,6 +183,7 @@ static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 	h->min_version = 1;
 	h->max_version = GW_WIRE_VERSION;
 	memcpy(h->id, s->mig_id, sizeof(h->id));
+	memcpy(h->boot_id, s->boot_id, sizeof(h->boot_id));
 	h->page_size_bytes = GW_PAGE_BYTES;
 	h->nr_channels = s->nr_channels;
 	h->codec = gw_wire_codec_from_id((enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS));
@@ -184,7 +218,6 @@ static int handshake(struct gw_session *s)
 {
 	struct gw_msg_hello *hello = malloc(sizeof(*hello));
 	union gw_msg ack;
-	uint64_t t0;
 	int ret;
 
 	if (!hello)
@@ -195,7 +228,6 @@ static int handshake(struct gw_session *s)
 	if (ret)
 		goto out;
 	hello_build(s, hello);
-	t0 = gw_now_ns();
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_HELLO, hello);
 	if (!ret && (hello->flags & GW_HELLO_LOCAL))
 		ret = send_fds(s);
@@ -206,15 +238,17 @@ static int handshake(struct gw_session *s)
 	ret = recv_expect(s, &s->ctl, GW_MSG_HELLO_ACK, &ack, "setup");
 	if (ret)
 		goto out;
-	s->rtt_ns = gw_now_ns() - t0;	/* includes the peer's layout setup: an upper bound */
 	if (ack.hello_ack.version != GW_WIRE_VERSION || ack.hello_ack.flags != hello->flags) {
 		ret = gw_fail(s, "setup", -EPROTO, false, "HELLO_ACK invalid (version %u flags 0x%x)",
 			      ack.hello_ack.version, ack.hello_ack.flags);
 		goto out;
 	}
-	gw_log(GW_LOG_INFO, "mig", "handshake_done", "version=%u channels=%u codec=%s flags=0x%x",
+	/* One kernel on both ends (all zeros: unknown): the destination's clock is ours. */
+	s->same_clock = !memcmp(ack.hello_ack.boot_id, s->boot_id, GW_WIRE_ID_BYTES) &&
+			memcmp(s->boot_id, (uint8_t[GW_WIRE_ID_BYTES]){ 0 }, GW_WIRE_ID_BYTES);
+	gw_log(GW_LOG_INFO, "mig", "handshake_done", "version=%u channels=%u codec=%s flags=0x%x same_clock=%d",
 	       ack.hello_ack.version, s->nr_channels,
-	       gw_codec_name((enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS)), hello->flags);
+	       gw_codec_name((enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS)), hello->flags, s->same_clock);
 out:
 	free(hello);
 	return ret;
@@ -334,21 +368,31 @@ static int start_ctl_reader(struct gw_session *s)
 	return 0;
 }
 
+/* Free-page hints from now on: the VMM clears pages from round 0's set. */
+static void hints_start(struct gw_session *s, struct src_ctx *c)
+{
+	if (!s->ops->hints_start)
+		return;
+	pthread_mutex_lock(&s->hint_lock);
+	s->hint_target = c->dirty;
+	pthread_mutex_unlock(&s->hint_lock);
+	s->ops->hints_start(s->opaque, s);
+}
+
 static int setup(struct gw_session *s, struct src_ctx *c, bool local)
 {
 	int ret = handshake(s);
 
-	if (ret)
-		return ret;
-	/* Fixed part of the downtime: state, COMPLETE/READY/GO/RESUMED round trips. */
-	c->conv.fixed_cost_ns = 1000000 + 3 * (s->rtt_ns < 100000000 ? s->rtt_ns : 100000000);
-	ret = start_ctl_reader(s);
+	if (!ret)
+		ret = start_ctl_reader(s);
 	if (!ret && !local)
 		ret = open_channels(s);
 	if (!ret && !local)
 		ret = setup_round0(s, c);
 	if (ret)
 		return ret;
+	if (!local)
+		hints_start(s, c);
 	pthread_mutex_lock(&s->lock);
 	s->stats.setup_time_ns = gw_now_ns() - s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);
@@ -357,8 +401,27 @@ static int setup(struct gw_session *s, struct src_ctx *c, bool local)
 
 /* ---- the end ---- */
 
+void src_unthrottle(struct gw_session *s, struct src_ctx *c)
+{
+	if (c->thr.pct && s->ops->throttle)
+		s->ops->throttle(s->opaque, 0);
+	if (c->thr.dirty_limit_on && s->ops->dirty_limit)
+		s->ops->dirty_limit(s->opaque, 0);
+	c->thr.pct = 0;
+	c->thr.dirty_limit_on = false;
+}
+
 static void teardown(struct gw_session *s, struct src_ctx *c)
 {
+	bool hints_were_on;
+
+	pthread_mutex_lock(&s->hint_lock);
+	hints_were_on = s->hint_target != NULL;
+	s->hint_target = NULL;
+	pthread_mutex_unlock(&s->hint_lock);
+	if (hints_were_on && s->ops->hints_stop)
+		s->ops->hints_stop(s->opaque);
+	src_unthrottle(s, c);
 	__atomic_store_n(&s->ctl_quiet, true, __ATOMIC_RELEASE);
 	gw_session_shutdown_conns(s);
 	gw_channels_join(s);
@@ -384,16 +447,15 @@ static void log_end(struct gw_session *s, enum gw_status status)
 		const struct gw_downtime_breakdown *bd = &st.downtime;
 
 		gw_log(GW_LOG_INFO, "mig", "mig_done",
-		       "status=completed total_ms=%.3f downtime_ms=%.3f setup_ms=%.3f transferred_bytes=%llu rounds=%u "
-		       "pause_us=%llu final_harvest_us=%llu final_send_us=%llu state_save_us=%llu state_send_us=%llu "
-		       "dst_load_us=%llu handover_us=%llu verify_us=%llu verified=%d",
-		       st.total_time_ns / 1e6, st.downtime_ns / 1e6, st.setup_time_ns / 1e6,
+		       "status=completed total_ms=%.3f downtime_ms=%.3f downtime_measured=%d setup_ms=%.3f "
+		       "transferred_bytes=%llu rounds=%u pause_us=%llu final_harvest_us=%llu final_send_us=%llu "
+		       "state_save_us=%llu state_send_us=%llu dst_load_us=%llu handover_us=%llu verify=%s",
+		       st.total_time_ns / 1e6, st.downtime_ns / 1e6, st.downtime_measured, st.setup_time_ns / 1e6,
 		       (unsigned long long)st.transferred_bytes, st.rounds,
 		       (unsigned long long)(bd->pause_ns / 1000), (unsigned long long)(bd->final_harvest_ns / 1000),
 		       (unsigned long long)(bd->final_send_ns / 1000), (unsigned long long)(bd->state_save_ns / 1000),
 		       (unsigned long long)(bd->state_send_ns / 1000), (unsigned long long)(bd->dst_load_ns / 1000),
-		       (unsigned long long)(bd->handover_ns / 1000), (unsigned long long)(bd->verify_ns / 1000),
-		       st.verified);
+		       (unsigned long long)(bd->handover_ns / 1000), gw_verify_name(st.verify));
 	} else if (status != GW_STATUS_UNKNOWN) {
 		gw_log(GW_LOG_ERROR, "mig", "mig_failed", "status=%s phase=%s reason=\"%s\" vm=running_on_source",
 		       gw_status_name(status), st.error_phase, st.error);
@@ -444,8 +506,10 @@ static void src_reset(struct gw_session *s, bool local)
 	__atomic_store_n(&s->ctr_xbzrle_pages, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->ctr_raw_bytes, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->ctr_wire_payload_bytes, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->hinted_pages, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
-	s->mbox_type = 0;
+	s->mbox_seen = 0;
+	s->ping_rtt_ns = 0;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -471,6 +535,8 @@ void *gw_source_main(void *arg)
 		ret = src_switchover(s, c, local);
 	if (!ret)
 		ret = src_handover(s, c);
+	if (!ret)
+		src_verify(s, c);
 	if (ret < 0 && c && c->paused)
 		resume_after_failure(s, c);
 	if (c) {

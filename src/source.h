@@ -22,6 +22,20 @@
 #include "mem/bitmap.h"
 #include "session_int.h"
 #include "state.h"
+#include "throttle.h"
+
+/* CLOCK_MONOTONIC at each step of the switchover: the breakdown is their differences. */
+struct src_times {
+	uint64_t pause;			/* pause requested */
+	uint64_t paused;		/* no vCPU runs */
+	uint64_t harvested;		/* final harvest done */
+	uint64_t pages_sent;		/* final pages out, channels ended */
+	uint64_t state_saved;
+	uint64_t state_sent;
+	uint64_t ready;			/* READY received */
+	uint64_t go;			/* GO sent */
+	uint64_t resumed;		/* the destination resumed (its clock, or estimated) */
+};
 
 struct src_ctx {
 	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send */
@@ -32,8 +46,10 @@ struct src_ctx {
 	bool switched_over;		/* expected downtime frozen at the decision */
 	bool paused;			/* the VM is paused by us (resume on failure) */
 	bool handed_over;		/* RESUMED received: total time is final */
-	struct gw_downtime_breakdown bd;	/* published at the end */
+	struct src_times t;
 	struct gw_state state;
+	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
+	char hint[192];			/* why precopy does not converge, "" when it does */
 };
 
 /* Publish counters into the stats snapshot (under the lock). */
@@ -49,10 +65,17 @@ int src_send_round(struct gw_session *s, struct src_ctx *c);
 /* Rounds until the expected downtime fits (or the policy says stop). 0 or the sticky error. */
 int src_precopy(struct gw_session *s, struct src_ctx *c);
 
+/* Throttle and dirty limit back to none (the migration ends either way). */
+void src_unthrottle(struct gw_session *s, struct src_ctx *c);
+
 /* switchover.c */
 /* Pause, final pages, state, COMPLETE, READY. 0 or the sticky error. */
 int src_switchover(struct gw_session *s, struct src_ctx *c, bool local);
 /* GO, then RESUMED. 0, 1 (outcome unknown: GO sent, RESUMED lost) or the error. */
 int src_handover(struct gw_session *s, struct src_ctx *c);
+/* After RESUMED: hash the frozen RAM, VERIFY, wait for VERIFIED. Never fails the migration. */
+void src_verify(struct gw_session *s, struct src_ctx *c);
+/* Wait for the control reader to deliver @type. 0 or the sticky error (-ETIMEDOUT). */
+int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms);
 
 #endif

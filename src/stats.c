@@ -20,6 +20,16 @@ const char *gw_status_name(enum gw_status st)
 	return (unsigned)st < sizeof(status_names) / sizeof(status_names[0]) ? status_names[st] : "invalid";
 }
 
+static const char *const verify_names[] = {
+	[GW_VERIFY_OFF] = "off", [GW_VERIFY_PENDING] = "pending", [GW_VERIFY_OK] = "ok",
+	[GW_VERIFY_MISMATCH] = "mismatch", [GW_VERIFY_UNKNOWN] = "unknown",
+};
+
+const char *gw_verify_name(enum gw_verify v)
+{
+	return (unsigned)v < sizeof(verify_names) / sizeof(verify_names[0]) ? verify_names[v] : "invalid";
+}
+
 static double ms(uint64_t ns)
 {
 	return (double)ns / 1e6;
@@ -67,10 +77,11 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		st->payload_bytes_wire ? (double)st->payload_bytes_raw / (double)st->payload_bytes_wire : 1.0,
 		(unsigned long long)st->rate_bps);
 	fprintf(out, ",\"downtime-breakdown\":{\"pause\":%.3f,\"final-harvest\":%.3f,\"final-send\":%.3f,"
-		"\"state-save\":%.3f,\"state-send\":%.3f,\"dst-load\":%.3f,\"handover\":%.3f,"
-		"\"verify-excluded\":%.3f}",
+		"\"state-save\":%.3f,\"state-send\":%.3f,\"dst-load\":%.3f,\"handover\":%.3f},"
+		"\"downtime-measured\":%s",
 		ms(bd->pause_ns), ms(bd->final_harvest_ns), ms(bd->final_send_ns), ms(bd->state_save_ns),
-		ms(bd->state_send_ns), ms(bd->dst_load_ns), ms(bd->handover_ns), ms(bd->verify_ns));
+		ms(bd->state_send_ns), ms(bd->dst_load_ns), ms(bd->handover_ns),
+		st->downtime_measured ? "true" : "false");
 	fprintf(out, ",\"rounds\":%u,\"round-table\":[", st->rounds);
 	for (unsigned i = 0; i < st->nr_rounds_kept && i < GW_STATS_MAX_ROUNDS; i++) {
 		const struct gw_round_stats *r = &st->round[i];
@@ -88,7 +99,10 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)st->channel_bytes[i]);
 	fprintf(out, "],\"cpu-user-seconds\":%.3f,\"cpu-system-seconds\":%.3f",
 		(double)st->cpu_user_ns / 1e9, (double)st->cpu_sys_ns / 1e9);
-	fprintf(out, ",\"verified\":%s", st->verified ? "true" : "false");
+	fprintf(out, ",\"verified\":%s,\"verify\":\"%s\",\"verify-time\":{\"source\":%.3f,"
+		"\"destination\":%.3f},\"verify-faults\":%llu",
+		st->verified ? "true" : "false", gw_verify_name(st->verify), ms(st->verify_src_ns),
+		ms(st->verify_dst_ns), (unsigned long long)st->verify_faults);
 	fprintf(out, ",\"dirty-backend\":");
 	json_str(out, st->dirty_backend);
 	fprintf(out, ",\"compress\":");

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The source's switchover (everything between the pause and GO) and the
- * handover (GO, RESUMED). Inside the pause only what must be there: pause,
- * final harvest and pages, state, COMPLETE, the destination's READY.
+ * The source's switchover (everything between the pause and GO), the
+ * handover (GO, RESUMED) and, after it, the verification of the two RAM
+ * digests. Inside the pause only what must be there: pause, final harvest
+ * and pages, state, COMPLETE, the destination's READY. Each step stamps
+ * src_times; the downtime breakdown is their differences, so its parts add
+ * up to the downtime: pause request to the destination's resume.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,16 +15,16 @@
 #include "mem/digest.h"
 #include "source.h"
 
-/* Wait for the control reader to deliver @type. 0 or the sticky error (-ETIMEDOUT). */
-static int wait_mbox(struct gw_session *s, uint16_t type)
+int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
 {
-	struct timespec deadline = gw_deadline_ms((uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	struct timespec deadline = gw_deadline_ms(timeout_ms);
+	uint32_t bit = 1u << type;
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
-	while (s->mbox_type != type && !s->err.code && ret != ETIMEDOUT)
+	while (!(s->mbox_seen & bit) && !s->err.code && ret != ETIMEDOUT)
 		ret = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);
-	ret = s->mbox_type == type ? 0 : s->err.code ? s->err.code : -ETIMEDOUT;
+	ret = (s->mbox_seen & bit) ? 0 : s->err.code ? s->err.code : -ETIMEDOUT;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -32,28 +35,35 @@ static int pause_vm(struct gw_session *s, struct src_ctx *c)
 
 	src_publish(s, c);
 	c->switched_over = true;
+	if (s->ops->hints_stop)
+		s->ops->hints_stop(s->opaque);
+	pthread_mutex_lock(&s->hint_lock);
+	s->hint_target = NULL;	/* the VM stops: no more hints */
+	pthread_mutex_unlock(&s->hint_lock);
 	gw_set_status(s, GW_STATUS_DEVICE);
-	s->t_pause_ns = gw_now_ns();
+	c->t.pause = gw_now_ns();
 	ret = s->ops->pause(s->opaque);
 	if (ret)
 		return gw_fail(s, "final", ret, false, "pausing the vCPUs: %s", strerror(-ret));
 	c->paused = true;
-	c->bd.pause_ns = gw_now_ns() - s->t_pause_ns;
+	c->t.paused = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "vm_pause", "round=%u pause_us=%llu", gw_round(s),
-	       (unsigned long long)(c->bd.pause_ns / 1000));
+	       (unsigned long long)((c->t.paused - c->t.pause) / 1000));
 	return 0;
 }
 
 /* Last harvest and last pages on every channel, then CHAN_END and the channel threads joined. */
-static int final_pages(struct gw_session *s, struct src_ctx *c)
+static int final_pages(struct gw_session *s, struct src_ctx *c, bool local)
 {
-	uint64_t t = gw_now_ns();
-	int ret = src_harvest(s, c);
+	int ret;
 
+	c->t.harvested = c->t.pages_sent = c->t.paused;
+	if (local)
+		return 0;
+	ret = src_harvest(s, c);
 	if (ret)
 		return ret;
-	c->bd.final_harvest_ns = gw_now_ns() - t;
-	t = gw_now_ns();
+	c->t.harvested = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "final_round", "round=%u dirty_pages=%llu",
 	       gw_round(s), (unsigned long long)c->dirty_pages);
 	ret = src_send_round(s, c);
@@ -65,9 +75,10 @@ static int final_pages(struct gw_session *s, struct src_ctx *c)
 	ret = gw_failed(s);
 	if (ret)
 		return ret;
-	c->bd.final_send_ns = gw_now_ns() - t;
+	c->t.pages_sent = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu final_send_us=%llu",
-	       (unsigned long long)c->dirty_pages, (unsigned long long)(c->bd.final_send_ns / 1000));
+	       (unsigned long long)c->dirty_pages,
+	       (unsigned long long)((c->t.pages_sent - c->t.harvested) / 1000));
 	c->dirty_pages = 0;
 	return 0;
 }
@@ -75,7 +86,6 @@ static int final_pages(struct gw_session *s, struct src_ctx *c)
 static int send_state(struct gw_session *s, struct src_ctx *c)
 {
 	struct gw_msg_state m = { .st = &c->state };
-	uint64_t t = gw_now_ns();
 	int ret = 0;
 
 	gw_state_init(&c->state);
@@ -83,63 +93,42 @@ static int send_state(struct gw_session *s, struct src_ctx *c)
 		ret = s->ops->save_state(s->opaque, &c->state);
 	if (ret)
 		return gw_fail(s, "final", ret, false, "saving device state: %s", strerror(-ret));
-	c->bd.state_save_ns = gw_now_ns() - t;
-	t = gw_now_ns();
+	c->t.state_saved = gw_now_ns();
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_STATE, &m);
 	if (ret)
 		return gw_fail(s, "final", ret, false, "sending state: %s", strerror(-ret));
-	c->bd.state_send_ns = gw_now_ns() - t;
+	c->t.state_sent = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "state_sent", "sections=%u bytes=%zu save_us=%llu send_us=%llu",
 	       gw_state_count(&c->state), c->state.total_bytes,
-	       (unsigned long long)(c->bd.state_save_ns / 1000),
-	       (unsigned long long)(c->bd.state_send_ns / 1000));
+	       (unsigned long long)((c->t.state_saved - c->t.pages_sent) / 1000),
+	       (unsigned long long)((c->t.state_sent - c->t.state_saved) / 1000));
 	return 0;
 }
 
-/* COMPLETE: totals, and the RAM digest when verifying. */
-static int send_complete(struct gw_session *s, struct src_ctx *c)
+/* COMPLETE (totals), then the destination's READY. */
+static int complete_and_ready(struct gw_session *s, struct src_ctx *c)
 {
 	struct gw_msg_complete m = { .nr_channels = s->nr_channels };
-	struct gw_digest dg = { 0, 0 };
+	struct gw_msg_ready r;
 	int ret;
 
-	if (gw_param(s, GW_PARAM_VERIFY)) {
-		uint64_t t = gw_now_ns();
-
-		ret = gw_ram_digest(&s->vm, 2, &dg);
-		if (ret)
-			return gw_fail(s, "final", ret, false, "RAM digest: %s", strerror(-ret));
-		c->bd.verify_ns = m.verify_ns = gw_now_ns() - t;
-		m.flags = GW_COMPLETE_DIGEST;
-		gw_log(GW_LOG_INFO, "mig", "digest", "xxh3=%016llx%016llx verify_us=%llu",
-		       (unsigned long long)dg.hi, (unsigned long long)dg.lo,
-		       (unsigned long long)(m.verify_ns / 1000));
-	}
-	m.digest_lo = dg.lo;
-	m.digest_hi = dg.hi;
 	for (unsigned i = 0; i < s->nr_channels; i++)
 		m.total_pages += s->chans[i].pages;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_COMPLETE, &m);
-	return ret ? gw_fail(s, "final", ret, false, "sending COMPLETE: %s", strerror(-ret)) : 0;
-}
-
-static int wait_ready(struct gw_session *s, struct src_ctx *c)
-{
-	struct gw_msg_ready r;
-	int ret = wait_mbox(s, GW_MSG_READY);
-
+	if (ret)
+		return gw_fail(s, "final", ret, false, "sending COMPLETE: %s", strerror(-ret));
+	gw_set_status(s, GW_STATUS_HANDOVER);
+	ret = src_wait_mbox(s, GW_MSG_READY, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	if (ret)
 		return ret == -ETIMEDOUT ? gw_fail(s, "handover", ret, false,
 			"destination did not answer ready within the I/O timeout") : ret;
+	c->t.ready = gw_now_ns();
 	pthread_mutex_lock(&s->lock);
 	r = s->mbox_ready;
-	s->stats.verified = (r.flags & GW_READY_VERIFIED) != 0;
 	pthread_mutex_unlock(&s->lock);
-	c->bd.dst_load_ns = r.load_ns;
-	c->bd.verify_ns += r.verify_ns;
-	gw_log(GW_LOG_INFO, "mig", "ready", "verified=%d dst_load_us=%llu dst_verify_us=%llu",
-	       !!(r.flags & GW_READY_VERIFIED), (unsigned long long)(r.load_ns / 1000),
-	       (unsigned long long)(r.verify_ns / 1000));
+	gw_log(GW_LOG_INFO, "mig", "ready", "dst_load_us=%llu round_trip_us=%llu",
+	       (unsigned long long)(r.load_ns / 1000),
+	       (unsigned long long)((c->t.ready - c->t.state_sent) / 1000));
 	return 0;
 }
 
@@ -147,16 +136,11 @@ int src_switchover(struct gw_session *s, struct src_ctx *c, bool local)
 {
 	int ret = pause_vm(s, c);
 
-	if (!ret && !local)
-		ret = final_pages(s, c);
+	if (!ret)
+		ret = final_pages(s, c, local);
 	if (!ret)
 		ret = send_state(s, c);
-	if (!ret)
-		ret = send_complete(s, c);
-	if (ret)
-		return ret;
-	gw_set_status(s, GW_STATUS_HANDOVER);
-	return wait_ready(s, c);
+	return ret ? ret : complete_and_ready(s, c);
 }
 
 /* Testing: wait between READY and GO (the destination may die meanwhile). */
@@ -172,7 +156,7 @@ static void fault_delay_go(struct gw_session *s)
 }
 
 /* GO, unless an error (cancel included) was recorded first: decided under one lock. */
-static int send_go(struct gw_session *s)
+static int send_go(struct gw_session *s, bool *sent)
 {
 	int ret;
 
@@ -181,6 +165,7 @@ static int send_go(struct gw_session *s)
 	if (!ret)
 		s->go_sent = true;	/* from here cancel is refused */
 	pthread_mutex_unlock(&s->lock);
+	*sent = !ret;
 	if (ret)
 		return ret;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_GO, NULL);
@@ -206,19 +191,59 @@ static int outcome_unknown(struct gw_session *s, int err)
 	return 1;
 }
 
+/*
+ * When the destination resumed. One kernel (same boot id): its own clock
+ * says. Otherwise from ours: GO sent + one way + its GO-to-resume time,
+ * one way = (round trip - its time) / 2.
+ */
+static uint64_t resume_time(const struct gw_session *s, const struct src_times *t,
+			    const struct gw_msg_resumed *r, uint64_t t_resumed_rx)
+{
+	uint64_t rtt = t_resumed_rx - t->go, own = r->go_to_resume_ns < rtt ? r->go_to_resume_ns : rtt;
+
+	if (s->same_clock && r->resume_mono_ns >= t->go && r->resume_mono_ns <= t_resumed_rx)
+		return r->resume_mono_ns;
+	return t->go + (rtt - own) / 2 + own;
+}
+
+/* The downtime and its parts, from the stamps; published under the lock. */
+static void publish_downtime(struct gw_session *s, struct src_ctx *c)
+{
+	const struct src_times *t = &c->t;
+	struct gw_downtime_breakdown bd = {
+		.pause_ns = t->paused - t->pause, .final_harvest_ns = t->harvested - t->paused,
+		.final_send_ns = t->pages_sent - t->harvested, .state_save_ns = t->state_saved - t->pages_sent,
+		.state_send_ns = t->state_sent - t->state_saved, .dst_load_ns = t->ready - t->state_sent,
+		.handover_ns = t->resumed - t->ready,
+	};
+
+	pthread_mutex_lock(&s->lock);
+	s->stats.downtime = bd;
+	s->stats.downtime_ns = t->resumed - t->pause;
+	s->stats.downtime_measured = s->same_clock;
+	s->stats.total_time_ns = t->resumed - s->t_start_ns;
+	s->stats.status = s->status = GW_STATUS_COMPLETED;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	c->handed_over = true;
+}
+
 int src_handover(struct gw_session *s, struct src_ctx *c)
 {
-	uint64_t t_go, rtt_ns, go_to_resume_ns, end_ns;
+	struct gw_msg_resumed r;
 	struct gw_error err;
+	uint64_t t_rx;
+	bool sent;
 	int ret;
 
 	fault_delay_go(s);
-	ret = send_go(s);
-	if (ret && !s->go_sent)
+	ret = send_go(s, &sent);
+	if (!sent)
 		return ret;
-	t_go = gw_now_ns();
+	c->t.go = gw_now_ns();
 	if (!ret)
-		ret = wait_mbox(s, GW_MSG_RESUMED);
+		ret = src_wait_mbox(s, GW_MSG_RESUMED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	t_rx = gw_now_ns();
 	gw_error_get(s, &err);
 	if (ret && err.from_peer) {
 		/*
@@ -231,21 +256,72 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	}
 	if (ret)
 		return outcome_unknown(s, ret);
-	rtt_ns = gw_now_ns() - t_go;
 	pthread_mutex_lock(&s->lock);
-	go_to_resume_ns = s->mbox_resumed.go_to_resume_ns;
+	r = s->mbox_resumed;
 	pthread_mutex_unlock(&s->lock);
-	if (go_to_resume_ns > rtt_ns)
-		go_to_resume_ns = rtt_ns;
-	/* One way = (round trip - destination's own time) / 2. */
-	c->bd.handover_ns = (rtt_ns - go_to_resume_ns) / 2 + go_to_resume_ns;
-	end_ns = t_go + c->bd.handover_ns;
-	pthread_mutex_lock(&s->lock);
-	s->stats.downtime = c->bd;
-	s->stats.downtime_ns = end_ns - s->t_pause_ns > c->bd.verify_ns ?
-			       end_ns - s->t_pause_ns - c->bd.verify_ns : 0;
-	s->stats.total_time_ns = end_ns - s->t_start_ns;
-	pthread_mutex_unlock(&s->lock);
-	c->handed_over = true;
+	c->t.resumed = resume_time(s, &c->t, &r, t_rx);
+	publish_downtime(s, c);
 	return 0;
+}
+
+static void set_verify(struct gw_session *s, enum gw_verify v, uint64_t src_ns,
+		       const struct gw_msg_verified *m)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stats.verify = v;
+	s->stats.verified = v == GW_VERIFY_OK;
+	s->stats.verify_src_ns = src_ns;
+	if (m) {
+		s->stats.verify_dst_ns = m->verify_ns;
+		s->stats.verify_faults = m->snapshot_faults;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * After GO the source's VM never runs again unless the operator says so:
+ * its RAM is frozen, so it is hashed now, out of the downtime. The
+ * destination hashed its RAM as it was at resume (mem/snapshot.h) and
+ * compares. A mismatch is loud; the source keeps its copy for the operator.
+ */
+void src_verify(struct gw_session *s, struct src_ctx *c)
+{
+	struct gw_msg_verify m = { 0 };
+	struct gw_msg_verified v;
+	struct gw_digest dg;
+	uint64_t t = gw_now_ns();
+	int ret;
+
+	(void)c;
+	if (!gw_param(s, GW_PARAM_VERIFY) || gw_param(s, GW_PARAM_LOCAL))
+		return;
+	set_verify(s, GW_VERIFY_PENDING, 0, NULL);
+	ret = gw_ram_digest(&s->vm, 2, &dg);
+	m = (struct gw_msg_verify){ dg.lo, dg.hi, gw_now_ns() - t };
+	if (!ret)
+		ret = gw_conn_send_msg(&s->ctl, GW_MSG_VERIFY, &m);
+	if (!ret)
+		ret = src_wait_mbox(s, GW_MSG_VERIFIED, gw_verify_wait_ms(s));
+	if (ret) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"%s\"", strerror(-ret));
+		set_verify(s, GW_VERIFY_UNKNOWN, m.verify_ns, NULL);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	v = s->mbox_verified;
+	pthread_mutex_unlock(&s->lock);
+	if (v.flags & GW_VERIFIED_UNAVAILABLE) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"the destination cannot snapshot its RAM\"");
+		set_verify(s, GW_VERIFY_UNKNOWN, m.verify_ns, &v);
+		return;
+	}
+	set_verify(s, (v.flags & GW_VERIFIED_MATCH) ? GW_VERIFY_OK : GW_VERIFY_MISMATCH, m.verify_ns, &v);
+	gw_log((v.flags & GW_VERIFIED_MATCH) ? GW_LOG_INFO : GW_LOG_ERROR, "mig",
+	       (v.flags & GW_VERIFIED_MATCH) ? "verified" : "verify_mismatch",
+	       "source=%016llx%016llx destination=%016llx%016llx src_us=%llu dst_us=%llu faults=%llu%s",
+	       (unsigned long long)m.digest_hi, (unsigned long long)m.digest_lo,
+	       (unsigned long long)v.digest_hi, (unsigned long long)v.digest_lo,
+	       (unsigned long long)(m.verify_ns / 1000), (unsigned long long)(v.verify_ns / 1000),
+	       (unsigned long long)v.snapshot_faults,
+	       (v.flags & GW_VERIFIED_MATCH) ? "" : " action=\"the source keeps its copy: resolve\"");
 }

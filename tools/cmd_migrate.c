@@ -239,6 +239,11 @@ int cmd_migrate(int argc, char **argv)
 		report_print(stdout, st, &x);
 	}
 	ret = cli_status_is(st, GW_STATUS_COMPLETED) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+	if (!strcmp(json_str(json_get(st, "verify"), "off"), gw_verify_name(GW_VERIFY_MISMATCH))) {
+		cli_error("VERIFY MISMATCH: the destination's RAM differs from the source's; the source "
+			  "keeps its copy paused: stop the destination, then --resolve source");
+		ret = CLI_EXIT_FAIL;
+	}
 	json_free(st);
 	fflush(stdout);
 	return ret;

@@ -90,7 +90,14 @@ static void *watcher_thread(void *arg)
 		gw_session_stats(s, st);
 
 	if (role == GW_ROLE_SOURCE) {
-		if (ret == 0) {
+		if (ret == 0 && st && st->verify == GW_VERIFY_MISMATCH) {
+			/* The destination runs a VM whose RAM differs: keep ours, paused, for the operator. */
+			gw_log(GW_LOG_ERROR, "cli", "migration_verify_mismatch",
+			       "vm=paused action=\"stop the destination, then: godwit migrate --resolve source\"");
+			fprintf(stderr, "godwit: VERIFY MISMATCH: the destination's RAM differs from this source's; "
+				"this VM stays paused here. Stop the destination, then run "
+				"'godwit migrate --api ... --resolve source' to resume it here.\n");
+		} else if (ret == 0) {
 			soft_vm_set_postmigrate(rs->vm);
 			gw_log(GW_LOG_INFO, "cli", "migration_completed", "vm=postmigrate");
 		} else {
@@ -115,7 +122,7 @@ static void *watcher_thread(void *arg)
 	if (role == GW_ROLE_DEST && ret) {
 		rs->exit_code = CLI_EXIT_FAIL;
 		request_quit();
-	} else if (rs->opts->exit_after_migrate) {
+	} else if (rs->opts->exit_after_migrate && !(st && st->verify == GW_VERIFY_MISMATCH)) {
 		rs->exit_code = ret ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 		request_quit();
 	}
@@ -450,7 +457,7 @@ static void handle_resolve(struct run_state *rs, const struct api_request *req, 
 	} else {
 		ret = gw_session_resolve(rs->sess, !strcmp(runs, "destination"));
 		if (ret == -EINVAL)
-			api_reply_error(out, "the last migration's outcome is not unknown: nothing to resolve");
+			api_reply_error(out, "the last migration's outcome is neither unknown nor a verify mismatch: nothing to resolve");
 		else if (ret)
 			api_reply_error(out, "resuming the VM failed: %s", strerror(-ret));
 		else {

@@ -370,10 +370,15 @@ bool cli_status_is(const struct json *st, enum gw_status which)
 	return s && name && !strcmp(s, name);
 }
 
+/* Over: failed, cancelled, unknown, or completed with the digests compared (verify not pending). */
 bool cli_status_terminal(const struct json *st)
 {
-	return cli_status_is(st, GW_STATUS_COMPLETED) || cli_status_is(st, GW_STATUS_FAILED) ||
-	       cli_status_is(st, GW_STATUS_CANCELLED) || cli_status_is(st, GW_STATUS_UNKNOWN);
+	const char *verify = json_str(json_get(st, "verify"), "off");
+
+	if (cli_status_is(st, GW_STATUS_COMPLETED))
+		return strcmp(verify, gw_verify_name(GW_VERIFY_PENDING)) != 0;
+	return cli_status_is(st, GW_STATUS_FAILED) || cli_status_is(st, GW_STATUS_CANCELLED) ||
+	       cli_status_is(st, GW_STATUS_UNKNOWN);
 }
 
 int64_t cli_now_ms(void)

@@ -23,12 +23,24 @@ enum gw_param {
 	GW_PARAM_COMPRESS_LEVEL,	/* codec level, 0 = codec default; setup */
 	GW_PARAM_XBZRLE_CACHE_BYTES,	/* 0 = XBZRLE off; setup */
 	GW_PARAM_LOCAL,			/* 1 = pass RAM fds (unix: only); setup */
-	GW_PARAM_VERIFY,		/* 1 = RAM digest checked before "ready"; setup */
+	GW_PARAM_VERIFY,		/* 1 = RAM digests compared after resume; setup */
 	GW_PARAM_IO_TIMEOUT_MS,		/* a peer silent this long is dead; setup */
 	GW_PARAM_CONVERGE_TIMEOUT_MS,	/* 0 = keep going; live */
 	GW_PARAM_CONVERGE_POLICY,	/* enum gw_converge_policy; live */
 	GW_PARAM_BATCH_PAGES,		/* pages per batch (and per stable region); setup */
 	GW_PARAM_DIRTY_BACKEND,		/* enum gw_dirty_backend_id; setup */
+	/* Auto-converge (QEMU's names and semantics): throttle the vCPUs through
+	 * gw_vm_ops.throttle when the guest dirties faster than the link moves. */
+	GW_PARAM_AUTO_CONVERGE,		/* 0 / 1; live */
+	GW_PARAM_CPU_THROTTLE_INITIAL,	/* percent, first step; live */
+	GW_PARAM_CPU_THROTTLE_INCREMENT,/* percent added per step; live */
+	GW_PARAM_CPU_THROTTLE_TAILSLOW,	/* 0 / 1: smaller steps near the rate that converges; live */
+	GW_PARAM_MAX_CPU_THROTTLE,	/* percent cap; live */
+	GW_PARAM_THROTTLE_TRIGGER_THRESHOLD,	/* percent: dirtied bytes over sent bytes of a
+					   round that counts as "too fast"; live */
+	/* Dirty limit: cap each vCPU's dirty rate through gw_vm_ops.dirty_limit. */
+	GW_PARAM_DIRTY_LIMIT_BPS,	/* bytes/s per vCPU, 0 = off; live */
+	GW_PARAM_DIRTY_LIMIT_START,	/* enum gw_dirty_limit_start; live */
 	GW_PARAM__COUNT
 };
 
@@ -46,6 +58,11 @@ enum gw_converge_policy {
 	GW_CONVERGE_KEEP_GOING = 0,	/* ignore the timeout */
 	GW_CONVERGE_CANCEL = 1,		/* at the timeout: fail, source keeps running */
 	GW_CONVERGE_FORCE = 2,		/* at the timeout: switch over anyway */
+};
+
+enum gw_dirty_limit_start {
+	GW_DIRTY_LIMIT_ON_NO_CONVERGE = 0,	/* when the dirty rate stays above the link (QEMU) */
+	GW_DIRTY_LIMIT_FROM_START = 1,		/* as soon as precopy starts */
 };
 
 enum gw_dirty_backend_id {

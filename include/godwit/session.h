@@ -58,10 +58,11 @@ GW_EXPORT int gw_migrate_start(struct gw_session *s, const char *url);
 GW_EXPORT const char *gw_session_error(struct gw_session *s, char *buf, size_t len);
 
 /*
- * After a migration ended GW_STATUS_UNKNOWN (GO sent, RESUMED lost), the
- * operator, having asked the destination, settles it: @destination_runs
- * false resumes the VM here and ends "failed"; true ends "completed".
- * 0, -EINVAL (not in the unknown state), or the resume error.
+ * After a migration ended GW_STATUS_UNKNOWN (GO sent, RESUMED lost), or
+ * completed with a verification mismatch (the source kept its copy), the
+ * operator, having asked or stopped the destination, settles it:
+ * @destination_runs false resumes the VM here and ends "failed"; true ends
+ * "completed". 0, -EINVAL (nothing to settle), or the resume error.
  */
 GW_EXPORT int gw_session_resolve(struct gw_session *s, bool destination_runs);
 
@@ -83,6 +84,17 @@ GW_EXPORT int gw_session_cancel(struct gw_session *s);
 
 /* Block until the migration ends. Returns 0 on completed, else the error. */
 GW_EXPORT int gw_session_wait(struct gw_session *s);
+
+/*
+ * Free-page hint (source, between the VM ops' hints_start and hints_stop):
+ * pages [@first_page, @first_page + @nr_pages) of block @block hold nothing
+ * the guest needs. They are not sent unless written again: a write after
+ * this call returns is caught by dirty tracking and the page goes. The
+ * guest must not write them while the call runs. 0, -EINVAL (range),
+ * -EAGAIN (no migration is taking hints now).
+ */
+GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page,
+				   uint64_t nr_pages);
 
 /* Snapshot of the statistics; safe while running. */
 GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);

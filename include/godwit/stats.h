@@ -40,19 +40,36 @@ struct gw_round_stats {
 	uint64_t sent_bytes;		/* wire bytes of this round */
 	uint64_t normal_pages, zero_pages, skipped_pages;
 	uint64_t rate_bps;		/* measured transfer rate of this round */
+	uint64_t dirty_rate_pps;	/* pages dirtied per second during this round */
 	uint64_t expected_downtime_ns;	/* estimate at round end */
+	uint32_t throttle_pct;		/* auto-converge throttle in force at round end */
+	bool dirty_limit;		/* the dirty limit was in force at round end */
 };
 
-struct gw_downtime_breakdown {		/* all within the pause */
-	uint64_t pause_ns;		/* vCPUs stop */
+/*
+ * The downtime in consecutive phases: they add up to downtime_ns exactly,
+ * from the source's pause request to the destination's resume.
+ */
+struct gw_downtime_breakdown {
+	uint64_t pause_ns;		/* pause request -> no vCPU runs */
 	uint64_t final_harvest_ns;	/* last dirty harvest */
-	uint64_t final_send_ns;		/* remaining pages on all channels */
+	uint64_t final_send_ns;		/* remaining pages on all channels, channels ended */
 	uint64_t state_save_ns;		/* vCPU and device state save */
 	uint64_t state_send_ns;		/* state on the wire */
-	uint64_t dst_load_ns;		/* destination: load and check (from ready) */
-	uint64_t handover_ns;		/* ready/go/resumed round trips */
-	uint64_t verify_ns;		/* digest time both sides: excluded from downtime */
+	uint64_t dst_load_ns;		/* COMPLETE sent -> READY received (destination checks
+					   and loads the state; one round trip) */
+	uint64_t handover_ns;		/* READY received -> VM resumed on the destination */
 };
+
+/* Verification: the two RAM digests, compared after the VM resumed. */
+enum gw_verify {
+	GW_VERIFY_OFF = 0,		/* not asked (or local migration: one copy of RAM) */
+	GW_VERIFY_PENDING,		/* resumed, digests being computed */
+	GW_VERIFY_OK,			/* equal */
+	GW_VERIFY_MISMATCH,		/* different: the source keeps its copy for the operator */
+	GW_VERIFY_UNKNOWN,		/* the peer went away before answering */
+};
+GW_EXPORT const char *gw_verify_name(enum gw_verify v);	/* "off", "pending", "ok", ... */
 
 struct gw_stats {
 	enum gw_status status;
@@ -62,7 +79,7 @@ struct gw_stats {
 
 	uint64_t total_time_ns;		/* migrate command -> destination resumed */
 	uint64_t setup_time_ns;		/* migrate command -> round 0 starts */
-	uint64_t downtime_ns;		/* source pause -> destination resume, less verify */
+	uint64_t downtime_ns;		/* source pause -> destination resume, all of it */
 	uint64_t expected_downtime_ns;
 
 	/* ram */
@@ -78,8 +95,15 @@ struct gw_stats {
 	uint64_t rate_bps;		/* smoothed transfer rate */
 	uint64_t pages_per_second;
 	uint64_t dirty_pages_rate;	/* pages/s at the last harvest */
+	uint64_t free_hinted_pages;	/* dropped from sending by free-page hints */
 	uint64_t payload_bytes_raw;	/* page bytes before compression */
 	uint64_t payload_bytes_wire;	/* page bytes after compression */
+
+	uint64_t rtt_ns;		/* control connection round trip, smoothed (PING) */
+	uint32_t throttle_pct;		/* cpu-throttle-percentage now */
+	uint64_t dirty_limit_bps;	/* per-vCPU dirty limit in force, 0 = none */
+	bool converging;		/* expected downtime falls toward the limit */
+	char converge_hint[192];	/* why it does not converge and what would help ("" when it does) */
 
 	uint32_t rounds;
 	unsigned nr_rounds_kept;
@@ -88,7 +112,12 @@ struct gw_stats {
 	uint64_t channel_bytes[GW_STATS_MAX_CHANNELS];
 
 	struct gw_downtime_breakdown downtime;
-	bool verified;			/* destination digest == source digest */
+	bool downtime_measured;		/* one clock on both ends (else resume time estimated) */
+	enum gw_verify verify;
+	bool verified;			/* verify == GW_VERIFY_OK */
+	uint64_t verify_src_ns;		/* source digest, after GO, VM paused there */
+	uint64_t verify_dst_ns;		/* destination digest, while the guest runs */
+	uint64_t verify_faults;		/* guest writes that waited for a chunk's hash */
 	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
 	char dirty_backend[16];
 	char codec[16];

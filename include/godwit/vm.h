@@ -49,6 +49,7 @@ struct gw_vm_info {
 /* Device and vCPU state travels as opaque, named, versioned sections. */
 #define GW_SECTION_NAME_MAX 32
 struct gw_state;			/* opaque: a list of sections */
+struct gw_session;
 
 /* Add a section (the data is copied). Returns 0 or -ENOMEM / -EINVAL / -E2BIG. */
 GW_EXPORT int gw_state_add(struct gw_state *st, const char *name, uint32_t version,
@@ -90,8 +91,27 @@ struct gw_vm_ops {
 	 */
 	int (*setup_ram)(void *opaque, const struct gw_vm_info *want,
 			 struct gw_vm_info *vm, char *reason, size_t reason_len);
-	/* Optional: throttle vCPUs to @pct percent of their time (0 = off). */
+	/*
+	 * Optional: keep the vCPUs from running @pct percent of the time
+	 * (0 = off; auto-converge). 0 or -errno.
+	 */
 	int (*throttle)(void *opaque, unsigned pct);
+	/*
+	 * Optional: cap each vCPU's dirty rate at @bytes_per_sec (0 = off;
+	 * dirty limit). The VMM enforces it (soft vCPUs take a token per page
+	 * they dirty; KVM through the dirty ring's per-vCPU counts). 0 or -errno.
+	 */
+	int (*dirty_limit)(void *opaque, uint64_t bytes_per_sec);
+	/*
+	 * Optional: free-page hints. The engine calls hints_start once dirty
+	 * tracking runs, before round 0's pages are read; from then until
+	 * hints_stop (at the pause, or when the migration ends) the VMM may
+	 * report guest pages whose content does not matter with
+	 * gw_session_hint_free() on @s, from any thread, the first time from
+	 * within hints_start itself.
+	 */
+	void (*hints_start)(void *opaque, struct gw_session *s);
+	void (*hints_stop)(void *opaque);
 };
 
 #ifdef __cplusplus

@@ -34,7 +34,7 @@
 #include "mem/populated.h"
 #include "mem/zero.h"
 
-#define CHUNK_BYTES (256u << 10)
+#define CHUNK_BYTES GW_DIGEST_CHUNK_BYTES
 #define GROUP_BYTES (64u << 20)
 #define CHUNKS_PER_GROUP (GROUP_BYTES / CHUNK_BYTES)
 #define ZERO_BUF_BYTES (64u << 10)
@@ -54,6 +54,7 @@ struct digest_job {
 	struct group_result *results;			/* slot g written by one worker */
 	atomic_uint_fast64_t next_group;		/* work counter */
 	atomic_int err;					/* first error, 0 when none */
+	const struct gw_digest_hooks *hooks;		/* NULL: RAM does not change */
 };
 
 static uint64_t page_size_of(const struct gw_ram_block *b)
@@ -140,46 +141,79 @@ static bool chunk_read_fd(const struct digest_job *job, unsigned bi, uint64_t of
 	return !gw_is_zero(buf, len);
 }
 
+/*
+ * The contribution of chunk @c of block @bi: zero (nothing), or its
+ * XXH3-128. @buf holds CHUNK_BYTES. 0 or -errno.
+ */
+static int hash_chunk(const struct digest_job *job, unsigned bi, uint64_t c, XXH3_state_t *cst,
+		      uint8_t *buf, struct gw_chunk_hash *res)
+{
+	const struct gw_ram_block *b = &job->vm->blocks[bi];
+	uint64_t off = c * CHUNK_BYTES;
+	uint64_t len = b->size_bytes - off < CHUNK_BYTES ? b->size_bytes - off : CHUNK_BYTES;
+	XXH128_hash_t h;
+	int err = 0;
+
+	res->nonzero = false;
+	if (b->fd >= 0) {
+		if (!chunk_read_fd(job, bi, off, len, buf, &err))
+			return err;
+		h = XXH3_128bits(buf, len);
+	} else {
+		if (walk_runs(job, bi, off, len, run_is_zero, NULL))
+			return 0;
+		XXH3_128bits_reset(cst);
+		walk_runs(job, bi, off, len, run_hash, cst);
+		h = XXH3_128bits_digest(cst);
+	}
+	res->nonzero = true;
+	res->lo = h.low64;
+	res->hi = h.high64;
+	return 0;
+}
+
+/* A chunk's result, through the hooks when RAM may change meanwhile. */
+static int chunk_result(const struct digest_job *job, unsigned bi, uint64_t c, XXH3_state_t *cst,
+			uint8_t *buf, struct gw_chunk_hash *res)
+{
+	const struct gw_digest_hooks *hk = job->hooks;
+	int err;
+
+	if (!hk)
+		return hash_chunk(job, bi, c, cst, buf, res);
+	if (hk->chunk_begin(hk->ctx, bi, c, res))
+		return 0;	/* hashed already, before its first write */
+	err = hash_chunk(job, bi, c, cst, buf, res);
+	hk->chunk_end(hk->ctx, bi, c, err ? NULL : res);
+	return err;
+}
+
 static void hash_group(struct digest_job *job, unsigned bi, uint64_t group,
 		       XXH3_state_t *gst, XXH3_state_t *cst, struct group_result *res,
 		       uint8_t *buf)
 {
 	const struct gw_ram_block *b = &job->vm->blocks[bi];
-	int err = 0;
 
 	res->nonempty = false;
 	XXH3_128bits_reset(gst);
-	for (uint64_t c = group * CHUNKS_PER_GROUP; c < (group + 1) * CHUNKS_PER_GROUP; c++) {
-		uint64_t off = c * CHUNK_BYTES;
-		uint64_t len;
-		XXH128_hash_t h;
+	for (uint64_t c = group * CHUNKS_PER_GROUP;
+	     c < (group + 1) * CHUNKS_PER_GROUP && c * CHUNK_BYTES < b->size_bytes; c++) {
+		struct gw_chunk_hash ch;
 		uint8_t rec[32];
+		int err = chunk_result(job, bi, c, cst, buf, &ch);
 
-		if (off >= b->size_bytes)
-			break;
-		len = b->size_bytes - off < CHUNK_BYTES ? b->size_bytes - off : CHUNK_BYTES;
-		if (b->fd >= 0) {
-			if (!chunk_read_fd(job, bi, off, len, buf, &err)) {
-				if (err) {
-					int zero = 0;
+		if (err) {
+			int zero = 0;
 
-					atomic_compare_exchange_strong(&job->err, &zero, err);
-					return;
-				}
-				continue;
-			}
-			h = XXH3_128bits(buf, len);
-		} else {
-			if (walk_runs(job, bi, off, len, run_is_zero, NULL))
-				continue;
-			XXH3_128bits_reset(cst);
-			walk_runs(job, bi, off, len, run_hash, cst);
-			h = XXH3_128bits_digest(cst);
+			atomic_compare_exchange_strong(&job->err, &zero, err);
+			return;
 		}
+		if (!ch.nonzero)
+			continue;
 		gw_le64_put(rec, bi);
 		gw_le64_put(rec + 8, c);
-		gw_le64_put(rec + 16, h.low64);
-		gw_le64_put(rec + 24, h.high64);
+		gw_le64_put(rec + 16, ch.lo);
+		gw_le64_put(rec + 24, ch.hi);
 		XXH3_128bits_update(gst, rec, sizeof(rec));
 		res->nonempty = true;
 	}
@@ -263,6 +297,42 @@ int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_di
 int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
 			 const struct gw_bitmap *may_hold_data, struct gw_digest *out)
 {
+	return gw_ram_digest_hooked(vm, nr_threads, may_hold_data, NULL, out);
+}
+
+/* The job's population bitmaps: @may_hold_data copied, or scanned. 0 or -errno. */
+static int job_populated(struct digest_job *job, const struct gw_bitmap *may_hold_data)
+{
+	const struct gw_vm_info *vm = job->vm;
+
+	for (unsigned bi = 0; bi < vm->nr_blocks; bi++) {
+		const struct gw_ram_block *b = &vm->blocks[bi];
+		uint64_t ps = page_size_of(b);
+		ssize_t npop;
+
+		if (!b->host || b->size_bytes % ps)
+			return -EINVAL;
+		job->group_base[bi + 1] = job->group_base[bi] +
+			(b->size_bytes + GROUP_BYTES - 1) / GROUP_BYTES;
+		if (gw_bitmap_init(&job->populated[bi], b->size_bytes / ps) < 0)
+			return -ENOMEM;
+		if (may_hold_data) {
+			if (may_hold_data[bi].nr_bits != job->populated[bi].nr_bits)
+				return -EINVAL;
+			gw_bitmap_or(&job->populated[bi], &may_hold_data[bi]);
+			continue;
+		}
+		npop = gw_populated_scan(b, &job->populated[bi], NULL);
+		if (npop < 0)
+			return (int)npop;
+	}
+	return 0;
+}
+
+int gw_ram_digest_hooked(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *may_hold_data, const struct gw_digest_hooks *hooks,
+			 struct gw_digest *out)
+{
 	pthread_t threads[MAX_THREADS];
 	unsigned nr_started = 0;
 	struct digest_job *job;
@@ -275,34 +345,10 @@ int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
 	if (!job)
 		return -ENOMEM;
 	job->vm = vm;
-	for (unsigned bi = 0; bi < vm->nr_blocks; bi++) {
-		const struct gw_ram_block *b = &vm->blocks[bi];
-		uint64_t ps = page_size_of(b);
-		ssize_t npop;
-
-		if (!b->host || b->size_bytes % ps) {
-			ret = -EINVAL;
-			goto out;
-		}
-		job->group_base[bi + 1] = job->group_base[bi] +
-			(b->size_bytes + GROUP_BYTES - 1) / GROUP_BYTES;
-		ret = gw_bitmap_init(&job->populated[bi], b->size_bytes / ps);
-		if (ret < 0)
-			goto out;
-		if (may_hold_data) {
-			if (may_hold_data[bi].nr_bits != job->populated[bi].nr_bits) {
-				ret = -EINVAL;
-				goto out;
-			}
-			gw_bitmap_or(&job->populated[bi], &may_hold_data[bi]);
-			continue;
-		}
-		npop = gw_populated_scan(b, &job->populated[bi], NULL);
-		if (npop < 0) {
-			ret = (int)npop;
-			goto out;
-		}
-	}
+	job->hooks = hooks;
+	ret = job_populated(job, may_hold_data);
+	if (ret)
+		goto out;
 	nr_groups = job->group_base[vm->nr_blocks];
 	job->results = calloc(nr_groups ? nr_groups : 1, sizeof(*job->results));
 	if (!job->results) {
@@ -331,6 +377,26 @@ out:
 	for (unsigned bi = 0; bi < vm->nr_blocks; bi++)
 		gw_bitmap_free(&job->populated[bi]);
 	free(job->results);
+	free(job);
+	return ret;
+}
+
+int gw_digest_chunk(const struct gw_vm_info *vm, const struct gw_bitmap *may_hold_data,
+		    unsigned bi, uint64_t chunk, uint8_t *buf, struct gw_chunk_hash *res)
+{
+	struct digest_job *job = calloc(1, sizeof(*job));
+	XXH3_state_t *cst = XXH3_createState();
+	int ret = job && cst ? 0 : -ENOMEM;
+
+	if (!ret) {
+		const struct gw_ram_block *b = &vm->blocks[bi];
+
+		/* The bitmap is only read: borrow it instead of a copy. */
+		job->vm = vm;
+		job->populated[bi] = may_hold_data[bi];
+		ret = chunk * CHUNK_BYTES < b->size_bytes ? hash_chunk(job, bi, chunk, cst, buf, res) : -EINVAL;
+	}
+	XXH3_freeState(cst);
 	free(job);
 	return ret;
 }

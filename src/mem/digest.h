@@ -15,6 +15,7 @@
 #ifndef GW_DIGEST_H
 #define GW_DIGEST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <godwit/vm.h>
 #include "mem/bitmap.h"
@@ -34,5 +35,38 @@ int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_di
  */
 int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
 			 const struct gw_bitmap *may_hold_data, struct gw_digest *out);
+
+/* ---- digests of memory that changes meanwhile (see mem/snapshot.c) ---- */
+
+#define GW_DIGEST_CHUNK_BYTES (256u << 10)
+
+/* One chunk's contribution: nothing when all zero, else its XXH3-128. */
+struct gw_chunk_hash {
+	bool nonzero;
+	uint64_t lo, hi;
+};
+
+/*
+ * Called around each chunk by the digest workers. chunk_begin: true (and
+ * *res) when the chunk was hashed already (it is then not read); false
+ * means "hash it now: it does not change until chunk_end". chunk_end gets
+ * the result (NULL on a read error); the chunk may change after it.
+ */
+struct gw_digest_hooks {
+	void *ctx;
+	bool (*chunk_begin)(void *ctx, unsigned block, uint64_t chunk, struct gw_chunk_hash *res);
+	void (*chunk_end)(void *ctx, unsigned block, uint64_t chunk, const struct gw_chunk_hash *res);
+};
+
+/* gw_ram_digest_masked with hooks (NULL: none). Same result for the same bytes. */
+int gw_ram_digest_hooked(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *may_hold_data, const struct gw_digest_hooks *hooks,
+			 struct gw_digest *out);
+/*
+ * Hash chunk @chunk of block @block now (@buf: GW_DIGEST_CHUNK_BYTES), with
+ * the pages of @may_hold_data as the only ones that may hold data. 0 or -errno.
+ */
+int gw_digest_chunk(const struct gw_vm_info *vm, const struct gw_bitmap *may_hold_data,
+		    unsigned block, uint64_t chunk, uint8_t *buf, struct gw_chunk_hash *res);
 
 #endif

@@ -25,6 +25,7 @@ static int hello_encode(struct gw_wbuf *w, const void *msg)
 	gw_put_le32(w, m->min_version);
 	gw_put_le32(w, m->max_version);
 	gw_put_bytes(w, m->id, GW_WIRE_ID_BYTES);
+	gw_put_bytes(w, m->boot_id, GW_WIRE_ID_BYTES);
 	gw_put_le32(w, m->page_size_bytes);
 	gw_put_le32(w, m->nr_channels);
 	gw_put_le32(w, m->codec);
@@ -114,6 +115,9 @@ static int hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
 	if (id)
 		memcpy(m->id, id, GW_WIRE_ID_BYTES);
+	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
+	if (id)
+		memcpy(m->boot_id, id, GW_WIRE_ID_BYTES);
 	m->page_size_bytes = gw_get_le32(r);
 	m->nr_channels = gw_get_le32(r);
 	m->codec = gw_get_le32(r);
@@ -139,15 +143,20 @@ static int hello_ack_encode(struct gw_wbuf *w, const void *msg)
 
 	gw_put_le32(w, m->version);
 	gw_put_le32(w, m->flags);
+	gw_put_bytes(w, m->boot_id, GW_WIRE_ID_BYTES);
 	return gw_wbuf_done(w);
 }
 
 static int hello_ack_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_hello_ack *m = msg;
+	const void *boot;
 
 	m->version = gw_get_le32(r);
 	m->flags = gw_get_le32(r);
+	boot = gw_get_bytes(r, GW_WIRE_ID_BYTES);
+	if (boot)
+		memcpy(m->boot_id, boot, GW_WIRE_ID_BYTES);
 	if (!r->underrun && (m->flags & ~GW_HELLO_FLAGS_ALL))
 		return WHY("unknown HELLO_ACK flags 0x%x", m->flags);
 	return 0;
@@ -241,26 +250,21 @@ static int complete_encode(struct gw_wbuf *w, const void *msg)
 	const struct gw_msg_complete *m = msg;
 
 	gw_put_le32(w, m->nr_channels);
-	gw_put_le32(w, m->flags);
-	gw_put_le64(w, m->digest_lo);
-	gw_put_le64(w, m->digest_hi);
+	gw_put_le32(w, 0);
 	gw_put_le64(w, m->total_pages);
-	gw_put_le64(w, m->verify_ns);
 	return gw_wbuf_done(w);
 }
 
 static int complete_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_complete *m = msg;
+	uint32_t reserved;
 
 	m->nr_channels = gw_get_le32(r);
-	m->flags = gw_get_le32(r);
-	m->digest_lo = gw_get_le64(r);
-	m->digest_hi = gw_get_le64(r);
+	reserved = gw_get_le32(r);
 	m->total_pages = gw_get_le64(r);
-	m->verify_ns = gw_get_le64(r);
-	if (!r->underrun && (m->flags & ~GW_COMPLETE_DIGEST))
-		return WHY("unknown COMPLETE flags 0x%x", m->flags);
+	if (!r->underrun && reserved)
+		return WHY("COMPLETE reserved field not zero");
 	if (!r->underrun && m->nr_channels > GW_WIRE_MAX_CHANNELS)
 		return WHY("COMPLETE: %u channels", m->nr_channels);
 	return 0;
@@ -268,38 +272,95 @@ static int complete_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_l
 
 static int ready_encode(struct gw_wbuf *w, const void *msg)
 {
-	const struct gw_msg_ready *m = msg;
-
-	gw_put_le32(w, m->flags);
-	gw_put_le32(w, 0);
-	gw_put_le64(w, m->load_ns);
-	gw_put_le64(w, m->verify_ns);
+	gw_put_le64(w, ((const struct gw_msg_ready *)msg)->load_ns);
 	return gw_wbuf_done(w);
 }
 
 static int ready_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
-	struct gw_msg_ready *m = msg;
-	uint32_t reserved;
-
-	m->flags = gw_get_le32(r);
-	reserved = gw_get_le32(r);
-	m->load_ns = gw_get_le64(r);
-	m->verify_ns = gw_get_le64(r);
-	if (!r->underrun && ((m->flags & ~GW_READY_VERIFIED) || reserved))
-		return WHY("READY: unknown flags 0x%x or reserved field not zero", m->flags);
+	((struct gw_msg_ready *)msg)->load_ns = gw_get_le64(r);
+	(void)why, (void)why_len;
 	return 0;
 }
 
 static int resumed_encode(struct gw_wbuf *w, const void *msg)
 {
-	gw_put_le64(w, ((const struct gw_msg_resumed *)msg)->go_to_resume_ns);
+	const struct gw_msg_resumed *m = msg;
+
+	gw_put_le64(w, m->go_to_resume_ns);
+	gw_put_le64(w, m->resume_mono_ns);
 	return gw_wbuf_done(w);
 }
 
 static int resumed_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
-	((struct gw_msg_resumed *)msg)->go_to_resume_ns = gw_get_le64(r);
+	struct gw_msg_resumed *m = msg;
+
+	m->go_to_resume_ns = gw_get_le64(r);
+	m->resume_mono_ns = gw_get_le64(r);
+	(void)why, (void)why_len;
+	return 0;
+}
+
+static int verify_encode(struct gw_wbuf *w, const void *msg)
+{
+	const struct gw_msg_verify *m = msg;
+
+	gw_put_le64(w, m->digest_lo);
+	gw_put_le64(w, m->digest_hi);
+	gw_put_le64(w, m->verify_ns);
+	return gw_wbuf_done(w);
+}
+
+static int verify_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
+{
+	struct gw_msg_verify *m = msg;
+
+	m->digest_lo = gw_get_le64(r);
+	m->digest_hi = gw_get_le64(r);
+	m->verify_ns = gw_get_le64(r);
+	(void)why, (void)why_len;
+	return 0;
+}
+
+static int verified_encode(struct gw_wbuf *w, const void *msg)
+{
+	const struct gw_msg_verified *m = msg;
+
+	gw_put_le32(w, m->flags);
+	gw_put_le32(w, 0);
+	gw_put_le64(w, m->digest_lo);
+	gw_put_le64(w, m->digest_hi);
+	gw_put_le64(w, m->verify_ns);
+	gw_put_le64(w, m->snapshot_faults);
+	return gw_wbuf_done(w);
+}
+
+static int verified_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
+{
+	struct gw_msg_verified *m = msg;
+	uint32_t reserved;
+
+	m->flags = gw_get_le32(r);
+	reserved = gw_get_le32(r);
+	m->digest_lo = gw_get_le64(r);
+	m->digest_hi = gw_get_le64(r);
+	m->verify_ns = gw_get_le64(r);
+	m->snapshot_faults = gw_get_le64(r);
+	if (!r->underrun && ((m->flags & ~GW_VERIFIED_FLAGS_ALL) || reserved))
+		return WHY("VERIFIED: unknown flags 0x%x or reserved field not zero", m->flags);
+	return 0;
+}
+
+static int ping_encode(struct gw_wbuf *w, const void *msg)
+{
+	gw_put_le64(w, ((const struct gw_msg_ping *)msg)->token);
+	return gw_wbuf_done(w);
+}
+
+static int ping_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
+{
+	((struct gw_msg_ping *)msg)->token = gw_get_le64(r);
 	(void)why, (void)why_len;
 	return 0;
 }
@@ -503,26 +564,43 @@ static int fds_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 struct msg_desc {
 	int (*encode)(struct gw_wbuf *w, const void *m);
 	int (*decode)(struct gw_rbuf *r, void *m, char *why, size_t why_len);
-	size_t (*size)(const void *m);	/* NULL: fixed, see fixed_bytes */
-	size_t fixed_bytes;
+	size_t (*size)(const void *m);	/* NULL: always max_bytes */
+	uint32_t max_bytes;		/* the frame's length bound for this type */
 };
 
+#define STATE_MAX_BYTES (4 + GW_STATE_MAX_SECTIONS * (GW_SECTION_NAME_MAX + 8) + GW_STATE_MAX_BYTES)
+#define PAGES_MAX_BYTES (GW_PAGES_HDR_BYTES + \
+			 GW_WIRE_MAX_BATCH_PAGES * (GW_PAGES_ENTRY_BYTES + 2 + GW_WIRE_PAGE_BYTES))
+
+/* Every payload size of the protocol is here. PAGES: a bound only (streamed). */
 static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
-	[GW_MSG_HELLO]      = { hello_encode, hello_decode, hello_size, 0 },
-	[GW_MSG_HELLO_ACK]  = { hello_ack_encode, hello_ack_decode, NULL, 8 },
+	[GW_MSG_HELLO]      = { hello_encode, hello_decode, hello_size,
+				GW_MSG_HELLO_FIXED_BYTES + GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES },
+	[GW_MSG_HELLO_ACK]  = { hello_ack_encode, hello_ack_decode, NULL, 8 + GW_WIRE_ID_BYTES },
 	[GW_MSG_CHAN_HELLO] = { chan_hello_encode, chan_hello_decode, NULL, GW_WIRE_ID_BYTES + 4 },
 	[GW_MSG_CHAN_ACK]   = { chan_ack_encode, chan_ack_decode, NULL, 4 },
-	[GW_MSG_EXTENTS]    = { extents_encode, extents_decode, extents_size, 0 },
+	[GW_MSG_EXTENTS]    = { extents_encode, extents_decode, extents_size,
+				8 + GW_WIRE_MAX_EXTENTS * 16 },
 	[GW_MSG_ROUND]      = { round_encode, round_decode, NULL, 16 },
+	[GW_MSG_PAGES]      = { NULL, NULL, NULL, PAGES_MAX_BYTES },
 	[GW_MSG_CHAN_END]   = { chan_end_encode, chan_end_decode, NULL, 24 },
-	[GW_MSG_STATE]      = { state_encode, state_decode, state_size, 0 },
-	[GW_MSG_COMPLETE]   = { complete_encode, complete_decode, NULL, 40 },
-	[GW_MSG_READY]      = { ready_encode, ready_decode, NULL, 24 },
+	[GW_MSG_STATE]      = { state_encode, state_decode, state_size, STATE_MAX_BYTES },
+	[GW_MSG_COMPLETE]   = { complete_encode, complete_decode, NULL, 16 },
+	[GW_MSG_READY]      = { ready_encode, ready_decode, NULL, 8 },
 	[GW_MSG_GO]         = { go_encode, go_decode, NULL, 0 },
-	[GW_MSG_RESUMED]    = { resumed_encode, resumed_decode, NULL, 8 },
-	[GW_MSG_ERROR]      = { error_encode, error_decode, error_size, 0 },
-	[GW_MSG_FDS]        = { fds_encode, fds_decode, fds_size, 0 },
+	[GW_MSG_RESUMED]    = { resumed_encode, resumed_decode, NULL, 16 },
+	[GW_MSG_ERROR]      = { error_encode, error_decode, error_size, 6 + GW_WIRE_MAX_REASON },
+	[GW_MSG_FDS]        = { fds_encode, fds_decode, fds_size, 4 + GW_MAX_RAM_BLOCKS * 4 },
+	[GW_MSG_VERIFY]     = { verify_encode, verify_decode, NULL, 24 },
+	[GW_MSG_VERIFIED]   = { verified_encode, verified_decode, NULL, 40 },
+	[GW_MSG_PING]       = { ping_encode, ping_decode, NULL, 8 },
+	[GW_MSG_PONG]       = { ping_encode, ping_decode, NULL, 8 },
 };
+
+uint32_t gw_msg_max_payload(uint16_t type)
+{
+	return type >= 1 && type <= GW_MSG__MAX ? msg_descs[type].max_bytes : 0;
+}
 
 static const struct msg_desc *desc_of(uint16_t type)
 {
@@ -540,7 +618,7 @@ size_t gw_msg_size(uint16_t type, const void *m)
 {
 	const struct msg_desc *d = desc_of(type);
 
-	return !d ? 0 : d->size ? d->size(m) : d->fixed_bytes;
+	return !d ? 0 : d->size ? d->size(m) : d->max_bytes;
 }
 
 int gw_msg_decode(uint16_t type, const void *buf, size_t len, void *m, char *why, size_t why_len)

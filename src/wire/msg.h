@@ -26,15 +26,16 @@
 
 struct gw_state;
 
-/* HELLO: le32 min_version, le32 max_version, id[16], le32 page_size,
+/* HELLO: le32 min_version, le32 max_version, id[16], boot_id[16], le32 page_size,
  * le32 nr_channels, le32 codec (wire), le32 codec_level, le32 flags,
  * le32 batch_pages, le32 nr_blocks, then per block: name[32] (NUL-padded),
  * le64 gpa, le64 size_bytes, le32 page_size, le32 reserved. */
-#define GW_MSG_HELLO_FIXED_BYTES 52
+#define GW_MSG_HELLO_FIXED_BYTES 68
 #define GW_MSG_HELLO_BLOCK_BYTES 56
 struct gw_msg_hello {
 	uint32_t min_version, max_version;
 	uint8_t id[GW_WIRE_ID_BYTES];
+	uint8_t boot_id[GW_WIRE_ID_BYTES];	/* the sender's kernel boot: same on both = one clock */
 	uint32_t page_size_bytes;
 	uint32_t nr_channels;		/* 0 exactly for local migration */
 	uint32_t codec;			/* enum gw_wire_codec */
@@ -49,10 +50,11 @@ struct gw_msg_hello {
 	} blocks[GW_MAX_RAM_BLOCKS];
 };
 
-/* HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted). */
+/* HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted), boot_id[16]. */
 struct gw_msg_hello_ack {
 	uint32_t version;
 	uint32_t flags;
+	uint8_t boot_id[GW_WIRE_ID_BYTES];
 };
 
 /* CHAN_HELLO: id[16], le32 index. */
@@ -117,26 +119,40 @@ struct gw_msg_state {
 					   (NULL: a STATE is refused as unexpected) */
 };
 
-/* COMPLETE: le32 nr_channels, le32 flags, le64 digest lo, le64 digest hi,
- * le64 total_pages, le64 verify_ns. */
+/* COMPLETE: le32 nr_channels, le32 reserved, le64 total_pages. */
 struct gw_msg_complete {
 	uint32_t nr_channels;
-	uint32_t flags;			/* GW_COMPLETE_* */
-	uint64_t digest_lo, digest_hi;
 	uint64_t total_pages;		/* PAGES entries over all channels */
-	uint64_t verify_ns;		/* source digest time */
 };
 
-/* READY: le32 flags, le32 reserved, le64 load_ns, le64 verify_ns. */
+/* READY: le64 load_ns (destination: channels joined, totals checked, state loaded). */
 struct gw_msg_ready {
-	uint32_t flags;			/* GW_READY_* */
-	uint64_t load_ns;		/* destination: wait, checks and state load */
-	uint64_t verify_ns;		/* destination digest time */
+	uint64_t load_ns;
 };
 
-/* RESUMED: le64 go_to_resume_ns. GO has no payload. */
+/* RESUMED: le64 go_to_resume_ns, le64 resume_mono_ns. GO has no payload. */
 struct gw_msg_resumed {
-	uint64_t go_to_resume_ns;
+	uint64_t go_to_resume_ns;	/* GO received -> VM resumed, destination clock */
+	uint64_t resume_mono_ns;	/* when it resumed, destination CLOCK_MONOTONIC */
+};
+
+/* VERIFY: le64 digest lo, le64 digest hi, le64 verify_ns. */
+struct gw_msg_verify {
+	uint64_t digest_lo, digest_hi;	/* the source's RAM, frozen since the pause */
+	uint64_t verify_ns;		/* its time to hash */
+};
+
+/* VERIFIED: le32 flags, le32 reserved, le64 lo, le64 hi, le64 verify_ns, le64 faults. */
+struct gw_msg_verified {
+	uint32_t flags;			/* GW_VERIFIED_* */
+	uint64_t digest_lo, digest_hi;	/* the destination's RAM as it was at resume */
+	uint64_t verify_ns;		/* its time to hash, while the guest ran */
+	uint64_t snapshot_faults;	/* guest writes that waited for a chunk's hash */
+};
+
+/* PING and PONG: le64 token (the source's clock when it sent the PING). */
+struct gw_msg_ping {
+	uint64_t token;
 };
 
 /* ERROR: le32 code, le16 length (<= GW_WIRE_MAX_REASON), reason bytes. */
@@ -163,6 +179,9 @@ union gw_msg {
 	struct gw_msg_complete complete;
 	struct gw_msg_ready ready;
 	struct gw_msg_resumed resumed;
+	struct gw_msg_verify verify;
+	struct gw_msg_verified verified;
+	struct gw_msg_ping ping;	/* PING and PONG */
 	struct gw_msg_error error;
 	struct gw_msg_fds fds;
 };
@@ -174,6 +193,8 @@ union gw_msg {
 int gw_msg_encode(uint16_t type, const void *m, struct gw_wbuf *w);
 /* Exact payload size of @m encoded as @type. */
 size_t gw_msg_size(uint16_t type, const void *m);
+/* The largest payload of @type (PAGES included), 0 for unknown types: the frame's length bound. */
+uint32_t gw_msg_max_payload(uint16_t type);
 /*
  * Decode a payload of @type into @m (the struct of @type). 0, -EPROTO with
  * a reason in @why (may be NULL), -ENOMEM (STATE).

@@ -17,7 +17,7 @@
 #define GW_WIRE_MAGIC		0x314d5747u	/* "GWM1" */
 #define GW_WIRE_VERSION		1
 #define GW_WIRE_HDR_BYTES	24
-#define GW_WIRE_ID_BYTES	16		/* migration id */
+#define GW_WIRE_ID_BYTES	16		/* migration id, boot id */
 #define GW_WIRE_PAGE_BYTES	GW_PAGE_BYTES	/* page sizes accepted: 4 KiB only in v1 */
 #define GW_WIRE_MAX_BATCH_PAGES	1024		/* entries in one PAGES frame */
 #define GW_WIRE_MAX_REASON	512		/* bytes of an ERROR reason */
@@ -41,7 +41,11 @@ enum gw_wire_type {
 	GW_MSG_RESUMED    = 13,	/* dst->src ctl: the VM runs here */
 	GW_MSG_ERROR      = 14,	/* either way, any connection: code + reason */
 	GW_MSG_FDS        = 15,	/* src->dst ctl, unix only: RAM fds by SCM_RIGHTS */
-	GW_MSG__MAX       = 15,
+	GW_MSG_VERIFY     = 16,	/* src->dst ctl, after RESUMED: the source's RAM digest */
+	GW_MSG_VERIFIED   = 17,	/* dst->src ctl: the destination's digest, and whether equal */
+	GW_MSG_PING       = 18,	/* src->dst ctl, precopy: round-trip probe */
+	GW_MSG_PONG       = 19,	/* dst->src ctl: the PING's token, echoed at once */
+	GW_MSG__MAX       = 19,
 };
 
 /* Error codes on the wire (ERROR.code): fixed numbers, mapped to -errno in msg.c. */
@@ -95,10 +99,11 @@ static inline unsigned gw_page_entry_kind(uint64_t entry)
 
 /* Flags. */
 #define GW_HELLO_LOCAL		(1u << 0)	/* RAM fds follow in FDS, no pages */
-#define GW_HELLO_VERIFY		(1u << 1)	/* COMPLETE carries a RAM digest */
+#define GW_HELLO_VERIFY		(1u << 1)	/* digests compared after RESUMED (VERIFY) */
 #define GW_HELLO_XBZRLE		(1u << 2)	/* PAGES may hold XBZRLE entries */
 #define GW_HELLO_FLAGS_ALL	(GW_HELLO_LOCAL | GW_HELLO_VERIFY | GW_HELLO_XBZRLE)
-#define GW_COMPLETE_DIGEST	(1u << 0)
-#define GW_READY_VERIFIED	(1u << 0)	/* digest compared and equal */
+#define GW_VERIFIED_MATCH	(1u << 0)	/* the two digests are equal */
+#define GW_VERIFIED_UNAVAILABLE	(1u << 1)	/* no digest as at resume here (no uffd-wp) */
+#define GW_VERIFIED_FLAGS_ALL	(GW_VERIFIED_MATCH | GW_VERIFIED_UNAVAILABLE)
 
 #endif

@@ -57,6 +57,10 @@ layout)
 	dst_args=(--memory 256M) ;;
 local-tcp)
 	mig_args=(--local) ;;
+dst-corrupt-page)
+	# the destination's RAM differs at resume: verification after resume says so
+	DST_FAULT=dst-corrupt-page
+	expect=completed ;;
 *) fail "case $case" ;;
 esac
 
@@ -81,6 +85,17 @@ if [ "$case" = local-tcp ]; then
 	pass "$case: refused before anything started: $(head -c 200 "$T/mig.err")"
 fi
 [ "$st" = "$expect" ] || fail "source status '$st', expected '$expect' ($reason)"
+if [ "$case" = dst-corrupt-page ]; then
+	[ "$(jget "$T/src.json" "d.get('verify')")" = mismatch ] || fail "verify: $(jget "$T/src.json" "d.get('verify')")"
+	[ "$(jget "$T/src.json" "d.get('verified')")" = False ] || fail "verified must be false"
+	grep -q "VERIFY MISMATCH" "$T/mig.err" || fail "migrate did not say VERIFY MISMATCH: $(cat "$T/mig.err")"
+	grep -q "verify_mismatch" "$T/dst.log" || fail "destination did not log verify_mismatch"
+	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must keep its copy, paused"
+	kill -9 "$DST_PID"	# the operator stops the destination...
+	"$GODWIT" migrate --api "$T/src.sock" --resolve source || fail "resolve refused"
+	assert_source_alive_and_consistent	# ...and runs the intact source copy
+	pass "$case: mismatch caught after resume, source copy kept and resumed by --resolve"
+fi
 [ -n "$reason" ] || fail "no reason given"
 if [ "$expect" = unknown ]; then
 	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must stay paused after GO without RESUMED"

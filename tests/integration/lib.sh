@@ -8,7 +8,12 @@ GODWIT=${GODWIT:?GODWIT must point at the godwit binary}
 T=$(mktemp -d /tmp/gw-it.XXXXXX)
 PIDS=()
 cleanup() {
-	[ -n "${WATCHDOG_PID:-}" ] && { pkill -KILL -P "$WATCHDOG_PID" 2>/dev/null; kill -KILL "$WATCHDOG_PID" 2>/dev/null; }
+	# The watchdog first (so it reports nothing), then its sleep.
+	if [ -n "${WATCHDOG_PID:-}" ]; then
+		local sleeper
+		sleeper=$(pgrep -P "$WATCHDOG_PID")
+		kill -KILL "$WATCHDOG_PID" $sleeper 2>/dev/null
+	fi
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	if [ "${KEEP_LOGS:-0}" = 1 ]; then echo "logs kept in $T" >&2; else rm -rf "$T"; fi

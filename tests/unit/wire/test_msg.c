@@ -25,8 +25,9 @@
 
 TEST_DEFINE_FAILURES;
 
-#define HELLO_FIXED_BYTES 52
-#define HELLO_BLOCK_BYTES 56
+#define HELLO_FIXED_BYTES GW_MSG_HELLO_FIXED_BYTES
+#define HELLO_NR_BLOCKS_OFF (HELLO_FIXED_BYTES - 4)
+#define HELLO_BLOCK_BYTES GW_MSG_HELLO_BLOCK_BYTES
 
 static void valid_hello(struct gw_msg_hello *m, unsigned nr_blocks)
 {
@@ -148,14 +149,14 @@ static void test_hello(void)
 	/* Block counts 0 and 65: the count field is patched in the bytes. */
 	valid_hello(&m, 1);
 	len = enc(&m, hbuf, sizeof(hbuf));
-	hbuf[48] = 0;
+	hbuf[HELLO_NR_BLOCKS_OFF] = 0;
 	expect_refused(HELLO_FIXED_BYTES, "0 blocks");
 	expect_refused(len, "0 blocks, one block of bytes");
 	valid_hello(&m, GW_MAX_RAM_BLOCKS);
 	len = enc(&m, hbuf, sizeof(hbuf));
 	memcpy(hbuf + len, hbuf + len - HELLO_BLOCK_BYTES, HELLO_BLOCK_BYTES);
 	strcpy((char *)hbuf + len, "ram64");
-	hbuf[48] = GW_MAX_RAM_BLOCKS + 1;
+	hbuf[HELLO_NR_BLOCKS_OFF] = GW_MAX_RAM_BLOCKS + 1;
 	expect_refused(len + HELLO_BLOCK_BYTES, "65 blocks");
 
 	/* A name filling all 32 bytes without a NUL. */
@@ -353,9 +354,10 @@ static void fill_cases(struct msg_case *c, unsigned *n)
 {
 	unsigned i = 0;
 
-	memset(c, 0, 16 * sizeof(*c));
+	memset(c, 0, 20 * sizeof(*c));
 	c[i] = (struct msg_case){ "HELLO_ACK", GW_MSG_HELLO_ACK, .reserved_off = -1 };
-	c[i].m.hello_ack = (struct gw_msg_hello_ack){ 1, GW_HELLO_VERIFY | GW_HELLO_XBZRLE };
+	c[i].m.hello_ack = (struct gw_msg_hello_ack){ 1, GW_HELLO_VERIFY | GW_HELLO_XBZRLE, { 0 } };
+	memset(c[i].m.hello_ack.boot_id, 0xb0, GW_WIRE_ID_BYTES);
 	i++;
 	c[i] = (struct msg_case){ "CHAN_HELLO", GW_MSG_CHAN_HELLO, .reserved_off = -1 };
 	memset(c[i].m.chan_hello.id, 0x5c, GW_WIRE_ID_BYTES);
@@ -373,17 +375,16 @@ static void fill_cases(struct msg_case *c, unsigned *n)
 	c[i] = (struct msg_case){ "CHAN_END", GW_MSG_CHAN_END, .reserved_off = 4 };
 	c[i].m.chan_end = (struct gw_msg_chan_end){ 5, 123456789, 987654321012ull };
 	i++;
-	c[i] = (struct msg_case){ "COMPLETE", GW_MSG_COMPLETE, .reserved_off = -1 };
-	c[i].m.complete = (struct gw_msg_complete){ 64, GW_COMPLETE_DIGEST, 0x0123456789abcdefull,
-						    0xfedcba9876543210ull, 1ull << 33, 77 };
+	c[i] = (struct msg_case){ "COMPLETE", GW_MSG_COMPLETE, .reserved_off = 4 };
+	c[i].m.complete = (struct gw_msg_complete){ 64, 1ull << 33 };
 	i++;
-	c[i] = (struct msg_case){ "READY", GW_MSG_READY, .reserved_off = 4 };
-	c[i].m.ready = (struct gw_msg_ready){ GW_READY_VERIFIED, 1234567, 7654321 };
+	c[i] = (struct msg_case){ "READY", GW_MSG_READY, .reserved_off = -1 };
+	c[i].m.ready = (struct gw_msg_ready){ 1234567 };
 	i++;
 	c[i] = (struct msg_case){ "GO", GW_MSG_GO, .reserved_off = -1 };
 	i++;
 	c[i] = (struct msg_case){ "RESUMED", GW_MSG_RESUMED, .reserved_off = -1 };
-	c[i].m.resumed.go_to_resume_ns = 424242;
+	c[i].m.resumed = (struct gw_msg_resumed){ 424242, 1ull << 45 };
 	i++;
 	c[i] = (struct msg_case){ "ERROR", GW_MSG_ERROR, .reserved_off = -1 };
 	c[i].m.error.code = GW_WERR_STATE;
@@ -393,6 +394,18 @@ static void fill_cases(struct msg_case *c, unsigned *n)
 	c[i].m.fds.count = 3;
 	for (uint32_t k = 0; k < 3; k++)
 		c[i].m.fds.block[k] = k;
+	i++;
+	c[i] = (struct msg_case){ "VERIFY", GW_MSG_VERIFY, .reserved_off = -1 };
+	c[i].m.verify = (struct gw_msg_verify){ 0x0123456789abcdefull, 0xfedcba9876543210ull, 77 };
+	i++;
+	c[i] = (struct msg_case){ "VERIFIED", GW_MSG_VERIFIED, .reserved_off = 4 };
+	c[i].m.verified = (struct gw_msg_verified){ GW_VERIFIED_MATCH, 1, 2, 3, 4 };
+	i++;
+	c[i] = (struct msg_case){ "PING", GW_MSG_PING, .reserved_off = -1 };
+	c[i].m.ping.token = 0x1122334455667788ull;
+	i++;
+	c[i] = (struct msg_case){ "PONG", GW_MSG_PONG, .reserved_off = -1 };
+	c[i].m.ping.token = 99;
 	i++;
 	*n = i;
 }
@@ -463,7 +476,7 @@ static void refuse_msg(const char *what, uint16_t type, const void *m, int off, 
 
 static void test_messages(void)
 {
-	struct msg_case c[16];
+	struct msg_case c[20];
 	unsigned n;
 
 	fill_cases(c, &n);
@@ -476,9 +489,8 @@ static void test_messages(void)
 	refuse_msg("EXTENTS count over", GW_MSG_EXTENTS, &c[3].m, 4, GW_WIRE_MAX_EXTENTS + 1);
 	refuse_msg("EXTENTS empty range", GW_MSG_EXTENTS, &c[3].m, 8 + 8, 0);
 	refuse_msg("EXTENTS range wraps", GW_MSG_EXTENTS, &c[3].m, 8 + 32 + 12, 0xffffffffu);
-	refuse_msg("COMPLETE flag bit 1", GW_MSG_COMPLETE, &c[6].m, 4, 2);
 	refuse_msg("COMPLETE 65 channels", GW_MSG_COMPLETE, &c[6].m, 0, 65);
-	refuse_msg("READY flag bit 1", GW_MSG_READY, &c[7].m, 0, 3);
+	refuse_msg("VERIFIED flag bit 2", GW_MSG_VERIFIED, &c[13].m, 0, 4);
 	refuse_msg("FDS 65", GW_MSG_FDS, &c[11].m, 0, GW_MAX_RAM_BLOCKS + 1);
 	refuse_msg("FDS out of block order", GW_MSG_FDS, &c[11].m, 8, 2);
 	{
