@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * godwit run: one VM (the soft backend in this build) and its API socket.
+ * godwit run: one VM (of the backend --accel picks from vmm.h's table) and
+ * its API socket.
  *
  * Source mode: the VM runs; "migrate" over the API starts a source session
  * and a watcher thread that waits for its end. On completion the VM is
@@ -30,14 +31,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <soft/soft_vm.h>
+#include "vmm.h"
 
 #define CHECK_MSG_MAX 256
 
 struct run_state {
 	/* Set before the API thread starts, read-only afterwards. */
 	const struct run_opts *opts;
-	struct soft_vm *vm;
+	const struct vmm_backend *be;	/* the --accel backend chosen */
+	struct vmm *vm;			/* calls into it are thread-safe (vmm.h) */
 	bool dest;			/* started with --incoming */
 
 	pthread_mutex_t lock;		/* guards everything below */
@@ -91,17 +93,17 @@ static void *watcher_thread(void *arg)
 
 	if (role == GW_ROLE_SOURCE) {
 		if (ret == 0) {
-			soft_vm_set_postmigrate(rs->vm);
+			rs->be->set_postmigrate(rs->vm);
 			gw_log(GW_LOG_INFO, "cli", "migration_completed", "vm=postmigrate");
 		} else {
 			gw_log(GW_LOG_ERROR, "cli", "migration_failed", "status=%s err=%d reason=\"%s\" vm=%s",
 			       st ? gw_status_name(st->status) : "?", ret, st ? st->error : "",
-			       soft_vm_state_name(soft_vm_state(rs->vm)));
+			       vmm_state_name(rs->be->state(rs->vm)));
 		}
 	} else {
 		if (ret == 0) {
 			gw_log(GW_LOG_INFO, "cli", "incoming_completed", "vm=%s",
-			       soft_vm_state_name(soft_vm_state(rs->vm)));
+			       vmm_state_name(rs->be->state(rs->vm)));
 		} else {
 			fprintf(stderr, "godwit: incoming migration failed: %s%s%s (the VM did not resume here)\n",
 				st && st->error[0] ? st->error : strerror(ret < 0 ? -ret : EIO),
@@ -147,7 +149,7 @@ static void join_watcher(struct run_state *rs)
 
 static const char *vm_status(const struct run_state *rs)
 {
-	return soft_vm_state_name(soft_vm_state(rs->vm));
+	return vmm_state_name(rs->be->state(rs->vm));
 }
 
 /* Caller holds rs->lock. "ok", "failed: ...", or "n/a". */
@@ -161,7 +163,7 @@ static void verify_check_text(struct run_state *rs, char *buf, size_t len)
 		return;
 	}
 	msg[0] = '\0';
-	r = soft_vm_post_migration_check(rs->vm, msg, sizeof(msg));
+	r = rs->be->post_migration_check(rs->vm, msg, sizeof(msg));
 	if (r > 0)
 		snprintf(buf, len, "ok");
 	else if (r < 0)
@@ -198,11 +200,11 @@ static void handle_status(struct run_state *rs, FILE *out)
 	fprintf(x, "\"ok\":true,\"role\":\"%s\",\"vm-status\":",
 		rs->sess && rs->sess_role == GW_ROLE_DEST ? "destination" : "source");
 	json_write_string(x, vm_status(rs));
-	wl = soft_vm_workload(rs->vm);
+	wl = rs->be->workload(rs->vm);
 	fputs(",\"workload\":", x);
 	json_write_string(x, wl ? wl : "idle");
 	fprintf(x, ",\"guest-progress-count\":%" PRIu64 ",\"verify-check\":",
-		soft_vm_progress(rs->vm));
+		rs->be->progress(rs->vm));
 	json_write_string(x, vc);
 	if (rs->sess && rs->sess_role == GW_ROLE_DEST) {
 		fputs(",\"incoming-url\":", x);
@@ -251,7 +253,7 @@ static void handle_migrate(struct run_state *rs, const struct api_request *req, 
 {
 	struct cli_params ps = rs->base;
 	const char *url = api_arg(req, "url");
-	enum soft_vm_state vs;
+	enum vmm_state vs;
 	struct gw_session *s;
 	unsigned i;
 	int ret;
@@ -286,15 +288,15 @@ static void handle_migrate(struct run_state *rs, const struct api_request *req, 
 			goto out;
 		}
 	}
-	vs = soft_vm_state(rs->vm);
-	if (vs != SOFT_VM_RUNNING && vs != SOFT_VM_PAUSED) {
-		api_reply_error(out, "the VM is %s: nothing to migrate", soft_vm_state_name(vs));
+	vs = rs->be->state(rs->vm);
+	if (vs != VMM_RUNNING && vs != VMM_PAUSED) {
+		api_reply_error(out, "the VM is %s: nothing to migrate", vmm_state_name(vs));
 		goto out;
 	}
 	/* A session migrates once: a finished one (failed, or the incoming
 	 * one of a VM that now runs here) is replaced by a fresh source. */
 	join_watcher(rs);
-	s = gw_session_new(GW_ROLE_SOURCE, soft_vm_info(rs->vm), &soft_vm_ops, rs->vm);
+	s = gw_session_new(GW_ROLE_SOURCE, rs->be->info(rs->vm), rs->be->engine_ops, rs->vm);
 	if (!s) {
 		api_reply_error(out, "cannot create a migration session: %s", strerror(errno));
 		goto out;
@@ -400,15 +402,15 @@ out:
 static void handle_check(struct run_state *rs, FILE *out)
 {
 	char msg[CHECK_MSG_MAX] = "";
-	enum soft_vm_state vs = soft_vm_state(rs->vm);
+	enum vmm_state vs = rs->be->state(rs->vm);
 	int ret;
 
-	if (vs == SOFT_VM_INCOMING || vs == SOFT_VM_CREATED) {
+	if (vs == VMM_INCOMING || vs == VMM_CREATED) {
 		fprintf(out, "{\"ok\":true,\"result\":\"n/a\",\"message\":\"the VM is %s\"}",
-			soft_vm_state_name(vs));
+			vmm_state_name(vs));
 		return;
 	}
-	ret = soft_vm_check(rs->vm, msg, sizeof(msg));
+	ret = rs->be->check(rs->vm, msg, sizeof(msg));
 	pthread_mutex_lock(&rs->lock);
 	if (ret == 0)
 		snprintf(rs->check, sizeof(rs->check), "ok");
@@ -455,7 +457,7 @@ static void handle_resolve(struct run_state *rs, const struct api_request *req, 
 			api_reply_error(out, "resuming the VM failed: %s", strerror(-ret));
 		else {
 			if (!strcmp(runs, "destination"))
-				soft_vm_set_postmigrate(rs->vm);
+				rs->be->set_postmigrate(rs->vm);
 			fputs("{\"ok\":true}", out);
 		}
 	}
@@ -490,8 +492,22 @@ static void api_handler(void *opaque, const struct api_request *req, FILE *out)
 	}
 }
 
+/* The names of the built backends, in preference order, separated by @sep. */
+static void backend_names(char *buf, size_t len, const char *sep)
+{
+	size_t at = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; vmm_backends[i] && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? sep : "",
+				       vmm_backends[i]->name);
+}
+
 static void run_usage(FILE *out)
 {
+	char names[64];
+
+	backend_names(names, sizeof(names), ", ");
 	fprintf(out,
 		"usage: godwit run [OPTIONS]\n"
 		"Run a VM and serve its API socket until 'quit', SIGINT or SIGTERM.\n"
@@ -499,7 +515,7 @@ static void run_usage(FILE *out)
 		"  --memory SIZE          guest RAM (default 1G; a destination takes the source's\n"
 		"                         layout unless given)\n"
 		"  --vcpus N              soft vCPUs, 1..64 (default 1)\n"
-		"  --accel kvm|soft|auto  backend (default auto = soft in this build)\n"
+		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
@@ -512,7 +528,7 @@ static void run_usage(FILE *out)
 		"  --set PARAM=VALUE      migration parameter for this VM's sessions (repeatable)\n"
 		"  --log-level error|warn|info|debug\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
-		"\n");
+		"\n", names);
 	cli_print_params(out);
 }
 
@@ -533,19 +549,46 @@ static int set_log_level(const char *name)
 	return -EINVAL;
 }
 
-/* The VM backend to use, or an error already printed. */
-static int choose_accel(const char *accel)
+/* --accel auto: the first backend that probes, each one skipped logged with why. */
+static const struct vmm_backend *choose_auto(const char *names)
 {
-	if (!strcmp(accel, "kvm")) {
-		if (access("/dev/kvm", R_OK | W_OK))
-			cli_error("--accel kvm: no /dev/kvm (%s); use --accel soft", strerror(errno));
-		else
-			cli_error("--accel kvm: KVM backend not built yet; use --accel soft");
-		return -1;
+	char why[256];
+
+	for (unsigned i = 0; vmm_backends[i]; i++) {
+		const struct vmm_backend *be = vmm_backends[i];
+
+		why[0] = '\0';
+		if (be->probe(why, sizeof(why)) == 0) {
+			gw_log(GW_LOG_INFO, "cli", "accel", "chosen=%s reason=\"first usable of %s: %s\"",
+			       be->name, names, why);
+			return be;
+		}
+		gw_log(GW_LOG_INFO, "cli", "accel_skipped", "backend=%s reason=\"%s\"", be->name, why);
 	}
+	cli_error("--accel auto: no usable backend (tried %s; see the accel_skipped lines)", names);
+	return NULL;
+}
+
+/* The backend for --accel @accel, or NULL with the error printed. */
+static const struct vmm_backend *choose_backend(const char *accel)
+{
+	const struct vmm_backend *be;
+	char why[256] = "", names[64];
+
+	backend_names(names, sizeof(names), ", ");
 	if (!strcmp(accel, "auto"))
-		gw_log(GW_LOG_INFO, "cli", "accel", "chosen=soft reason=\"kvm backend not built\"");
-	return 0;
+		return choose_auto(names);
+	be = vmm_backend_by_name(accel);
+	if (!be) {
+		cli_error("--accel %s: this godwit has no %s backend (built: %s)", accel, accel, names);
+		return NULL;
+	}
+	if (be->probe(why, sizeof(why))) {
+		cli_error("--accel %s: not usable here: %s", accel, why);
+		return NULL;
+	}
+	gw_log(GW_LOG_INFO, "cli", "accel", "chosen=%s reason=\"asked for: %s\"", be->name, why);
+	return be;
 }
 
 int cmd_run(int argc, char **argv)
@@ -561,7 +604,7 @@ int cmd_run(int argc, char **argv)
 	};
 	struct run_opts o;
 	struct run_state rs;
-	struct soft_vm_config cfg;
+	struct vmm_config cfg;
 	struct api_server *api = NULL;
 	enum vmm_fill fill = VMM_FILL_NONE;
 	sigset_t sigs;
@@ -603,7 +646,8 @@ int cmd_run(int argc, char **argv)
 	gw_log_set_side(rs.dest ? "dst" : "src");
 	if (o.log_level)
 		set_log_level(o.log_level);
-	if (choose_accel(o.accel))
+	rs.be = choose_backend(o.accel);
+	if (!rs.be)
 		return CLI_EXIT_FAIL;
 	vmm_fill_parse(o.fill, &fill);
 
@@ -617,14 +661,14 @@ int cmd_run(int argc, char **argv)
 	cfg.workload = o.workload;
 	cfg.incoming = rs.dest;
 	err[0] = '\0';
-	rs.vm = soft_vm_new(&cfg, err, sizeof(err));
+	rs.vm = rs.be->create(&cfg, err, sizeof(err));
 	if (!rs.vm) {
 		cli_error("cannot create the VM: %s", err[0] ? err : strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
 	ret = CLI_EXIT_FAIL;
 	if (rs.dest) {
-		rs.sess = gw_session_new(GW_ROLE_DEST, soft_vm_info(rs.vm), &soft_vm_ops, rs.vm);
+		rs.sess = gw_session_new(GW_ROLE_DEST, rs.be->info(rs.vm), rs.be->engine_ops, rs.vm);
 		if (!rs.sess) {
 			cli_error("cannot create the destination session: %s", strerror(errno));
 			goto out_vm;
@@ -632,7 +676,7 @@ int cmd_run(int argc, char **argv)
 		rs.sess_role = GW_ROLE_DEST;
 		apply_params(rs.sess, &rs.base);
 	} else {
-		c = soft_vm_start(rs.vm);
+		c = rs.be->start(rs.vm);
 		if (c) {
 			cli_error("cannot start the VM: %s", strerror(-c));
 			goto out_vm;
@@ -664,7 +708,7 @@ int cmd_run(int argc, char **argv)
 	}
 	gw_log(GW_LOG_INFO, "cli", "vm_ready", "vm=%s memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s",
 	       vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, vmm_fill_name(cfg.fill),
-	       soft_vm_workload(rs.vm) ? soft_vm_workload(rs.vm) : "idle");
+	       rs.be->workload(rs.vm) ? rs.be->workload(rs.vm) : "idle");
 
 	for (;;) {
 		sig = sigwaitinfo(&sigs, NULL);
@@ -686,11 +730,11 @@ out_sess:
 	pthread_mutex_unlock(&rs.lock);
 	if (rs.watcher_started)
 		pthread_join(rs.watcher, NULL);
-	if (rs.dest && ret == CLI_EXIT_OK && soft_vm_state(rs.vm) == SOFT_VM_INCOMING)
+	if (rs.dest && ret == CLI_EXIT_OK && rs.be->state(rs.vm) == VMM_INCOMING)
 		ret = CLI_EXIT_FAIL;	/* interrupted before any migration arrived */
 	gw_session_free(rs.sess);
 out_vm:
-	soft_vm_free(rs.vm);
+	rs.be->destroy(rs.vm);
 	pthread_mutex_destroy(&rs.lock);
 	return ret;
 }

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <soft/soft_vm.h>
+#include "vmm.h"
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
