@@ -351,38 +351,16 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int api_call(const char *path, const char *line, char **reply, int timeout_ms)
+/* The server's whole answer on @fd (until it closes) by @deadline_ms, newline stripped. */
+static int recv_reply(int fd, int64_t deadline_ms, char **reply)
 {
-	struct sockaddr_un sa;
-	int64_t deadline = mono_ms() + timeout_ms;
-	char *buf = NULL, *req = NULL;
+	char *buf = NULL;
 	size_t len = 0, cap = 0;
-	int fd, ret;
+	int ret = 0;
 
-	*reply = NULL;
-	ret = fill_addr(path, &sa);
-	if (ret)
-		return ret;
-	if (strchr(line, '\n'))
-		return -EINVAL;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		ret = -errno;
-		goto out;
-	}
-	set_timeouts(fd, timeout_ms);
-	if (asprintf(&req, "%s\n", line) < 0) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	ret = send_all(fd, req, strlen(req));
-	if (ret)
-		goto out;
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline_ms - mono_ms();
 		ssize_t n;
 
 		if (left <= 0) {
@@ -430,11 +408,42 @@ int api_call(const char *path, const char *line, char **reply, int timeout_ms)
 	}
 	buf[len] = '\0';
 	*reply = buf;
-	buf = NULL;
-	ret = 0;
+	return 0;
+out:
+	free(buf);
+	return ret;
+}
+
+int api_call(const char *path, const char *line, char **reply, int timeout_ms)
+{
+	struct sockaddr_un sa;
+	int64_t deadline = mono_ms() + timeout_ms;
+	char *req = NULL;
+	int fd, ret;
+
+	*reply = NULL;
+	ret = fill_addr(path, &sa);
+	if (ret)
+		return ret;
+	if (strchr(line, '\n'))
+		return -EINVAL;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		ret = -errno;
+		goto out;
+	}
+	set_timeouts(fd, timeout_ms);
+	if (asprintf(&req, "%s\n", line) < 0) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = send_all(fd, req, strlen(req));
+	if (ret == 0)
+		ret = recv_reply(fd, deadline, reply);
 out:
 	free(req);
-	free(buf);
 	close(fd);
 	return ret;
 }
