@@ -10,8 +10,8 @@
  *             <url>" tells the port it bound); source: godwit run --api
  *             DIR/src.sock <run options>, until its vm-status is running
  *   migrate   through the source's API, polling to the end
- *   observe   destination: guest progress sampled twice ~200 ms apart, the
- *             workload's verification result
+ *   observe   destination: guest progress sampled every ~200 ms until it
+ *             moved (10 s at most), the workload's verification result
  *   report    text or --json
  *   teardown  quit both, reap both (SIGKILL after a grace period)
  *
@@ -31,7 +31,8 @@
 
 #define DEMO_START_TIMEOUT_MS 300000	/* source filled its RAM and runs */
 #define DEMO_RESUME_TIMEOUT_MS 10000	/* destination VM runs after completion */
-#define DEMO_PROGRESS_GAP_MS 200
+#define DEMO_PROGRESS_GAP_MS 200	/* between progress samples */
+#define DEMO_PROGRESS_TIMEOUT_MS 10000	/* the destination's guest shows progress */
 
 /* One demo, on the main thread. */
 struct demo {
@@ -370,6 +371,7 @@ static void ask_check(struct demo *d)
 static void demo_observe(struct demo *d)
 {
 	struct json *st = NULL;
+	int64_t deadline_ms;
 	char err[512];
 
 	if (demo_wait_vm_status(&d->dst, "running", DEMO_RESUME_TIMEOUT_MS, &st, err, sizeof(err))) {
@@ -379,13 +381,21 @@ static void demo_observe(struct demo *d)
 	}
 	d->p1 = (uint64_t)json_num(json_get(st, "guest-progress-count"), 0);
 	json_free(st);
-	cli_sleep_ms(DEMO_PROGRESS_GAP_MS);
-	if (!cli_api(d->dst.api, "status", &st, err, sizeof(err))) {
+	/*
+	 * The guest may start late (the verify workload first checks all its
+	 * RAM, slower on a busy host): sample until it moved or the deadline,
+	 * so that the machine's speed never decides.
+	 */
+	deadline_ms = cli_now_ms() + DEMO_PROGRESS_TIMEOUT_MS;
+	do {
+		cli_sleep_ms(DEMO_PROGRESS_GAP_MS);
+		if (cli_api(d->dst.api, "status", &st, err, sizeof(err)))
+			break;
 		d->p2 = (uint64_t)json_num(json_get(st, "guest-progress-count"), 0);
 		snprintf(d->dst_check, sizeof(d->dst_check), "%s",
 			 json_str(json_get(st, "verify-check"), "n/a"));
 		json_free(st);
-	}
+	} while (d->p2 <= d->p1 && cli_now_ms() < deadline_ms && !demo_stop);
 	d->progress = d->p2 > d->p1;
 	if (!strcmp(d->dst_check, "n/a"))
 		ask_check(d);
