@@ -7,7 +7,6 @@
  * one at a time: every command is short (the migration itself runs in the
  * engine's threads), and serialising them keeps the handler simple.
  */
-#include "util/errbuf.h"
 #include "api.h"
 #include "json.h"
 
@@ -48,18 +47,18 @@ int api_parse_request(char *line, struct api_request *req, char *err, size_t err
 	line[strcspn(line, "\r\n")] = '\0';
 	req->cmd = strtok_r(line, " \t", &save);
 	if (!req->cmd) {
-		gw_errbuf_set(err, err_len, "empty request");
+		snprintf(err, err_len, "empty request");
 		return -EINVAL;
 	}
 	while ((w = strtok_r(NULL, " \t", &save))) {
 		char *eq = strchr(w, '=');
 
 		if (!eq || eq == w) {
-			gw_errbuf_set(err, err_len, "bad argument '%s': expected key=value", w);
+			snprintf(err, err_len, "bad argument '%s': expected key=value", w);
 			return -EINVAL;
 		}
 		if (req->nr_args == API_ARGS_MAX) {
-			gw_errbuf_set(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
+			snprintf(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
 			return -EINVAL;
 		}
 		*eq = '\0';
@@ -225,11 +224,11 @@ static int remove_stale(const char *path, const struct sockaddr_un *sa, char *er
 	if (lstat(path, &st)) {
 		if (errno == ENOENT)
 			return 0;
-		gw_errbuf_set(err, err_len, "%s: %s", path, strerror(errno));
+		snprintf(err, err_len, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
 	if (!S_ISSOCK(st.st_mode)) {
-		gw_errbuf_set(err, err_len, "%s exists and is not a socket", path);
+		snprintf(err, err_len, "%s exists and is not a socket", path);
 		return -EEXIST;
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -238,11 +237,11 @@ static int remove_stale(const char *path, const struct sockaddr_un *sa, char *er
 	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
 	close(fd);
 	if (ret == 0) {
-		gw_errbuf_set(err, err_len, "%s is in use by a running godwit", path);
+		snprintf(err, err_len, "%s is in use by a running godwit", path);
 		return -EADDRINUSE;
 	}
 	if (unlink(path) && errno != ENOENT) {
-		gw_errbuf_set(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
+		snprintf(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
 		return -errno;
 	}
 	return 0;
@@ -259,13 +258,13 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 
 	ret = fill_addr(path, &sa);
 	if (ret) {
-		gw_errbuf_set(err, err_len, "API socket path too long or empty: '%s'", path ? path : "");
+		snprintf(err, err_len, "API socket path too long or empty: '%s'", path ? path : "");
 		errno = -ret;
 		return NULL;
 	}
 	srv = calloc(1, sizeof(*srv));
 	if (!srv) {
-		gw_errbuf_set(err, err_len, "out of memory");
+		snprintf(err, err_len, "out of memory");
 		return NULL;
 	}
 	srv->listen_fd = -1;
@@ -275,7 +274,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	srv->path = strdup(path);
 	if (!srv->path) {
 		ret = -ENOMEM;
-		gw_errbuf_set(err, err_len, "out of memory");
+		snprintf(err, err_len, "out of memory");
 		goto fail;
 	}
 	ret = remove_stale(path, &sa, err, err_len);
@@ -284,7 +283,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (srv->listen_fd < 0) {
 		ret = -errno;
-		gw_errbuf_set(err, err_len, "socket: %s", strerror(errno));
+		snprintf(err, err_len, "socket: %s", strerror(errno));
 		goto fail;
 	}
 	/* The socket is created 0600: only our user may drive the VM. */
@@ -292,7 +291,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	ret = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	umask(old_mask);
 	if (ret) {
-		gw_errbuf_set(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
+		snprintf(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
 		goto fail;
 	}
 	if (stat(path, &st) == 0) {
@@ -301,12 +300,12 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	}
 	if (listen(srv->listen_fd, 16) || pipe2(srv->stop_pipe, O_CLOEXEC)) {
 		ret = -errno;
-		gw_errbuf_set(err, err_len, "listen %s: %s", path, strerror(errno));
+		snprintf(err, err_len, "listen %s: %s", path, strerror(errno));
 		goto fail_unlink;
 	}
 	ret = -pthread_create(&srv->thread, NULL, server_thread, srv);
 	if (ret) {
-		gw_errbuf_set(err, err_len, "cannot start the API thread: %s", strerror(-ret));
+		snprintf(err, err_len, "cannot start the API thread: %s", strerror(-ret));
 		goto fail_unlink;
 	}
 	return srv;
@@ -352,38 +351,16 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int api_call(const char *path, const char *line, char **reply, int timeout_ms)
+/* The server's whole answer on @fd (until it closes) by @deadline_ms, newline stripped. */
+static int recv_reply(int fd, int64_t deadline_ms, char **reply)
 {
-	struct sockaddr_un sa;
-	int64_t deadline = mono_ms() + timeout_ms;
-	char *buf = NULL, *req = NULL;
+	char *buf = NULL;
 	size_t len = 0, cap = 0;
-	int fd, ret;
+	int ret = 0;
 
-	*reply = NULL;
-	ret = fill_addr(path, &sa);
-	if (ret)
-		return ret;
-	if (strchr(line, '\n'))
-		return -EINVAL;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		ret = -errno;
-		goto out;
-	}
-	set_timeouts(fd, timeout_ms);
-	if (asprintf(&req, "%s\n", line) < 0) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	ret = send_all(fd, req, strlen(req));
-	if (ret)
-		goto out;
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int64_t left = deadline - mono_ms();
+		int64_t left = deadline_ms - mono_ms();
 		ssize_t n;
 
 		if (left <= 0) {
@@ -431,11 +408,42 @@ int api_call(const char *path, const char *line, char **reply, int timeout_ms)
 	}
 	buf[len] = '\0';
 	*reply = buf;
-	buf = NULL;
-	ret = 0;
+	return 0;
+out:
+	free(buf);
+	return ret;
+}
+
+int api_call(const char *path, const char *line, char **reply, int timeout_ms)
+{
+	struct sockaddr_un sa;
+	int64_t deadline = mono_ms() + timeout_ms;
+	char *req = NULL;
+	int fd, ret;
+
+	*reply = NULL;
+	ret = fill_addr(path, &sa);
+	if (ret)
+		return ret;
+	if (strchr(line, '\n'))
+		return -EINVAL;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		ret = -errno;
+		goto out;
+	}
+	set_timeouts(fd, timeout_ms);
+	if (asprintf(&req, "%s\n", line) < 0) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = send_all(fd, req, strlen(req));
+	if (ret == 0)
+		ret = recv_reply(fd, deadline, reply);
 out:
 	free(req);
-	free(buf);
 	close(fd);
 	return ret;
 }

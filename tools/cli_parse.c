@@ -4,7 +4,6 @@
  * Arithmetic is done in unsigned __int128 so that "16383.99T" and the like
  * are checked against 64 bits exactly instead of wrapping.
  */
-#include "util/errbuf.h"
 #include "cli_parse.h"
 
 #include <ctype.h>
@@ -282,11 +281,11 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	int ret;
 
 	if (!pi) {
-		gw_errbuf_set(err, err_len, "unknown parameter %d", (int)p);
+		snprintf(err, err_len, "unknown parameter %d", (int)p);
 		return -EINVAL;
 	}
 	if (!s || !*s) {
-		gw_errbuf_set(err, err_len, "%s: empty value", pname);
+		snprintf(err, err_len, "%s: empty value", pname);
 		return -EINVAL;
 	}
 	switch (p) {
@@ -306,7 +305,7 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	if (p == GW_PARAM_COMPRESS && !isdigit((unsigned char)*s)) {
 		ret = gw_codec_by_name(s);
 		if (ret < 0) {
-			gw_errbuf_set(err, err_len, "%s: unknown codec '%s'", pname, s);
+			snprintf(err, err_len, "%s: unknown codec '%s'", pname, s);
 			return -EINVAL;
 		}
 		v = ret;
@@ -315,24 +314,24 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	} else if (*s == '-') {
 		ret = cli_parse_int(s, INT64_MIN, INT64_MAX, &v);
 		if (ret) {
-			gw_errbuf_set(err, err_len, "%s: bad value '%s'", pname, s);
+			snprintf(err, err_len, "%s: bad value '%s'", pname, s);
 			return -EINVAL;
 		}
 	} else {
 		/* Any non-negative integer, with a size suffix where one helps. */
 		ret = cli_parse_size(s, &u);
 		if (ret == -ERANGE || (!ret && u > (uint64_t)INT64_MAX)) {
-			gw_errbuf_set(err, err_len, "%s: value '%s' too large", pname, s);
+			snprintf(err, err_len, "%s: value '%s' too large", pname, s);
 			return -ERANGE;
 		}
 		if (ret) {
-			gw_errbuf_set(err, err_len, "%s: bad value '%s'", pname, s);
+			snprintf(err, err_len, "%s: bad value '%s'", pname, s);
 			return -EINVAL;
 		}
 		v = (int64_t)u;
 	}
 	if (v < pi->min || v > pi->max) {
-		gw_errbuf_set(err, err_len, "%s: %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
+		snprintf(err, err_len, "%s: %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
 			pname, v, pi->min, pi->max);
 		return -ERANGE;
 	}
@@ -348,18 +347,18 @@ int cli_parse_param(const char *assign, enum gw_param *p, int64_t *value,
 	size_t n;
 
 	if (!assign || !(eq = strchr(assign, '='))) {
-		gw_errbuf_set(err, err_len, "'%s': expected PARAM=VALUE", assign ? assign : "");
+		snprintf(err, err_len, "'%s': expected PARAM=VALUE", assign ? assign : "");
 		return -EINVAL;
 	}
 	n = (size_t)(eq - assign);
 	if (n == 0 || n >= sizeof(name)) {
-		gw_errbuf_set(err, err_len, "'%s': bad parameter name", assign);
+		snprintf(err, err_len, "'%s': bad parameter name", assign);
 		return -EINVAL;
 	}
 	memcpy(name, assign, n);
 	name[n] = '\0';
 	if (gw_param_by_name(name, p)) {
-		gw_errbuf_set(err, err_len, "unknown parameter '%s'", name);
+		snprintf(err, err_len, "unknown parameter '%s'", name);
 		return -ENOENT;
 	}
 	return cli_parse_param_value(*p, eq + 1, value, err, err_len);

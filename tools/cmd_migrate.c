@@ -100,7 +100,8 @@ static void migrate_usage(FILE *out)
 	cli_print_params(out);
 }
 
-int cmd_migrate(int argc, char **argv)
+/* The command line into @o and @api. -1 to go on, else the exit code (help, bad usage). */
+static int parse_args(int argc, char **argv, struct migrate_opts *o, const char **api)
 {
 	static const struct option longopts[] = {
 		CLI_OPT_HELP,
@@ -113,14 +114,10 @@ int cmd_migrate(int argc, char **argv)
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const skip_ok[] = { "ok", NULL };
-	struct migrate_opts o;
-	const char *api = NULL;
-	struct json *reply = NULL, *st = NULL;
-	char err[512], *line;
-	int c, ret;
+	int c;
 
-	memset(&o, 0, sizeof(o));
+	memset(o, 0, sizeof(*o));
+	*api = NULL;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {
@@ -132,78 +129,101 @@ int cmd_migrate(int argc, char **argv)
 			return CLI_EXIT_USAGE;
 		}
 		if (c == OPT_API) {
-			api = optarg;
+			*api = optarg;
 			continue;
 		}
-		if (migrate_opt_apply(&o, c, optarg, "migrate"))
+		if (migrate_opt_apply(o, c, optarg, "migrate"))
 			return CLI_EXIT_USAGE;
 	}
 	if (optind < argc) {
 		cli_usage_error("migrate", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (!api) {
+	if (!*api) {
 		cli_usage_error("migrate", "--api PATH is required");
 		return CLI_EXIT_USAGE;
 	}
-	migrate_opts_finish(&o);
-	signal(SIGPIPE, SIG_IGN);
+	migrate_opts_finish(o);
+	return -1;
+}
 
-	if (o.resolve) {
-		char req[64];
+/* --resolve source|destination after an unknown outcome. */
+static int do_resolve(const struct migrate_opts *o, const char *api)
+{
+	struct json *reply;
+	char req[64], err[512];
 
-		if (o.to || o.params.nr || o.cancel) {
-			cli_usage_error("migrate", "--resolve takes no other option");
-			return CLI_EXIT_USAGE;
-		}
-		snprintf(req, sizeof(req), "resolve runs=%s", o.resolve);
-		if (cli_api(api, req, &reply, err, sizeof(err))) {
-			cli_error("resolve: %s", err);
-			return CLI_EXIT_FAIL;
-		}
-		json_free(reply);
-		printf(o.json ? "{\"resolved\":\"%s\"}\n" : "resolved: the VM runs on the %s\n", o.resolve);
-		return CLI_EXIT_OK;
+	if (o->to || o->params.nr || o->cancel) {
+		cli_usage_error("migrate", "--resolve takes no other option");
+		return CLI_EXIT_USAGE;
 	}
-	if (o.cancel) {
-		if (o.to || o.params.nr) {
-			cli_usage_error("migrate", "--cancel takes no --to or parameters");
-			return CLI_EXIT_USAGE;
-		}
-		if (cli_api(api, "cancel", &reply, err, sizeof(err))) {
-			cli_error("cancel: %s", err);
-			return CLI_EXIT_FAIL;
-		}
-		json_free(reply);
-		if (!o.json)
-			printf("cancel requested\n");
-		else
-			printf("{\"cancel\":\"requested\"}\n");
-		return CLI_EXIT_OK;
+	snprintf(req, sizeof(req), "resolve runs=%s", o->resolve);
+	if (cli_api(api, req, &reply, err, sizeof(err))) {
+		cli_error("resolve: %s", err);
+		return CLI_EXIT_FAIL;
 	}
-	if (!o.to) {
-		if (!o.params.nr) {
-			cli_usage_error("migrate", "nothing to do: give --to URL, --cancel or --set PARAM=VALUE");
-			return CLI_EXIT_USAGE;
-		}
-		line = cli_params_line("set", NULL, &o.params);
-		if (!line || cli_api(api, line, &reply, err, sizeof(err))) {
-			cli_error("set: %s", line ? err : "out of memory");
-			free(line);
-			return CLI_EXIT_FAIL;
-		}
-		if (o.json) {
-			json_write(stdout, reply);
-			putchar('\n');
-		} else {
-			printf("set: applied %s\n", json_str(json_get(reply, "applied"), "?"));
-		}
-		json_free(reply);
+	json_free(reply);
+	printf(o->json ? "{\"resolved\":\"%s\"}\n" : "resolved: the VM runs on the %s\n", o->resolve);
+	return CLI_EXIT_OK;
+}
+
+static int do_cancel(const struct migrate_opts *o, const char *api)
+{
+	struct json *reply;
+	char err[512];
+
+	if (o->to || o->params.nr) {
+		cli_usage_error("migrate", "--cancel takes no --to or parameters");
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_api(api, "cancel", &reply, err, sizeof(err))) {
+		cli_error("cancel: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	json_free(reply);
+	if (!o->json)
+		printf("cancel requested\n");
+	else
+		printf("{\"cancel\":\"requested\"}\n");
+	return CLI_EXIT_OK;
+}
+
+/* Parameters without --to: applied now (live ones) or to the next migration. */
+static int do_set(const struct migrate_opts *o, const char *api)
+{
+	struct json *reply;
+	char err[512], *line;
+
+	if (!o->params.nr) {
+		cli_usage_error("migrate", "nothing to do: give --to URL, --cancel or --set PARAM=VALUE");
+		return CLI_EXIT_USAGE;
+	}
+	line = cli_params_line("set", NULL, &o->params);
+	if (!line || cli_api(api, line, &reply, err, sizeof(err))) {
+		cli_error("set: %s", line ? err : "out of memory");
 		free(line);
-		return CLI_EXIT_OK;
+		return CLI_EXIT_FAIL;
 	}
+	if (o->json) {
+		json_write(stdout, reply);
+		putchar('\n');
+	} else {
+		printf("set: applied %s\n", json_str(json_get(reply, "applied"), "?"));
+	}
+	json_free(reply);
+	free(line);
+	return CLI_EXIT_OK;
+}
 
-	line = cli_params_line("migrate", o.to, &o.params);
+/* --to URL: start the migration, then (unless --detach) wait for it and report. */
+static int do_migrate(const struct migrate_opts *o, const char *api)
+{
+	static const char *const skip_ok[] = { "ok", NULL };
+	struct json *reply = NULL, *st = NULL;
+	char err[512], *line;
+	int ret;
+
+	line = cli_params_line("migrate", o->to, &o->params);
 	if (!line) {
 		cli_error("out of memory");
 		return CLI_EXIT_FAIL;
@@ -215,19 +235,19 @@ int cmd_migrate(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	json_free(reply);
-	if (o.detach) {
-		if (o.json)
+	if (o->detach) {
+		if (o->json)
 			printf("{\"migrate\":\"started\"}\n");
 		else
-			printf("migration to %s started\n", o.to);
+			printf("migration to %s started\n", o->to);
 		return CLI_EXIT_OK;
 	}
-	ret = cli_wait_migration(api, !o.json && isatty(STDERR_FILENO), NULL, &st, err, sizeof(err));
+	ret = cli_wait_migration(api, !o->json && isatty(STDERR_FILENO), NULL, &st, err, sizeof(err));
 	if (ret) {
 		cli_error("while waiting for the migration: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	if (o.json) {
+	if (o->json) {
 		putchar('{');
 		json_write_members(stdout, st, skip_ok);
 		puts("}");
@@ -247,4 +267,22 @@ int cmd_migrate(int argc, char **argv)
 	json_free(st);
 	fflush(stdout);
 	return ret;
+}
+
+int cmd_migrate(int argc, char **argv)
+{
+	struct migrate_opts o;
+	const char *api;
+	int ret = parse_args(argc, argv, &o, &api);
+
+	if (ret >= 0)
+		return ret;
+	signal(SIGPIPE, SIG_IGN);
+	if (o.resolve)
+		return do_resolve(&o, api);
+	if (o.cancel)
+		return do_cancel(&o, api);
+	if (!o.to)
+		return do_set(&o, api);
+	return do_migrate(&o, api);
 }

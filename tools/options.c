@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <soft/soft_vm.h>
+#include "vmm.h"
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -113,7 +113,8 @@ void run_opts_init(struct run_opts *o)
 	o->seed = 1;
 }
 
-int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
+/* The VM's options of `run` (CLI_RUN_VM_OPTS but --log-level). 0, 1 not one of them, -1 bad. */
+static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 {
 	enum vmm_fill fill;
 	int64_t v;
@@ -173,6 +174,14 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	case OPT_PREALLOC:
 		o->prealloc = true;
 		return 0;
+	default:
+		return 1;
+	}
+}
+
+int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
+{
+	switch (id) {
 	case OPT_API:
 		o->api_path = arg;
 		return 0;
@@ -194,11 +203,32 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 		o->exit_after_migrate = true;
 		return 0;
 	default:
-		return 1;
+		return run_vm_opt_apply(o, id, arg, cmd);
 	}
 }
 
-int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd)
+/* --on-timeout: the convergence policy. */
+static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char *cmd)
+{
+	int64_t v;
+
+	if (!strcmp(arg, "cancel"))
+		v = GW_CONVERGE_CANCEL;
+	else if (!strcmp(arg, "force"))
+		v = GW_CONVERGE_FORCE;
+	else if (!strcmp(arg, "keep-going"))
+		v = GW_CONVERGE_KEEP_GOING;
+	else {
+		cli_usage_error(cmd, "--on-timeout: expected cancel or force, got '%s'", arg);
+		return -1;
+	}
+	o->on_timeout_given = true;
+	return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
+}
+
+/* The parameters of a migration (CLI_MIGRATE_PARAM_OPTS). 0, 1 not one of them, -1 bad. */
+static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *arg,
+				   const char *cmd)
 {
 	enum gw_codec_id codec;
 	uint64_t u;
@@ -206,13 +236,6 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	int ret;
 
 	switch (id) {
-	case OPT_TO:
-		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
-			return -1;
-		}
-		o->to = arg;
-		return 0;
 	case OPT_CHANNELS:
 		if (cli_parse_int(arg, 1, INT32_MAX, &v)) {
 			cli_usage_error(cmd, "--channels: expected a positive integer, got '%s'", arg);
@@ -263,24 +286,28 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		return put_checked(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, (int64_t)(u / 1000000),
 				   cmd, "--converge-timeout");
 	case OPT_ON_TIMEOUT:
-		if (!strcmp(arg, "cancel"))
-			v = GW_CONVERGE_CANCEL;
-		else if (!strcmp(arg, "force"))
-			v = GW_CONVERGE_FORCE;
-		else if (!strcmp(arg, "keep-going"))
-			v = GW_CONVERGE_KEEP_GOING;
-		else {
-			cli_usage_error(cmd, "--on-timeout: expected cancel or force, got '%s'", arg);
-			return -1;
-		}
-		o->on_timeout_given = true;
-		return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
+		return on_timeout_apply(o, arg, cmd);
 	case OPT_LOCAL:
 		return put_checked(&o->params, GW_PARAM_LOCAL, 1, cmd, "--local");
 	case OPT_NO_VERIFY:
 		return put_checked(&o->params, GW_PARAM_VERIFY, 0, cmd, "--no-verify");
 	case OPT_SET:
 		return apply_set(&o->params, arg, cmd, "--set");
+	default:
+		return 1;
+	}
+}
+
+int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd)
+{
+	switch (id) {
+	case OPT_TO:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			return -1;
+		}
+		o->to = arg;
+		return 0;
 	case OPT_DETACH:
 		o->detach = true;
 		return 0;
@@ -298,7 +325,7 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		o->resolve = arg;
 		return 0;
 	default:
-		return 1;
+		return migrate_param_opt_apply(o, id, arg, cmd);
 	}
 }
 

@@ -89,6 +89,10 @@ struct vmm_backend {
 	int (*post_migration_check)(const struct vmm *vm, char *msg, size_t msg_len);
 };
 
+/* The backends, one folder each (vmm/soft/, vmm/kvm/); only the built ones are in the table. */
+extern const struct vmm_backend vmm_kvm;
+extern const struct vmm_backend vmm_soft;
+
 /* Backends in preference order (--accel auto takes the first that probes), NULL-terminated. */
 extern const struct vmm_backend *const vmm_backends[];
 /* The backend called @name, or NULL. */

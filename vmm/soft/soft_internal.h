@@ -1,12 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the soft VM shared by soft_vm.c (RAM, lifecycle, state),
- * fill.c (initial RAM content) and workload.c (what the vCPUs do).
+ * The soft backend from the inside: the struct every file of vmm/soft/
+ * works on, who owns which field, and what each file offers the others.
+ *
+ * Files, each one concern; calls only go down this list, never back up:
+ *   ops.c    the engine callbacks (gw_vm_ops) and the vmm_backend entry
+ *   vm.c     lifecycle: create, destroy, first start (post-migration check)
+ *   state.c  the "soft-vcpus" state section, save and load
+ *   check.c  the verify check
+ *   run.c    what each workload does on a vCPU; slices of the working set
+ *   vcpu.c   vCPU threads: start, park/pause/resume handshake, throttle
+ *   ram.c    memfd (or file) RAM, prealloc, the destination's setup_ram
+ *   probe.c  whether this host offers what the engine needs for soft RAM
  *
  * RAM is addressed by a global page index: block 0's pages first, then
- * block 1's, ... (page size 4096 everywhere). A workload works on the
+ * block 1's, ... (VMM_PAGE_BYTES everywhere). A workload works on the
  * pages [0, ws_pages); vCPU i owns the contiguous slice
- * [i * ws_pages / n, (i + 1) * ws_pages / n).
+ * [i * ws_pages / n, (i + 1) * ws_pages / n) (vmm/workload.h).
  */
 #ifndef GW_SOFT_INTERNAL_H
 #define GW_SOFT_INTERNAL_H
@@ -16,15 +26,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <godwit/vm.h>
 #include "content.h"
-#include "fill.h"
-#include "soft/soft_vm.h"
+#include "vmm.h"
 #include "workload.h"
 
 #define SOFT_PAGE_BYTES VMM_PAGE_BYTES
 #define SOFT_MAX_VCPUS 64
 #define SOFT_MSG_MAX 256
 #define SOFT_CHECK_EVERY_PAGES 64	/* writers look at the pause flag this often */
+#define SOFT_MAX_RAM_BYTES (1ull << 40)	/* refuse absurd layouts */
 
 struct soft_vm;
 
@@ -46,17 +57,139 @@ struct soft_vcpu {
 	uint64_t throttle_mark_ns;	/* vCPU thread: end of the last throttle sleep */
 };
 
-/* vCPU thread body (workload.c). */
-void *soft_vcpu_main(void *arg);
 /*
- * Checkpoint for vCPU threads: parks while a pause is requested, applies
- * the throttle; *was_parked tells whether it slept in a pause (timing
- * bases must restart). Returns true when the thread must exit.
+ * The VM. struct vmm (vmm.h) is this struct for the soft backend: ops.c
+ * converts between the two, nowhere else.
+ *
+ * Threads: control operations (start, engine callbacks, check,
+ * set_postmigrate, destroy) are serialised by ctl and run on any thread;
+ * vCPU threads touch only their struct soft_vcpu, the RAM through its
+ * mapping, and the handshake fields under lock; the post-check thread
+ * (vm.c) runs while its starter holds no ctl and is joined by every ctl
+ * holder before it touches the vCPUs.
  */
-bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked);
+struct soft_vm {
+	/* Configuration: set at creation, read-only. */
+	enum vmm_fill fill;		/* initial content of a new VM (none on a destination) */
+	uint64_t seed;
+	char *memory_file;		/* NULL: memfd */
+	bool prealloc;			/* touch all fresh RAM when it is created */
+
+	/* RAM (ram.c): written under ctl before vCPU threads exist, then read-only. */
+	struct gw_vm_info info;
+	uint64_t block_first_page[GW_MAX_RAM_BLOCKS + 1];	/* global index of each block */
+	uint64_t ram_pages;
+	/* What never-rewritten pages hold (verify generation 0): ctl, like RAM. */
+	enum vmm_fill init_fill;
+	uint64_t init_seed;
+	bool init_known;		/* false: RAM came from a pre-existing file */
+
+	/* Workload (run.c): set at creation, replaced by load_state (before vCPUs exist). */
+	struct vmm_workload wl;
+	uint64_t ws_pages;
+	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it */
+	unsigned nr_vcpus;
+	struct soft_vcpu vcpus[SOFT_MAX_VCPUS];
+
+	pthread_mutex_t ctl;		/* serialises control operations */
+	bool loaded;			/* ctl: load_state applied */
+	pthread_t post_thread;		/* ctl: runs the post-migration check, then the vCPUs */
+	bool post_thread_started;	/* ctl */
+
+	pthread_mutex_t lock;		/* pause handshake (vcpu.c) and post-check result */
+	pthread_cond_t cond;		/* with lock: a vCPU parked, or pause/stop changed */
+	atomic_bool pause_req;		/* written under lock */
+	atomic_bool stop_req;		/* written under lock */
+	unsigned nr_threads;		/* lock: vCPU threads started */
+	unsigned nr_parked;		/* lock: vCPU threads parked */
+	int post_check;			/* lock: 1 ok, 0 not run, -1 failed */
+	char post_msg[SOFT_MSG_MAX];	/* lock */
+
+	atomic_uint throttle_pct;	/* 0..99, read by vCPU threads */
+	atomic_int state;		/* enum vmm_state, written under ctl */
+};
+
+/* ---- ram.c ---- */
+
+/* Index of the block holding global page @page. */
+unsigned soft_block_of(const struct soft_vm *vm, uint64_t page);
 /* Host address of global page @page. */
 uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page);
-/* The VM's workload (set before the vCPUs start). */
-const struct vmm_workload *soft_vm_wl(const struct soft_vm *vm);
+/*
+ * Map one more block. @fd >= 0: map that fd (received, now ours, also on
+ * failure). Otherwise the memory file (first block) or a new memfd.
+ * *@fresh: the block reads as zeros. 0 or -errno with a reason in @err.
+ */
+int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size_bytes,
+		 int fd, uint64_t fd_offset_bytes, bool *fresh, char *err, size_t err_len);
+/* Unmap and close every block. */
+void soft_ram_free(struct soft_vm *vm);
+/*
+ * Destination, ctl held: RAM for the source's layout @want (see
+ * gw_vm_ops.setup_ram): check it, then create it, or compare it with the
+ * RAM given at creation and map received fds instead. Every fd in @want is
+ * ours: mapped or closed, also on failure. 0 or -errno with a reason.
+ */
+int soft_ram_setup(struct soft_vm *vm, const struct gw_vm_info *want, char *reason,
+		   size_t reason_len);
+/* Close the received fds of @want (a refused setup_ram). */
+void soft_ram_close_received(const struct gw_vm_info *want);
+
+/* ---- vcpu.c ---- */
+
+/*
+ * vCPU threads call this between batches of work: parks while a pause is
+ * requested, applies the throttle; *was_parked tells whether it slept in a
+ * pause (timing bases must restart). True when the thread must exit.
+ */
+bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked);
+/* ctl held, no threads yet: one thread per vCPU running @body(vcpu). 0 or -errno. */
+int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu));
+/* ctl held: returns once every vCPU thread is parked. */
+void soft_vcpus_pause(struct soft_vm *vm);
+void soft_vcpus_resume(struct soft_vm *vm);
+/* ctl held: ends and joins every vCPU thread. */
+void soft_vcpus_stop(struct soft_vm *vm);
+/* Run the vCPUs @pct percent of the time less (0 = off). 0 or -EINVAL. */
+int soft_vcpus_throttle(struct soft_vm *vm, unsigned pct);
+
+/* ---- run.c ---- */
+
+/* vCPU thread body: the VM's workload on this vCPU's slice. */
+void *soft_run_vcpu(void *vcpu);
+/* Slices for the current workload, RAM and nr_vcpus; cursors reset; spec made canonical. */
+void soft_run_layout(struct soft_vm *vm);
+
+/* ---- check.c ---- */
+
+/* vCPUs parked or absent: the verify check. 0, -EIO (first bad page in @msg) or -errno. */
+int soft_check_verify(const struct soft_vm *vm, char *msg, size_t msg_len);
+
+/* ---- state.c ---- */
+
+/* ctl held, vCPUs parked: add the "soft-vcpus" section. 0 or -errno. */
+int soft_state_save(const struct soft_vm *vm, struct gw_state *st);
+/* ctl held, incoming: check every field of the section, then apply it. 0 or gw_state_reject's. */
+int soft_state_load(struct soft_vm *vm, struct gw_state *st);
+
+/* ---- vm.c ---- */
+
+struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t err_len);
+void soft_vm_destroy(struct soft_vm *vm);
+enum vmm_state soft_vm_state(const struct soft_vm *vm);
+/* ctl held, state created or incoming: the first start of the vCPUs. 0 or -errno. */
+int soft_vm_start_first(struct soft_vm *vm);
+/* ctl held: wait for a pending post-migration check and vCPU start. */
+void soft_vm_join_post_check(struct soft_vm *vm);
+int soft_vm_start(struct soft_vm *vm);
+void soft_vm_set_postmigrate(struct soft_vm *vm);
+uint64_t soft_vm_progress(const struct soft_vm *vm);
+int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len);
+int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg_len);
+
+/* ---- probe.c ---- */
+
+/* 0 when the engine can track soft RAM on this host, else -errno and why. */
+int soft_probe(char *why, size_t why_len);
 
 #endif

@@ -11,10 +11,15 @@
  *    source's fd, load_state) -> resume: the post-migration check passes,
  *    progress continues from the source's count, and the source refuses to
  *    run again once postmigrate.
+ *  - a page lost on the way (a hole in the memfd) is named as never populated.
  *  - load_state refuses hostile sections (sizes, counts, cursors, spec) with
  *    a reason, and setup_ram refuses layouts it cannot hold.
+ *  - the backend table: every backend has a distinct name found by
+ *    vmm_backend_by_name, a probe that answers with a reason; soft is in it
+ *    and usable here (userfaultfd WP_ASYNC and PAGEMAP_SCAN).
  * Timing never decides: waits poll progress with a generous deadline.
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <time.h>
@@ -23,7 +28,7 @@
 #include "mem/digest.h"
 #include "mem/populated.h"
 #include "state.h"
-#include "soft/soft_vm.h"
+#include "vmm.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
@@ -32,26 +37,29 @@ TEST_DEFINE_FAILURES;
 #define PAGE 4096ull
 #define VM_BYTES (64 * MiB)
 
-static struct soft_vm *new_vm(uint64_t bytes, unsigned vcpus, enum vmm_fill fill, uint64_t seed,
-			      const char *workload, bool incoming)
+/* The soft backend's engine callbacks, called here as the engine would. */
+static const struct gw_vm_ops *ops;
+
+static struct vmm *new_vm(uint64_t bytes, unsigned vcpus, enum vmm_fill fill, uint64_t seed,
+			  const char *workload, bool incoming)
 {
-	struct soft_vm_config cfg = {
+	struct vmm_config cfg = {
 		.memory_bytes = bytes, .nr_vcpus = vcpus, .fill = fill, .seed = seed,
 		.workload = workload, .incoming = incoming,
 	};
 	char err[256] = "";
-	struct soft_vm *vm = soft_vm_new(&cfg, err, sizeof(err));
+	struct vmm *vm = vmm_soft.create(&cfg, err, sizeof(err));
 
-	TEST_ASSERT(vm, "soft_vm_new(%s, %s): %s", vmm_fill_name(fill),
+	TEST_ASSERT(vm, "vmm_soft.create(%s, %s): %s", vmm_fill_name(fill),
 		    workload ? workload : "idle", err);
 	return vm;
 }
 
-static struct gw_digest digest(struct soft_vm *vm)
+static struct gw_digest digest(struct vmm *vm)
 {
 	struct gw_digest d;
 
-	TEST_ASSERT(gw_ram_digest(soft_vm_info(vm), 2, &d) == 0, "digest");
+	TEST_ASSERT(gw_ram_digest(vmm_soft.info(vm), 2, &d) == 0, "digest");
 	return d;
 }
 
@@ -70,29 +78,29 @@ static void sleep_ms(unsigned ms)
  * The post-migration check is the guest's first work after resume (not
  * part of resume itself): wait until it reported (liveness bound only).
  */
-static int wait_post_check(struct soft_vm *vm, char *msg, size_t len)
+static int wait_post_check(struct vmm *vm, char *msg, size_t len)
 {
 	int ret = 0;
 
 	for (int i = 0; i < 3000 && ret == 0; i++) {
-		ret = soft_vm_post_migration_check(vm, msg, len);
+		ret = vmm_soft.post_migration_check(vm, msg, len);
 		if (ret == 0)
 			usleep(10000);
 	}
 	return ret;
 }
 
-static uint64_t wait_progress(struct soft_vm *vm, uint64_t target)
+static uint64_t wait_progress(struct vmm *vm, uint64_t target)
 {
 	for (unsigned i = 0; i < 30000; i++) {
-		uint64_t p = soft_vm_progress(vm);
+		uint64_t p = vmm_soft.progress(vm);
 
 		if (p > target)
 			return p;
 		sleep_ms(1);
 	}
 	TEST_ASSERT(0, "progress stuck at %" PRIu64 " (want > %" PRIu64 ")",
-		    soft_vm_progress(vm), target);
+		    vmm_soft.progress(vm), target);
 	return 0;
 }
 
@@ -104,17 +112,17 @@ static void test_fills(void)
 	struct gw_digest dnone = { 0, 0 };
 
 	for (unsigned i = 0; i < sizeof(fills) / sizeof(fills[0]); i++) {
-		struct soft_vm *a = new_vm(VM_BYTES, 2, fills[i], 1, NULL, false);
-		struct soft_vm *b = new_vm(VM_BYTES, 1, fills[i], 1, NULL, false);
-		struct soft_vm *c = new_vm(VM_BYTES, 1, fills[i], 2, NULL, false);
+		struct vmm *a = new_vm(VM_BYTES, 2, fills[i], 1, NULL, false);
+		struct vmm *b = new_vm(VM_BYTES, 1, fills[i], 1, NULL, false);
+		struct vmm *c = new_vm(VM_BYTES, 1, fills[i], 2, NULL, false);
 		struct gw_digest da = digest(a), db = digest(b), dc = digest(c);
-		const struct gw_ram_block *blk = &soft_vm_info(a)->blocks[0];
+		const struct gw_ram_block *blk = &vmm_soft.info(a)->blocks[0];
 		enum vmm_fill parsed;
 
 		TEST_CHECK(vmm_fill_parse(vmm_fill_name(fills[i]), &parsed) == 0 &&
 			   parsed == fills[i], "parse %s", vmm_fill_name(fills[i]));
-		TEST_CHECK(soft_vm_state(a) == SOFT_VM_CREATED, "state %s",
-			   soft_vm_state_name(soft_vm_state(a)));
+		TEST_CHECK(vmm_soft.state(a) == VMM_CREATED, "state %s",
+			   vmm_state_name(vmm_soft.state(a)));
 		TEST_CHECK(same(da, db), "%s: same seed, different content", vmm_fill_name(fills[i]));
 		if (fills[i] == VMM_FILL_NONE)
 			dnone = da;
@@ -167,59 +175,59 @@ static void test_fills(void)
 					   (double)in / n);
 			free(out);
 		}
-		soft_vm_free(a);
-		soft_vm_free(b);
-		soft_vm_free(c);
+		vmm_soft.destroy(a);
+		vmm_soft.destroy(b);
+		vmm_soft.destroy(c);
 	}
 }
 
 static void test_pause_resume(const char *workload)
 {
-	struct soft_vm *vm = new_vm(VM_BYTES, 2, VMM_FILL_NONE, 3, workload, false);
+	struct vmm *vm = new_vm(VM_BYTES, 2, VMM_FILL_NONE, 3, workload, false);
 	uint64_t p0, p1;
 	char msg[256];
 
-	TEST_ASSERT(soft_vm_start(vm) == 0, "start");
-	TEST_CHECK(soft_vm_state(vm) == SOFT_VM_RUNNING, "state %s",
-		   soft_vm_state_name(soft_vm_state(vm)));
+	TEST_ASSERT(vmm_soft.start(vm) == 0, "start");
+	TEST_CHECK(vmm_soft.state(vm) == VMM_RUNNING, "state %s",
+		   vmm_state_name(vmm_soft.state(vm)));
 	p0 = wait_progress(vm, 0);
 	wait_progress(vm, p0 + 10);
-	TEST_ASSERT(soft_vm_ops.pause(vm) == 0, "pause");
-	TEST_CHECK(soft_vm_state(vm) == SOFT_VM_PAUSED, "state %s",
-		   soft_vm_state_name(soft_vm_state(vm)));
-	p1 = soft_vm_progress(vm);
+	TEST_ASSERT(ops->pause(vm) == 0, "pause");
+	TEST_CHECK(vmm_soft.state(vm) == VMM_PAUSED, "state %s",
+		   vmm_state_name(vmm_soft.state(vm)));
+	p1 = vmm_soft.progress(vm);
 	sleep_ms(30);
-	TEST_CHECK(soft_vm_progress(vm) == p1, "%s: progress moved while paused: %" PRIu64
-		   " -> %" PRIu64, workload, p1, soft_vm_progress(vm));
-	TEST_ASSERT(soft_vm_ops.resume(vm) == 0, "resume");
+	TEST_CHECK(vmm_soft.progress(vm) == p1, "%s: progress moved while paused: %" PRIu64
+		   " -> %" PRIu64, workload, p1, vmm_soft.progress(vm));
+	TEST_ASSERT(ops->resume(vm) == 0, "resume");
 	wait_progress(vm, p1);
 	if (strncmp(workload, "dirty", 5) == 0) {
-		TEST_CHECK(soft_vm_check(vm, msg, sizeof(msg)) == -EOPNOTSUPP, "dirty check");
-		printf("workload %s\n", soft_vm_workload(vm));
+		TEST_CHECK(vmm_soft.check(vm, msg, sizeof(msg)) == -EOPNOTSUPP, "dirty check");
+		printf("workload %s\n", vmm_soft.workload(vm));
 	}
 	/* Throttled vCPUs still make progress; 100% is refused. */
-	TEST_CHECK(soft_vm_ops.throttle(vm, 100) == -EINVAL, "throttle 100");
-	TEST_ASSERT(soft_vm_ops.throttle(vm, 90) == 0, "throttle 90");
-	wait_progress(vm, soft_vm_progress(vm));
-	TEST_ASSERT(soft_vm_ops.throttle(vm, 0) == 0, "throttle off");
+	TEST_CHECK(ops->throttle(vm, 100) == -EINVAL, "throttle 100");
+	TEST_ASSERT(ops->throttle(vm, 90) == 0, "throttle 90");
+	wait_progress(vm, vmm_soft.progress(vm));
+	TEST_ASSERT(ops->throttle(vm, 0) == 0, "throttle off");
 	/* Pause twice, resume twice: idempotent. */
-	TEST_CHECK(soft_vm_ops.pause(vm) == 0 && soft_vm_ops.pause(vm) == 0, "double pause");
-	TEST_CHECK(soft_vm_ops.resume(vm) == 0 && soft_vm_ops.resume(vm) == 0, "double resume");
-	soft_vm_free(vm);
+	TEST_CHECK(ops->pause(vm) == 0 && ops->pause(vm) == 0, "double pause");
+	TEST_CHECK(ops->resume(vm) == 0 && ops->resume(vm) == 0, "double resume");
+	vmm_soft.destroy(vm);
 }
 
-static struct soft_vm *verify_source(uint64_t *pages_out)
+static struct vmm *verify_source(uint64_t *pages_out)
 {
-	struct soft_vm *vm = new_vm(VM_BYTES, 2, VMM_FILL_MIX, 7, "verify", false);
+	struct vmm *vm = new_vm(VM_BYTES, 2, VMM_FILL_MIX, 7, "verify", false);
 	char msg[256];
 	int ret;
 
-	TEST_CHECK(strcmp(soft_vm_workload(vm), "verify:ws=67108864") == 0, "spec %s",
-		   soft_vm_workload(vm));
+	TEST_CHECK(strcmp(vmm_soft.workload(vm), "verify:ws=67108864") == 0, "spec %s",
+		   vmm_soft.workload(vm));
 	/* Before any write every page is generation 0: the fill content. */
-	ret = soft_vm_check(vm, msg, sizeof(msg));
+	ret = vmm_soft.check(vm, msg, sizeof(msg));
 	TEST_CHECK(ret == 0, "check before start: %d %s", ret, msg);
-	TEST_ASSERT(soft_vm_start(vm) == 0, "start");
+	TEST_ASSERT(vmm_soft.start(vm) == 0, "start");
 	/* More than one pass, so that generations wrap. */
 	wait_progress(vm, VM_BYTES / PAGE + VM_BYTES / PAGE / 3);
 	*pages_out = VM_BYTES / PAGE;
@@ -229,47 +237,66 @@ static struct soft_vm *verify_source(uint64_t *pages_out)
 static void test_verify_check(void)
 {
 	uint64_t pages;
-	struct soft_vm *vm = verify_source(&pages);
-	uint8_t *host = soft_vm_info(vm)->blocks[0].host;
+	struct vmm *vm = verify_source(&pages);
+	uint8_t *host = vmm_soft.info(vm)->blocks[0].host;
 	char msg[256];
 	int ret;
 
-	ret = soft_vm_check(vm, msg, sizeof(msg));	/* pauses and resumes by itself */
+	ret = vmm_soft.check(vm, msg, sizeof(msg));	/* pauses and resumes by itself */
 	TEST_CHECK(ret == 0, "check while running: %d %s", ret, msg);
-	TEST_CHECK(soft_vm_state(vm) == SOFT_VM_RUNNING, "still running");
-	TEST_ASSERT(soft_vm_ops.pause(vm) == 0, "pause");
-	ret = soft_vm_check(vm, msg, sizeof(msg));
+	TEST_CHECK(vmm_soft.state(vm) == VMM_RUNNING, "still running");
+	TEST_ASSERT(ops->pause(vm) == 0, "pause");
+	ret = vmm_soft.check(vm, msg, sizeof(msg));
 	TEST_CHECK(ret == 0, "check paused: %d %s", ret, msg);
 	printf("verify check: %s\n", msg);
 
 	host[1234 * PAGE + 777] ^= 0x10;
-	ret = soft_vm_check(vm, msg, sizeof(msg));
+	ret = vmm_soft.check(vm, msg, sizeof(msg));
 	TEST_CHECK(ret == -EIO && strstr(msg, "page 1234 "), "corruption: %d %s", ret, msg);
 	printf("corrupted: %s\n", msg);
 	host[1234 * PAGE + 777] ^= 0x10;
-	ret = soft_vm_check(vm, msg, sizeof(msg));
+	ret = vmm_soft.check(vm, msg, sizeof(msg));
 	TEST_CHECK(ret == 0, "restored: %d %s", ret, msg);
-	soft_vm_free(vm);
+	vmm_soft.destroy(vm);
 }
 
-static struct soft_vm *incoming_from(struct soft_vm *src, bool pass_fd, bool corrupt)
+/* A page punched out of the memfd reads as zeros: the check says it was never populated. */
+static void test_verify_hole(void)
 {
-	struct soft_vm *dst = new_vm(0, 1, VMM_FILL_NONE, 0, NULL, true);
-	struct gw_vm_info want = *soft_vm_info(src), got;
+	uint64_t pages;
+	struct vmm *vm = verify_source(&pages);
+	const struct gw_ram_block *b = &vmm_soft.info(vm)->blocks[0];
+	char msg[256];
+	int ret;
+
+	TEST_ASSERT(ops->pause(vm) == 0, "pause");
+	TEST_ASSERT(fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+			      (off_t)(b->fd_offset_bytes + 4321 * PAGE), PAGE) == 0, "punch");
+	ret = vmm_soft.check(vm, msg, sizeof(msg));
+	TEST_CHECK(ret == -EIO && strstr(msg, "page 4321 ") && strstr(msg, "never-populated"),
+		   "hole: %d %s", ret, msg);
+	printf("hole: %s\n", msg);
+	vmm_soft.destroy(vm);
+}
+
+static struct vmm *incoming_from(struct vmm *src, bool pass_fd, bool corrupt)
+{
+	struct vmm *dst = new_vm(0, 1, VMM_FILL_NONE, 0, NULL, true);
+	struct gw_vm_info want = *vmm_soft.info(src), got;
 	char reason[256] = "";
 	int ret;
 
-	TEST_CHECK(soft_vm_state(dst) == SOFT_VM_INCOMING, "incoming state");
+	TEST_CHECK(vmm_soft.state(dst) == VMM_INCOMING, "incoming state");
 	for (unsigned i = 0; i < want.nr_blocks; i++) {
 		want.blocks[i].host = NULL;
-		want.blocks[i].fd = pass_fd ? dup(soft_vm_info(src)->blocks[i].fd) : -1;
+		want.blocks[i].fd = pass_fd ? dup(vmm_soft.info(src)->blocks[i].fd) : -1;
 	}
-	ret = soft_vm_ops.setup_ram(dst, &want, &got, reason, sizeof(reason));
+	ret = ops->setup_ram(dst, &want, &got, reason, sizeof(reason));
 	TEST_ASSERT(ret == 0, "setup_ram: %d %s", ret, reason);
 	TEST_CHECK(got.nr_blocks == 1 && got.blocks[0].size_bytes == VM_BYTES &&
 		   !strcmp(got.blocks[0].name, "ram0"), "layout");
 	if (!pass_fd)
-		memcpy(got.blocks[0].host, soft_vm_info(src)->blocks[0].host, VM_BYTES);
+		memcpy(got.blocks[0].host, vmm_soft.info(src)->blocks[0].host, VM_BYTES);
 	if (corrupt)
 		((uint8_t *)got.blocks[0].host)[100 * PAGE + 9] ^= 1;
 	return dst;
@@ -278,8 +305,8 @@ static struct soft_vm *incoming_from(struct soft_vm *src, bool pass_fd, bool cor
 static void test_migration(bool pass_fd)
 {
 	uint64_t pages, src_progress, p;
-	struct soft_vm *src = verify_source(&pages);
-	struct soft_vm *dst, *bad;
+	struct vmm *src = verify_source(&pages);
+	struct vmm *dst, *bad;
 	struct gw_state *st = calloc(1, sizeof(*st));
 	struct gw_digest dsrc;
 	char msg[256];
@@ -287,67 +314,67 @@ static void test_migration(bool pass_fd)
 
 	TEST_ASSERT(st, "calloc");
 	gw_state_init(st);
-	TEST_ASSERT(soft_vm_ops.pause(src) == 0, "pause");
-	src_progress = soft_vm_progress(src);
-	TEST_ASSERT(soft_vm_ops.save_state(src, st) == 0, "save_state");
+	TEST_ASSERT(ops->pause(src) == 0, "pause");
+	src_progress = vmm_soft.progress(src);
+	TEST_ASSERT(ops->save_state(src, st) == 0, "save_state");
 	dsrc = digest(src);
 
 	dst = incoming_from(src, pass_fd, false);
-	TEST_CHECK(soft_vm_post_migration_check(dst, msg, sizeof(msg)) == 0, "not run yet");
+	TEST_CHECK(vmm_soft.post_migration_check(dst, msg, sizeof(msg)) == 0, "not run yet");
 	TEST_CHECK(same(digest(dst), dsrc), "RAM differs after copy");
-	ret = soft_vm_ops.load_state(dst, st);
+	ret = ops->load_state(dst, st);
 	TEST_ASSERT(ret == 0, "load_state: %d %s", ret, st->reject_reason);
-	TEST_CHECK(soft_vm_progress(dst) == src_progress, "progress %" PRIu64 " vs %" PRIu64,
-		   soft_vm_progress(dst), src_progress);
-	TEST_CHECK(!strcmp(soft_vm_workload(dst), soft_vm_workload(src)), "workload %s",
-		   soft_vm_workload(dst));
-	TEST_CHECK(soft_vm_info(dst)->nr_vcpus == 2, "vcpus from the source");
-	soft_vm_set_postmigrate(src);
-	TEST_CHECK(soft_vm_ops.resume(src) == -EPERM, "postmigrate source resumed");
-	TEST_CHECK(soft_vm_state(src) == SOFT_VM_POSTMIGRATE, "source state");
+	TEST_CHECK(vmm_soft.progress(dst) == src_progress, "progress %" PRIu64 " vs %" PRIu64,
+		   vmm_soft.progress(dst), src_progress);
+	TEST_CHECK(!strcmp(vmm_soft.workload(dst), vmm_soft.workload(src)), "workload %s",
+		   vmm_soft.workload(dst));
+	TEST_CHECK(vmm_soft.info(dst)->nr_vcpus == 2, "vcpus from the source");
+	vmm_soft.set_postmigrate(src);
+	TEST_CHECK(ops->resume(src) == -EPERM, "postmigrate source resumed");
+	TEST_CHECK(vmm_soft.state(src) == VMM_POSTMIGRATE, "source state");
 
-	TEST_ASSERT(soft_vm_ops.resume(dst) == 0, "resume dst");
+	TEST_ASSERT(ops->resume(dst) == 0, "resume dst");
 	ret = wait_post_check(dst, msg, sizeof(msg));
 	TEST_CHECK(ret == 1, "post-migration check %d: %s", ret, msg);
 	p = wait_progress(dst, src_progress + 100);
 	TEST_CHECK(p > src_progress, "progress continues");
-	ret = soft_vm_check(dst, msg, sizeof(msg));
+	ret = vmm_soft.check(dst, msg, sizeof(msg));
 	TEST_CHECK(ret == 0, "check after running on dst: %d %s", ret, msg);
-	soft_vm_free(dst);
+	vmm_soft.destroy(dst);
 
 	/* A page lost or damaged in transit is caught on the first resume. */
 	if (!pass_fd) {
 		bad = incoming_from(src, false, true);
-		TEST_ASSERT(soft_vm_ops.load_state(bad, st) == 0, "load_state");
-		TEST_ASSERT(soft_vm_ops.resume(bad) == 0, "resume");
+		TEST_ASSERT(ops->load_state(bad, st) == 0, "load_state");
+		TEST_ASSERT(ops->resume(bad) == 0, "resume");
 		ret = wait_post_check(bad, msg, sizeof(msg));
 		TEST_CHECK(ret == -1 && strstr(msg, "page 100 "), "damaged: %d %s", ret, msg);
 		printf("damaged in transit: %s\n", msg);
-		soft_vm_free(bad);
+		vmm_soft.destroy(bad);
 	}
 	gw_state_release(st);
 	free(st);
-	soft_vm_free(src);
+	vmm_soft.destroy(src);
 }
 
 /* Rebuild the section with one field changed; it must be refused with a reason. */
-static void expect_reject(struct soft_vm *src, const uint8_t *blob, size_t len, const char *what)
+static void expect_reject(struct vmm *src, const uint8_t *blob, size_t len, const char *what)
 {
 	struct gw_state *st = calloc(1, sizeof(*st));
-	struct soft_vm *dst = incoming_from(src, false, false);
+	struct vmm *dst = incoming_from(src, false, false);
 	int ret;
 
 	TEST_ASSERT(st, "calloc");
 	gw_state_init(st);
 	TEST_ASSERT(gw_state_add(st, "soft-vcpus", 1, blob, len) == 0, "add");
-	ret = soft_vm_ops.load_state(dst, st);
+	ret = ops->load_state(dst, st);
 	TEST_CHECK(ret == -EINVAL && st->reject_reason[0], "%s: accepted (%d)", what, ret);
 	if (ret)
 		printf("refused %s: %s\n", what, st->reject_reason);
-	TEST_CHECK(soft_vm_ops.resume(dst) == -EINVAL, "%s: resumed without state", what);
+	TEST_CHECK(ops->resume(dst) == -EINVAL, "%s: resumed without state", what);
 	gw_state_release(st);
 	free(st);
-	soft_vm_free(dst);
+	vmm_soft.destroy(dst);
 }
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
@@ -356,7 +383,7 @@ static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
 static void test_hostile_state(void)
 {
 	uint64_t pages;
-	struct soft_vm *src = verify_source(&pages);
+	struct vmm *src = verify_source(&pages);
 	struct gw_state *st = calloc(1, sizeof(*st));
 	const uint8_t *orig;
 	uint8_t *b;
@@ -365,11 +392,11 @@ static void test_hostile_state(void)
 
 	TEST_ASSERT(st, "calloc");
 	gw_state_init(st);
-	TEST_ASSERT(soft_vm_ops.pause(src) == 0, "pause");
-	TEST_ASSERT(soft_vm_ops.save_state(src, st) == 0, "save");
+	TEST_ASSERT(ops->pause(src) == 0, "pause");
+	TEST_ASSERT(ops->save_state(src, st) == 0, "save");
 	orig = gw_state_find(st, "soft-vcpus", &version, &len);
 	TEST_ASSERT(orig && version == 1, "section");
-	spec_len = strlen(soft_vm_workload(src));
+	spec_len = strlen(vmm_soft.workload(src));
 	b = malloc(len + 64);
 	TEST_ASSERT(b, "malloc");
 
@@ -398,12 +425,12 @@ static void test_hostile_state(void)
 	free(b);
 	gw_state_release(st);
 	free(st);
-	soft_vm_free(src);
+	vmm_soft.destroy(src);
 }
 
 static void test_setup_ram_refusals(void)
 {
-	struct soft_vm *dst = new_vm(32 * MiB, 1, VMM_FILL_NONE, 0, NULL, true);
+	struct vmm *dst = new_vm(32 * MiB, 1, VMM_FILL_NONE, 0, NULL, true);
 	struct gw_vm_info want = { .nr_blocks = 1, .kvm_vm_fd = -1, .nr_vcpus = 1 }, got;
 	char reason[256] = "";
 	int ret;
@@ -412,51 +439,85 @@ static void test_setup_ram_refusals(void)
 	want.blocks[0].size_bytes = VM_BYTES;
 	want.blocks[0].page_size_bytes = PAGE;
 	want.blocks[0].fd = -1;
-	ret = soft_vm_ops.setup_ram(dst, &want, &got, reason, sizeof(reason));
+	ret = ops->setup_ram(dst, &want, &got, reason, sizeof(reason));
 	TEST_CHECK(ret == -EINVAL && strstr(reason, "layout mismatch: source ram0 is 67108864 bytes"),
 		   "mismatch: %d %s", ret, reason);
 	printf("refused: %s\n", reason);
 	want.blocks[0].size_bytes = 32 * MiB;
 	want.blocks[0].page_size_bytes = 2 * MiB;
-	ret = soft_vm_ops.setup_ram(dst, &want, &got, reason, sizeof(reason));
+	ret = ops->setup_ram(dst, &want, &got, reason, sizeof(reason));
 	TEST_CHECK(ret == -EINVAL && strstr(reason, "page size"), "page size: %d %s", ret, reason);
 	want.blocks[0].page_size_bytes = PAGE;
 	want.blocks[0].size_bytes = 1ull << 50;
-	ret = soft_vm_ops.setup_ram(dst, &want, &got, reason, sizeof(reason));
+	ret = ops->setup_ram(dst, &want, &got, reason, sizeof(reason));
 	TEST_CHECK(ret == -EINVAL, "absurd size: %d %s", ret, reason);
 	want.blocks[0].size_bytes = 32 * MiB;
-	ret = soft_vm_ops.setup_ram(dst, &want, &got, reason, sizeof(reason));
+	ret = ops->setup_ram(dst, &want, &got, reason, sizeof(reason));
 	TEST_CHECK(ret == 0, "identical layout: %d %s", ret, reason);
-	soft_vm_free(dst);
+	vmm_soft.destroy(dst);
+}
+
+static void test_backend_table(void)
+{
+	static const enum vmm_state states[] = {
+		VMM_CREATED, VMM_INCOMING, VMM_RUNNING, VMM_PAUSED, VMM_POSTMIGRATE, VMM_SHUTDOWN,
+	};
+	bool soft_listed = false;
+	char why[256];
+
+	for (unsigned i = 0; vmm_backends[i]; i++) {
+		const struct vmm_backend *be = vmm_backends[i];
+		int ret;
+
+		TEST_CHECK(be->name && be->name[0], "backend %u has no name", i);
+		TEST_CHECK(vmm_backend_by_name(be->name) == be, "%s not found by name", be->name);
+		TEST_CHECK(be->create && be->destroy && be->start && be->info && be->engine_ops &&
+			   be->state && be->set_postmigrate && be->progress && be->workload &&
+			   be->check && be->post_migration_check && be->probe,
+			   "%s: an operation is missing", be->name);
+		why[0] = '\0';
+		ret = be->probe(why, sizeof(why));
+		TEST_CHECK(ret <= 0 && why[0], "%s: probe %d without a reason", be->name, ret);
+		printf("backend %s: probe %d (%s)\n", be->name, ret, why);
+		soft_listed |= be == &vmm_soft;
+	}
+	TEST_CHECK(soft_listed, "soft is not in the table");
+	TEST_CHECK(vmm_soft.probe(why, sizeof(why)) == 0, "soft unusable here: %s", why);
+	TEST_CHECK(!vmm_backend_by_name("auto") && !vmm_backend_by_name(NULL), "by_name");
+	for (unsigned i = 0; i < sizeof(states) / sizeof(states[0]); i++)
+		TEST_CHECK(strcmp(vmm_state_name(states[i]), "?"), "state %u has no name", i);
 }
 
 static void test_bad_config(void)
 {
-	struct soft_vm_config cfg = { .memory_bytes = VM_BYTES, .nr_vcpus = 1 };
+	struct vmm_config cfg = { .memory_bytes = VM_BYTES, .nr_vcpus = 1 };
 	char err[256];
 
 	cfg.workload = "bogus";
-	TEST_CHECK(!soft_vm_new(&cfg, err, sizeof(err)) && err[0], "bogus workload");
+	TEST_CHECK(!vmm_soft.create(&cfg, err, sizeof(err)) && err[0], "bogus workload");
 	cfg.workload = "dirty:ws=1Q";
-	TEST_CHECK(!soft_vm_new(&cfg, err, sizeof(err)) && err[0], "bad size");
+	TEST_CHECK(!vmm_soft.create(&cfg, err, sizeof(err)) && err[0], "bad size");
 	cfg.workload = "verify:pattern=page";
-	TEST_CHECK(!soft_vm_new(&cfg, err, sizeof(err)) && err[0], "option of another workload");
+	TEST_CHECK(!vmm_soft.create(&cfg, err, sizeof(err)) && err[0], "option of another workload");
 	cfg.workload = NULL;
 	cfg.nr_vcpus = 65;
-	TEST_CHECK(!soft_vm_new(&cfg, err, sizeof(err)), "65 vcpus");
+	TEST_CHECK(!vmm_soft.create(&cfg, err, sizeof(err)), "65 vcpus");
 	cfg.nr_vcpus = 1;
 	cfg.memory_bytes = 4097;
-	TEST_CHECK(!soft_vm_new(&cfg, err, sizeof(err)), "unaligned memory");
+	TEST_CHECK(!vmm_soft.create(&cfg, err, sizeof(err)), "unaligned memory");
 }
 
 int main(void)
 {
+	ops = vmm_soft.engine_ops;
+	test_backend_table();
 	test_bad_config();
 	test_fills();
 	test_pause_resume("idle");
 	test_pause_resume("dirty:ws=16M,pattern=page");
 	test_pause_resume("dirty:ws=16M,pattern=byte,rate=20000");
 	test_verify_check();
+	test_verify_hole();
 	test_migration(false);
 	test_migration(true);
 	test_hostile_state();

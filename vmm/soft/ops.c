@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The soft backend as the others see it: the engine callbacks
+ * (struct gw_vm_ops, opaque = the VM) and vmm_soft, its entry in the
+ * backend table of vmm.h. A struct vmm * of this backend is a
+ * struct soft_vm *: the conversions happen here and nowhere else.
+ *
+ * Threads: every callback takes the VM's ctl (except throttle, one
+ * atomic store), so the engine, the command line and the post-check
+ * thread never step on each other.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <godwit/log.h>
+#include "soft/soft_internal.h"
+
+/* ---- engine callbacks ---- */
+
+static int ops_pause(void *opaque)
+{
+	struct soft_vm *vm = opaque;
+
+	pthread_mutex_lock(&vm->ctl);
+	soft_vm_join_post_check(vm);
+	if (soft_vm_state(vm) == VMM_RUNNING) {
+		soft_vcpus_pause(vm);
+		atomic_store(&vm->state, VMM_PAUSED);
+	}
+	pthread_mutex_unlock(&vm->ctl);
+	return 0;
+}
+
+static int ops_resume(void *opaque)
+{
+	struct soft_vm *vm = opaque;
+	int ret = 0;
+
+	pthread_mutex_lock(&vm->ctl);
+	switch (soft_vm_state(vm)) {
+	case VMM_PAUSED:
+		soft_vcpus_resume(vm);
+		atomic_store(&vm->state, VMM_RUNNING);
+		break;
+	case VMM_CREATED:
+	case VMM_INCOMING:
+		ret = soft_vm_start_first(vm);
+		break;
+	case VMM_RUNNING:
+		break;
+	case VMM_POSTMIGRATE:
+		ret = -EPERM;		/* the VM lives on the destination now */
+		break;
+	default:
+		ret = -ESHUTDOWN;
+		break;
+	}
+	pthread_mutex_unlock(&vm->ctl);
+	return ret;
+}
+
+static int ops_save_state(void *opaque, struct gw_state *st)
+{
+	struct soft_vm *vm = opaque;
+	int ret;
+
+	pthread_mutex_lock(&vm->ctl);
+	if (soft_vm_state(vm) == VMM_RUNNING)
+		ret = -EBUSY;		/* the engine pauses first */
+	else
+		ret = soft_state_save(vm, st);
+	pthread_mutex_unlock(&vm->ctl);
+	return ret;
+}
+
+static int ops_load_state(void *opaque, struct gw_state *st)
+{
+	struct soft_vm *vm = opaque;
+	int ret;
+
+	pthread_mutex_lock(&vm->ctl);
+	if (soft_vm_state(vm) != VMM_INCOMING)
+		ret = gw_state_reject(st, -EBUSY, "soft VM is %s, not waiting for a migration",
+				      vmm_state_name(soft_vm_state(vm)));
+	else
+		ret = soft_state_load(vm, st);
+	pthread_mutex_unlock(&vm->ctl);
+	return ret;
+}
+
+static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_vm_info *out,
+			 char *reason, size_t reason_len)
+{
+	struct soft_vm *vm = opaque;
+	int ret;
+
+	pthread_mutex_lock(&vm->ctl);
+	if (soft_vm_state(vm) != VMM_INCOMING) {
+		snprintf(reason, reason_len, "soft VM is %s, not waiting for a migration",
+			 vmm_state_name(soft_vm_state(vm)));
+		soft_ram_close_received(want);
+		ret = -EBUSY;
+		goto out;
+	}
+	ret = soft_ram_setup(vm, want, reason, reason_len);
+	if (ret)
+		goto out;
+	soft_run_layout(vm);
+	*out = vm->info;
+	gw_log(GW_LOG_INFO, "soft", "ram_setup", "blocks=%u bytes=%" PRIu64 " local=%d",
+	       vm->info.nr_blocks, vm->ram_pages * SOFT_PAGE_BYTES, want->blocks[0].fd >= 0);
+out:
+	pthread_mutex_unlock(&vm->ctl);
+	return ret;
+}
+
+static int ops_throttle(void *opaque, unsigned pct)
+{
+	return soft_vcpus_throttle(opaque, pct);
+}
+
+static const struct gw_vm_ops soft_engine_ops = {
+	.pause = ops_pause,
+	.resume = ops_resume,
+	.save_state = ops_save_state,
+	.load_state = ops_load_state,
+	.setup_ram = ops_setup_ram,
+	.throttle = ops_throttle,
+};
+
+/* ---- the backend ---- */
+
+static struct soft_vm *soft(struct vmm *v)
+{
+	return (struct soft_vm *)v;
+}
+
+static const struct soft_vm *soft_const(const struct vmm *v)
+{
+	return (const struct soft_vm *)v;
+}
+
+static struct vmm *be_create(const struct vmm_config *cfg, char *err, size_t err_len)
+{
+	return (struct vmm *)soft_vm_create(cfg, err, err_len);
+}
+
+static void be_destroy(struct vmm *v)
+{
+	soft_vm_destroy(soft(v));
+}
+
+static int be_start(struct vmm *v)
+{
+	return soft_vm_start(soft(v));
+}
+
+static const struct gw_vm_info *be_info(const struct vmm *v)
+{
+	return &soft_const(v)->info;
+}
+
+static enum vmm_state be_state(const struct vmm *v)
+{
+	return soft_vm_state(soft_const(v));
+}
+
+static void be_set_postmigrate(struct vmm *v)
+{
+	soft_vm_set_postmigrate(soft(v));
+}
+
+static uint64_t be_progress(const struct vmm *v)
+{
+	return soft_vm_progress(soft_const(v));
+}
+
+static const char *be_workload(const struct vmm *v)
+{
+	return soft_const(v)->spec;
+}
+
+static int be_check(struct vmm *v, char *msg, size_t msg_len)
+{
+	return soft_vm_check(soft(v), msg, msg_len);
+}
+
+static int be_post_migration_check(const struct vmm *v, char *msg, size_t msg_len)
+{
+	return soft_vm_post_migration_check(soft_const(v), msg, msg_len);
+}
+
+const struct vmm_backend vmm_soft = {
+	.name = "soft",
+	.probe = soft_probe,
+	.create = be_create,
+	.destroy = be_destroy,
+	.start = be_start,
+	.info = be_info,
+	.engine_ops = &soft_engine_ops,
+	.state = be_state,
+	.set_postmigrate = be_set_postmigrate,
+	.progress = be_progress,
+	.workload = be_workload,
+	.check = be_check,
+	.post_migration_check = be_post_migration_check,
+};

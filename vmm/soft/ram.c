@@ -1,0 +1,366 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Soft RAM: blocks of shared memory backed by a memfd (or the --memory-file),
+ * mapped MAP_SHARED so that the engine can read and write them with
+ * pread/pwrite and a local migration can pass the fd itself.
+ *
+ * A destination created without --memory takes the source's layout in
+ * setup_ram; one created with it must match the layout exactly, and with
+ * local migration maps the source's fds instead of its own memory.
+ *
+ * Threads: every function here runs under the VM's ctl, before vCPU threads
+ * exist or with them parked (see soft_internal.h); prealloc_ram() borrows
+ * one helper thread for its duration.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <godwit/log.h>
+#include "soft/soft_internal.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+unsigned soft_block_of(const struct soft_vm *vm, uint64_t page)
+{
+	unsigned bi = 0;
+
+	while (bi + 1 < vm->info.nr_blocks && page >= vm->block_first_page[bi + 1])
+		bi++;
+	return bi;
+}
+
+uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page)
+{
+	unsigned bi = soft_block_of(vm, page);
+
+	return (uint8_t *)vm->info.blocks[bi].host +
+	       (page - vm->block_first_page[bi]) * SOFT_PAGE_BYTES;
+}
+
+void soft_ram_free(struct soft_vm *vm)
+{
+	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
+		struct gw_ram_block *b = &vm->info.blocks[i];
+
+		if (b->host)
+			munmap(b->host, b->size_bytes);
+		if (b->fd >= 0)
+			close(b->fd);
+	}
+	vm->info.nr_blocks = 0;
+	vm->ram_pages = 0;
+}
+
+struct prealloc_part {
+	uint8_t *host;
+	uint64_t len_bytes;
+	int err;			/* 0 or -errno */
+};
+
+static void *prealloc_worker(void *arg)
+{
+	struct prealloc_part *p = arg;
+
+	p->err = madvise(p->host, p->len_bytes, MADV_POPULATE_WRITE) ? -errno : 0;
+	return NULL;
+}
+
+/*
+ * --prealloc: allocate and zero every page now, with two threads, like
+ * QEMU's -mem-prealloc. A destination created ahead of the migrate command
+ * then writes into memory that is already backed: on virtualised hosts the
+ * first touch of a page costs far more than the copy into it.
+ */
+static int prealloc_ram(uint8_t *host, uint64_t size_bytes)
+{
+	struct prealloc_part part[2];
+	pthread_t t;
+	uint64_t half = size_bytes / 2 / SOFT_PAGE_BYTES * SOFT_PAGE_BYTES;
+	bool threaded;
+
+	part[0] = (struct prealloc_part){ host, half, 0 };
+	part[1] = (struct prealloc_part){ host + half, size_bytes - half, 0 };
+	threaded = half && pthread_create(&t, NULL, prealloc_worker, &part[0]) == 0;
+	if (!threaded)
+		prealloc_worker(&part[0]);
+	prealloc_worker(&part[1]);
+	if (threaded)
+		pthread_join(t, NULL);
+	return part[0].err ? part[0].err : part[1].err;
+}
+
+/* The --memory-file, at least @size_bytes long. The fd, or -errno with a reason. */
+static int open_memory_file(const char *path, uint64_t size_bytes, bool *fresh, char *err,
+			    size_t err_len)
+{
+	struct stat stb;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int e;
+
+	if (fd < 0 || fstat(fd, &stb) < 0) {
+		e = errno;
+		snprintf(err, err_len, "%s: %s", path, strerror(e));
+		goto fail;
+	}
+	*fresh = stb.st_size == 0;
+	if ((uint64_t)stb.st_size < size_bytes && ftruncate(fd, (off_t)size_bytes) < 0) {
+		e = errno;
+		snprintf(err, err_len, "%s: cannot size to %" PRIu64 " bytes: %s", path, size_bytes,
+			 strerror(e));
+		goto fail;
+	}
+	return fd;
+fail:
+	if (fd >= 0)
+		close(fd);
+	return -e;
+}
+
+/* A new memfd of @size_bytes (reads as zeros). The fd, or -errno with a reason. */
+static int open_memfd(uint64_t size_bytes, char *err, size_t err_len)
+{
+	int fd = memfd_create("godwit-ram", MFD_CLOEXEC);
+	int e;
+
+	if (fd >= 0 && ftruncate(fd, (off_t)size_bytes) == 0)
+		return fd;
+	e = errno;
+	snprintf(err, err_len, "memfd of %" PRIu64 " bytes: %s", size_bytes, strerror(e));
+	if (fd >= 0)
+		close(fd);
+	return -e;
+}
+
+/* Map @fd (closed on failure); prealloc when asked and fresh. The mapping or NULL. */
+static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_bytes,
+		       uint64_t size_bytes, bool fresh, int *ret, char *err, size_t err_len)
+{
+	void *host = mmap(NULL, size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+			  (off_t)fd_offset_bytes);
+	uint64_t t0;
+
+	if (host == MAP_FAILED) {
+		*ret = -errno;
+		snprintf(err, err_len, "mmap of %" PRIu64 " bytes: %s", size_bytes, strerror(-*ret));
+		close(fd);
+		return NULL;
+	}
+	/* Best effort: shmem THP may be disabled system-wide. */
+	(void)madvise(host, size_bytes, MADV_HUGEPAGE);
+	if (!vm->prealloc || !fresh)
+		return host;
+	t0 = gw_now_ns();
+	*ret = prealloc_ram(host, size_bytes);
+	if (*ret) {
+		snprintf(err, err_len, "preallocating %" PRIu64 " bytes: %s", size_bytes,
+			 strerror(-*ret));
+		munmap(host, size_bytes);
+		close(fd);
+		return NULL;
+	}
+	gw_log(GW_LOG_INFO, "soft", "ram_prealloc", "bytes=%" PRIu64 " ms=%.1f", size_bytes,
+	       (gw_now_ns() - t0) / 1e6);
+	return host;
+}
+
+int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size_bytes,
+		 int fd, uint64_t fd_offset_bytes, bool *fresh, char *err, size_t err_len)
+{
+	struct gw_ram_block *b;
+	void *host;
+	int ret = 0;
+
+	*fresh = fd < 0;
+	if (vm->info.nr_blocks >= GW_MAX_RAM_BLOCKS) {
+		if (fd >= 0)
+			close(fd);
+		snprintf(err, err_len, "too many RAM blocks");
+		return -E2BIG;
+	}
+	if (fd < 0) {
+		fd_offset_bytes = 0;
+		if (vm->memory_file && vm->info.nr_blocks == 0)
+			fd = open_memory_file(vm->memory_file, size_bytes, fresh, err, err_len);
+		else
+			fd = open_memfd(size_bytes, err, err_len);
+		if (fd < 0)
+			return fd;
+	}
+	host = map_block(vm, fd, fd_offset_bytes, size_bytes, *fresh, &ret, err, err_len);
+	if (!host)
+		return ret;
+
+	b = &vm->info.blocks[vm->info.nr_blocks++];
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->gpa = gpa;
+	b->host = host;
+	b->size_bytes = size_bytes;
+	b->page_size_bytes = SOFT_PAGE_BYTES;
+	b->fd = fd;
+	b->fd_offset_bytes = fd_offset_bytes;
+	vm->block_first_page[vm->info.nr_blocks] =
+		vm->block_first_page[vm->info.nr_blocks - 1] + size_bytes / SOFT_PAGE_BYTES;
+	vm->ram_pages = vm->block_first_page[vm->info.nr_blocks];
+	return 0;
+}
+
+/* ---- the destination's setup_ram ---- */
+
+/* Received fds are ours: close every one no block took (@taken NULL: none did). */
+static void close_untaken(const struct gw_vm_info *want, const bool *taken)
+{
+	for (unsigned i = 0; want && i < want->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
+		if (want->blocks[i].fd >= 0 && !(taken && taken[i]))
+			close(want->blocks[i].fd);
+}
+
+void soft_ram_close_received(const struct gw_vm_info *want)
+{
+	close_untaken(want, NULL);
+}
+
+/* The source's layout, before anything is created: 0 or -EINVAL with a reason. */
+static int layout_check(const struct gw_vm_info *want, char *reason, size_t reason_len)
+{
+	unsigned n = want ? want->nr_blocks : 0;
+	uint64_t total = 0;
+
+	if (n < 1 || n > GW_MAX_RAM_BLOCKS) {
+		snprintf(reason, reason_len, "bad RAM block count %u", n);
+		return -EINVAL;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		const struct gw_ram_block *b = &want->blocks[i];
+
+		if (!memchr(b->name, '\0', sizeof(b->name)) || !b->name[0]) {
+			snprintf(reason, reason_len, "RAM block %u has no valid name", i);
+			return -EINVAL;
+		}
+		for (unsigned j = 0; j < i; j++) {
+			if (!strcmp(b->name, want->blocks[j].name)) {
+				snprintf(reason, reason_len, "RAM block name %s used twice", b->name);
+				return -EINVAL;
+			}
+		}
+		if (b->page_size_bytes != SOFT_PAGE_BYTES) {
+			snprintf(reason, reason_len, "RAM block %s: page size %u unsupported (only %u)",
+				 b->name, b->page_size_bytes, SOFT_PAGE_BYTES);
+			return -EINVAL;
+		}
+		if (!b->size_bytes || b->size_bytes % SOFT_PAGE_BYTES ||
+		    b->size_bytes > SOFT_MAX_RAM_BYTES - total) {
+			snprintf(reason, reason_len, "RAM block %s: size %" PRIu64 " bytes refused",
+				 b->name, b->size_bytes);
+			return -EINVAL;
+		}
+		total += b->size_bytes;
+	}
+	return 0;
+}
+
+/* Memory given on the command line: the layout must be identical. */
+static int layout_match(const struct soft_vm *vm, const struct gw_vm_info *want, char *reason,
+			size_t reason_len)
+{
+	unsigned n = want->nr_blocks;
+
+	for (unsigned i = 0; i < n || i < vm->info.nr_blocks; i++) {
+		const struct gw_ram_block *s = i < n ? &want->blocks[i] : NULL;
+		const struct gw_ram_block *d = i < vm->info.nr_blocks ? &vm->info.blocks[i] : NULL;
+
+		if (!s || !d) {
+			snprintf(reason, reason_len, "layout mismatch: source has %u RAM blocks, "
+				 "destination %u", n, vm->info.nr_blocks);
+			return -EINVAL;
+		}
+		if (strcmp(s->name, d->name) || s->size_bytes != d->size_bytes) {
+			snprintf(reason, reason_len, "layout mismatch: source %s is %" PRIu64
+				 " bytes, destination %s %" PRIu64, s->name, s->size_bytes,
+				 d->name, d->size_bytes);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Local migration into RAM of the same layout: map the source's fds
+ * instead of ours. @taken[i]: fd i now belongs to block i.
+ */
+static int take_received(struct soft_vm *vm, const struct gw_vm_info *want, bool *taken,
+			 char *reason, size_t reason_len)
+{
+	for (unsigned i = 0; i < want->nr_blocks; i++) {
+		struct gw_ram_block *d = &vm->info.blocks[i];
+		const struct gw_ram_block *s = &want->blocks[i];
+		void *host;
+
+		if (s->fd < 0)
+			continue;
+		host = mmap(NULL, s->size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd,
+			    (off_t)s->fd_offset_bytes);
+		if (host == MAP_FAILED) {
+			int ret = -errno;
+
+			snprintf(reason, reason_len, "mmap of received fd for %s: %s", s->name,
+				 strerror(-ret));
+			return ret;
+		}
+		munmap(d->host, d->size_bytes);
+		if (d->fd >= 0)
+			close(d->fd);
+		d->host = host;
+		d->fd = s->fd;
+		d->fd_offset_bytes = s->fd_offset_bytes;
+		taken[i] = true;
+	}
+	return 0;
+}
+
+/* No RAM yet: create the source's layout (on received fds when given). */
+static int create_like(struct soft_vm *vm, const struct gw_vm_info *want, bool *taken,
+		       char *reason, size_t reason_len)
+{
+	for (unsigned i = 0; i < want->nr_blocks; i++) {
+		const struct gw_ram_block *s = &want->blocks[i];
+		bool fresh;
+		int ret;
+
+		/* soft_ram_add owns the fd from here, closing it on failure. */
+		taken[i] = true;
+		ret = soft_ram_add(vm, s->name, s->gpa, s->size_bytes, s->fd, s->fd_offset_bytes,
+				   &fresh, reason, reason_len);
+		if (ret < 0) {
+			soft_ram_free(vm);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int soft_ram_setup(struct soft_vm *vm, const struct gw_vm_info *want, char *reason,
+		   size_t reason_len)
+{
+	bool taken[GW_MAX_RAM_BLOCKS] = { false };	/* received fd now owned by a block */
+	int ret = layout_check(want, reason, reason_len);
+
+	if (ret == 0 && vm->info.nr_blocks) {
+		ret = layout_match(vm, want, reason, reason_len);
+		if (ret == 0)
+			ret = take_received(vm, want, taken, reason, reason_len);
+	} else if (ret == 0) {
+		ret = create_like(vm, want, taken, reason, reason_len);
+	}
+	if (ret)
+		close_untaken(want, taken);
+	return ret;
+}
