@@ -96,6 +96,15 @@ GW_EXPORT int gw_session_wait(struct gw_session *s);
 GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page,
 				   uint64_t nr_pages);
 
+/*
+ * Whether dirty-tracking backend @id (GW_DIRTY_AUTO: any of them) can track
+ * @vm on this host; @vm NULL asks about plain process memory (what a VMM
+ * checks before it offers to migrate). 0 with the backend's name in @why,
+ * or -EOPNOTSUPP / -errno with the reason in @why (may be NULL).
+ */
+GW_EXPORT int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm,
+			     char *why, size_t why_len);
+
 /* Snapshot of the statistics; safe while running. */
 GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);
 

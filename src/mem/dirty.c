@@ -6,6 +6,9 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <godwit/session.h>
 #include "mem/dirty.h"
 
 extern const struct gw_dirty_ops gw_dirty_uffd_wp;
@@ -41,5 +44,28 @@ int gw_dirty_select(struct gw_dirty *d, const struct gw_vm_info *vm,
 			break;
 	}
 	/* An explicit backend that is not in the table is simply unsupported. */
+	return last < 0 ? last : -EOPNOTSUPP;
+}
+
+int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, char *why, size_t why_len)
+{
+	int last = -EOPNOTSUPP;
+
+	for (unsigned i = 0; gw_dirty_backends[i]; i++) {
+		const struct gw_dirty_ops *ops = gw_dirty_backends[i];
+		int ret;
+
+		if (id != GW_DIRTY_AUTO && ops->id != id)
+			continue;
+		ret = ops->probe(vm);
+		if (ret == 0) {
+			if (why && why_len)
+				snprintf(why, why_len, "%s", ops->name);
+			return 0;
+		}
+		last = ret;
+		if (why && why_len)
+			snprintf(why, why_len, "%s: %s", ops->name, strerror(-ret));
+	}
 	return last < 0 ? last : -EOPNOTSUPP;
 }

@@ -20,7 +20,7 @@ struct gw_dirty;
 struct gw_dirty_ops {
 	const char *name;			/* "kvm-ring", "kvm-log", "uffd-wp" */
 	enum gw_dirty_backend_id id;
-	/* 0 = usable for @vm here, else -EOPNOTSUPP (or -errno) */
+	/* 0 = usable for @vm here (NULL: plain process memory), else -EOPNOTSUPP (or -errno) */
 	int (*probe)(const struct gw_vm_info *vm);
 	/* Begin tracking; every write after start() returns is reported. 0 or -errno. */
 	int (*start)(struct gw_dirty *d);

@@ -94,9 +94,10 @@ static int uffd_wp_probe(const struct gw_vm_info *vm)
 {
 	int fd, pm, ret;
 
-	if (!vm || vm->nr_blocks == 0 || vm->nr_blocks > GW_MAX_RAM_BLOCKS)
+	/* NULL: plain process memory in general (gw_dirty_probe). */
+	if (vm && (vm->nr_blocks == 0 || vm->nr_blocks > GW_MAX_RAM_BLOCKS))
 		return -EINVAL;
-	for (unsigned i = 0; i < vm->nr_blocks; i++)
+	for (unsigned i = 0; vm && i < vm->nr_blocks; i++)
 		if (!vm->blocks[i].host)
 			return -EINVAL;
 	fd = uffd_open_wp();
