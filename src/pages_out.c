@@ -82,7 +82,7 @@ static int stage_read(struct gw_pages_out *po, const struct gw_ram_view *ram,
 	uint64_t first = UINT64_MAX, last = 0;
 
 	*span_first = -1;
-	if (ram->fd < 0)
+	if (ram->fd < 0 || b->discard)
 		return 0;
 	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
 		if (!b->mask[w])
@@ -149,7 +149,7 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 			enum gw_page_kind kind = GW_PAGE_NORMAL;
 			size_t rec;
 
-			if (gw_is_zero(src, PAGE)) {
+			if (b->discard || gw_is_zero(src, PAGE)) {
 				uint8_t *old = po->xb ? gw_xbzrle_cache_get(po->xb, key) : NULL;
 
 				if (old)

@@ -7,7 +7,8 @@
  *   read      the span from the first to the last page to send, with one
  *             pread for fd-backed RAM (no first-touch faults through the
  *             mapping, userfaultfd state left alone), else the mapping;
- *   classify  per page: all zero (SIMD) -> ZERO entry, no data; with XBZRLE
+ *   classify  per page: all zero (SIMD), or a discarded free page (not
+ *             read at all) -> ZERO entry, no data; with XBZRLE
  *             and a cached copy, a delta of at most half a page -> XBZRLE;
  *             else NORMAL (cached for XBZRLE next time). Pages are compacted
  *             forward inside the raw buffer: a page is copied once;
@@ -42,6 +43,7 @@ struct gw_batch {
 	uint32_t nr_pages;		/* region length, <= batch_pages */
 	uint64_t first_page;		/* region start, in block pages */
 	uint64_t mask[GW_BATCH_MASK_WORDS];	/* bit i: send first_page + i */
+	bool discard;			/* free pages: ZERO entries, RAM not read */
 };
 
 /* How the pipeline reads one RAM block. */

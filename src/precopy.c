@@ -6,8 +6,9 @@
  * the downtime limit; throttle (auto-converge) or limit the dirty rate when
  * the guest outruns the link (throttle.h).
  *
- * The bitmaps of pages to send (c->dirty) are shared with free-page hints
- * (gw_session_hint_free, any thread): both change them under s->hint_lock.
+ * The bitmaps of pages to send (c->dirty), free and sent are shared with
+ * free-page hints (gw_session_hint_free, any thread): all of them change
+ * under s->hint_lock (source.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +22,8 @@
  * a guest that dirties a handful of pages cannot make the loop spin.
  */
 #define MIN_ROUND_NS 10000000ull
+/* A round lasts at least this many times the last harvest (harvests stay a small share). */
+#define ROUND_PER_HARVEST 4
 /* Switchover work the model cannot measure beforehand: pause, state save and load. */
 #define SWITCH_WORK_NS 500000ull
 
@@ -40,14 +43,19 @@ static void round_mark(struct gw_session *s, struct round_mark *m)
 
 int src_harvest(struct gw_session *s, struct src_ctx *c)
 {
+	uint64_t t0 = gw_now_ns();
 	ssize_t n;
 
 	pthread_mutex_lock(&s->hint_lock);
 	n = s->dirty.ops->collect(&s->dirty, c->dirty);
+	c->harvested_pages = n > 0 ? (uint64_t)n : 0;
 	c->dirty_pages = 0;
-	for (unsigned i = 0; n >= 0 && i < s->vm.nr_blocks; i++)
+	for (unsigned i = 0; n >= 0 && i < s->vm.nr_blocks; i++) {
 		c->dirty_pages += gw_bitmap_weight(&c->dirty[i]);
+		gw_bitmap_andnot(&c->free[i], &c->dirty[i]);	/* written since its hint */
+	}
 	pthread_mutex_unlock(&s->hint_lock);
+	c->harvest_ns = gw_now_ns() - t0;
 	if (n < 0)
 		return gw_fail(s, "round", (int)n, false, "dirty harvest (%s): %s",
 			       s->dirty.ops->name, strerror((int)-n));
@@ -59,10 +67,11 @@ int src_harvest(struct gw_session *s, struct src_ctx *c)
 
 /*
  * The next batch of block @bi from page *@pos: the region holding the next
- * dirty page, its dirty pages, bits cleared. False when none is left.
+ * page of @bm, its pages, bits cleared (and set in @sent). False when none
+ * is left.
  */
-static bool take_region(struct gw_session *s, struct gw_bitmap *bm, unsigned bi, uint64_t *pos,
-			uint32_t batch_pages, struct gw_batch *b)
+static bool take_region(struct gw_session *s, struct gw_bitmap *bm, struct gw_bitmap *sent,
+			unsigned bi, uint64_t *pos, uint32_t batch_pages, struct gw_batch *b)
 {
 	uint64_t p, end;
 
@@ -77,8 +86,10 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, unsigned bi,
 	b->first_page = p / batch_pages * batch_pages;
 	end = b->first_page + batch_pages < bm->nr_bits ? b->first_page + batch_pages : bm->nr_bits;
 	b->nr_pages = (uint32_t)(end - b->first_page);
-	for (; p < end; p = gw_bitmap_next_set(bm, p + 1))
+	for (; p < end; p = gw_bitmap_next_set(bm, p + 1)) {
 		b->mask[(p - b->first_page) / 64] |= 1ULL << ((p - b->first_page) % 64);
+		gw_bitmap_set(sent, p);
+	}
 	gw_bitmap_clear_range(bm, b->first_page, b->nr_pages);
 	pthread_mutex_unlock(&s->hint_lock);
 	*pos = end;
@@ -86,22 +97,26 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, unsigned bi,
 }
 
 /*
- * Hand every dirty page of block @bi to the channels, region by region: a
- * region of batch_pages pages always goes to the same channel
- * ((region + block) % channels: the ordering rule of channel.h). The
- * backend re-arms tracking for a region just before it is queued.
+ * Hand the pages of c->dirty[@bi] from page *@pos on to the channels,
+ * region by region: a region of batch_pages pages always goes to the same
+ * channel ((region + block) % channels: the ordering rule of channel.h).
+ * The backend re-arms tracking for a region just before it is queued. With
+ * @discard the pages go as zeros without being read (src_send_discards).
+ * 0 at the block's end, 1 when @deadline_ns (0: none) passed first (*@pos
+ * says where), or the sticky error.
  */
-static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi)
+static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, bool discard,
+		       uint64_t *pos, uint64_t deadline_ns)
 {
 	uint32_t batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
-	uint64_t pos = 0;
 	struct gw_batch b;
 	int ret;
 
-	while (take_region(s, &c->dirty[bi], bi, &pos, batch_pages, &b)) {
+	while (take_region(s, &c->dirty[bi], &c->sent[bi], bi, pos, batch_pages, &b)) {
 		uint64_t region = b.first_page / batch_pages;
 
-		if (s->dirty.ops->clear) {
+		b.discard = discard;
+		if (!discard && s->dirty.ops->clear) {
 			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages);
 			if (ret)
 				return gw_fail(s, "round", ret, false, "dirty clear: %s", strerror(-ret));
@@ -113,11 +128,25 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi)
 			c->last_publish_ns = gw_now_ns();
 			src_publish(s, c);
 		}
+		if (deadline_ns && gw_now_ns() >= deadline_ns)
+			return 1;
 	}
 	return 0;
 }
 
-int src_send_round(struct gw_session *s, struct src_ctx *c)
+/* Wait until every channel sent what it was given. 0 or the sticky error. */
+static int drain_channels(struct gw_session *s)
+{
+	for (unsigned i = 0; i < s->nr_channels; i++) {
+		int ret = gw_channel_drain(&s->chans[i]);
+
+		if (ret)
+			return ret;
+	}
+	return gw_failed(s);
+}
+
+int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns)
 {
 	struct gw_msg_round m = { .round = gw_round(s), .dirty_pages = c->dirty_pages };
 	struct gw_msg_ping ping = { .token = gw_now_ns() };
@@ -128,26 +157,61 @@ int src_send_round(struct gw_session *s, struct src_ctx *c)
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping);
 	if (ret)
 		return gw_fail(s, "round", ret, false, "sending ROUND: %s", strerror(-ret));
-	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
-		ret = queue_block(s, c, bi);
-		if (ret)
+	if (!deadline_ns)
+		c->pass_block = 0, c->pass_pos = 0;	/* a whole sweep */
+	for (; c->pass_block < s->vm.nr_blocks; c->pass_block++, c->pass_pos = 0) {
+		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns);
+		if (ret < 0)
 			return ret;
-	}
-	for (unsigned i = 0; i < s->nr_channels; i++) {
-		ret = gw_channel_drain(&s->chans[i]);
 		if (ret)
-			return ret;
+			return drain_channels(s);	/* mid-pass: the next round goes on from here */
 	}
-	return gw_failed(s);
+	c->pass_block = 0;	/* the pass is done: the next one starts over */
+	c->pass_pos = 0;
+	return drain_channels(s);
 }
 
-/* The round's line in the statistics table and the log. */
+/*
+ * A free page the destination holds data for (sent before its hint) goes
+ * as a ZERO entry after the final round, on its region's channel (so after
+ * that data). Free pages never sent are zeros there already. Takes no time
+ * when the guest freed its memory before the migration.
+ */
+int src_send_discards(struct gw_session *s, struct src_ctx *c)
+{
+	uint64_t t0 = gw_now_ns();
+	int ret;
+
+	c->discarded_pages = 0;
+	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
+		uint64_t pos = 0;
+
+		/* c->dirty is empty after a whole sweep: reuse it for the free pages sent. */
+		gw_bitmap_or(&c->dirty[bi], &c->free[bi]);
+		gw_bitmap_and(&c->dirty[bi], &c->sent[bi]);
+		c->discarded_pages += gw_bitmap_weight(&c->dirty[bi]);
+		ret = queue_block(s, c, bi, true, &pos, 0);
+		if (ret)
+			return ret;
+	}
+	ret = drain_channels(s);
+	if (c->discarded_pages || __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED))
+		gw_log(GW_LOG_INFO, "mig", "free_discarded", "pages=%llu us=%llu",
+		       (unsigned long long)c->discarded_pages,
+		       (unsigned long long)((gw_now_ns() - t0) / 1000));
+	return ret;
+}
+
+/*
+ * The round's line in the statistics table and the log. @dirty_ns: the time
+ * over which the guest wrote c->harvested_pages (since the last harvest).
+ */
 static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty_at_start,
-			 const struct round_mark *m0, const struct round_mark *m1)
+			 const struct round_mark *m0, const struct round_mark *m1, uint64_t dirty_ns)
 {
 	uint64_t ns = m1->t_ns - m0->t_ns, bytes = m1->wire_bytes - m0->wire_bytes;
 	uint64_t pages = m1->pages - m0->pages, round = gw_round(s);
-	uint64_t rate_pps = ns ? (uint64_t)((double)c->dirty_pages * 1e9 / (double)ns) : 0;
+	uint64_t rate_pps = dirty_ns ? (uint64_t)((double)c->harvested_pages * 1e9 / (double)dirty_ns) : 0;
 	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 
 	pthread_mutex_lock(&s->lock);
@@ -169,11 +233,12 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_INFO, "mig", "round_end",
 	       "round=%llu sent_bytes=%llu pages=%llu duration_us=%llu rate_bps=%llu dirty_pages=%llu "
-	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d",
+	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d harvest_us=%llu",
 	       (unsigned long long)round, (unsigned long long)bytes, (unsigned long long)pages,
 	       (unsigned long long)(ns / 1000), (unsigned long long)c->conv.rate_bps,
 	       (unsigned long long)c->dirty_pages, (unsigned long long)rate_pps,
-	       exp_ns == UINT64_MAX ? -1ll : (long long)(exp_ns / 1000), c->thr.pct, c->thr.dirty_limit_on);
+	       exp_ns == UINT64_MAX ? -1ll : (long long)(exp_ns / 1000), c->thr.pct, c->thr.dirty_limit_on,
+	       (unsigned long long)(c->harvest_ns / 1000));
 }
 
 /* Past converge-timeout-ms: 0 = switch over (force), 1 = go on, or the error (cancel). */
@@ -262,6 +327,22 @@ static void throttle(struct gw_session *s, struct src_ctx *c, uint64_t dirty_byt
 	}
 }
 
+/*
+ * When the round that starts at @t0_ns ends at the latest (0: at the end of
+ * the pass): round-max-ms, stretched to ROUND_PER_HARVEST harvests' time. Short rounds let the model and the throttle see a guest that
+ * dirties a large set while one pass over it takes seconds.
+ */
+static uint64_t round_deadline(struct gw_session *s, const struct src_ctx *c, uint64_t t0_ns)
+{
+	uint64_t max_ns = (uint64_t)gw_param(s, GW_PARAM_ROUND_MAX_MS) * 1000000ull;
+
+	if (!max_ns)
+		return 0;
+	if (max_ns < ROUND_PER_HARVEST * c->harvest_ns)
+		max_ns = ROUND_PER_HARVEST * c->harvest_ns;
+	return t0_ns + max_ns;
+}
+
 /* Sleep out the rest of a short round. */
 static void pace_round(uint64_t t0_ns)
 {
@@ -287,7 +368,7 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		gw_log(GW_LOG_INFO, "mig", "round_start", "round=%u dirty_pages=%llu",
 		       gw_round(s), (unsigned long long)c->dirty_pages);
 		round_mark(s, &m0);
-		ret = src_send_round(s, c);
+		ret = src_send_round(s, c, round_deadline(s, c, m0.t_ns));
 		if (ret)
 			return ret;
 		round_mark(s, &m1);
@@ -297,10 +378,10 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		ret = src_harvest(s, c);
 		if (ret)
 			return ret;
-		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest dirtied these since the last harvest */
-		throttle(s, c, c->dirty_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
-		explain(s, c, (uint64_t)((double)c->dirty_pages * GW_PAGE_BYTES * 1e9 / (double)dirty_ns));
-		record_round(s, c, dirty_at_start, &m0, &m1);
+		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest wrote these since the last harvest */
+		throttle(s, c, c->harvested_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
+		explain(s, c, (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 / (double)dirty_ns));
+		record_round(s, c, dirty_at_start, &m0, &m1, dirty_ns);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		/* Nothing dirty: nothing to wait for. */

@@ -245,8 +245,10 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 
 		ret = -EINVAL;
 		if (first_page < b->nr_bits && nr_pages <= b->nr_bits - first_page) {
-			gw_bitmap_clear_range(b, first_page, nr_pages);
-			__atomic_fetch_add(&s->hinted_pages, nr_pages, __ATOMIC_RELAXED);
+			uint64_t dropped = gw_bitmap_take_range(b, first_page, nr_pages);
+
+			gw_bitmap_set_range(&s->hint_free[block], first_page, nr_pages);
+			__atomic_fetch_add(&s->hinted_pages, dropped, __ATOMIC_RELAXED);
 			ret = 0;
 		}
 	}

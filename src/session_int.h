@@ -99,9 +99,10 @@ struct gw_session {
 	struct gw_msg_verified mbox_verified;	/* lock */
 
 	/* Source: free-page hints (gw_session_hint_free, any thread). */
-	pthread_mutex_t hint_lock;	/* guards the two fields below and the bitmaps they name */
+	pthread_mutex_t hint_lock;	/* guards the three fields below and the bitmaps they name */
 	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
-	uint64_t hinted_pages;		/* atomic: pages dropped by hints */
+	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
+	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
 
 	/* Destination. */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */

@@ -49,6 +49,7 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
 	st->rate_bps = c->conv.rate_bps;
 	st->free_hinted_pages = __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED);
+	st->free_discarded_pages = c->discarded_pages;
 	st->rtt_ns = s->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
 	st->dirty_limit_bps = c->thr.dirty_limit_on ? (uint64_t)gw_param(s, GW_PARAM_DIRTY_LIMIT_BPS) : 0;
@@ -375,6 +376,7 @@ static void hints_start(struct gw_session *s, struct src_ctx *c)
 		return;
 	pthread_mutex_lock(&s->hint_lock);
 	s->hint_target = c->dirty;
+	s->hint_free = c->free;
 	pthread_mutex_unlock(&s->hint_lock);
 	s->ops->hints_start(s->opaque, s);
 }
@@ -418,6 +420,7 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	pthread_mutex_lock(&s->hint_lock);
 	hints_were_on = s->hint_target != NULL;
 	s->hint_target = NULL;
+	s->hint_free = NULL;
 	pthread_mutex_unlock(&s->hint_lock);
 	if (hints_were_on && s->ops->hints_stop)
 		s->ops->hints_stop(s->opaque);
@@ -433,8 +436,11 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	if (s->dirty_started)
 		s->dirty.ops->stop(&s->dirty);
 	s->dirty_started = false;
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		gw_bitmap_free(&c->dirty[i]);
+		gw_bitmap_free(&c->free[i]);
+		gw_bitmap_free(&c->sent[i]);
+	}
 	gw_state_release(&c->state);
 }
 
@@ -478,8 +484,11 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 	gw_cpu_times(&c->cpu_user0_ns, &c->cpu_sys0_ns);
 	gw_converge_init(&c->conv, GW_PAGE_BYTES);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
-		c->ram_pages += s->vm.blocks[i].size_bytes / GW_PAGE_BYTES;
-		if (gw_bitmap_init(&c->dirty[i], s->vm.blocks[i].size_bytes / GW_PAGE_BYTES))
+		uint64_t pages = s->vm.blocks[i].size_bytes / GW_PAGE_BYTES;
+
+		c->ram_pages += pages;
+		if (gw_bitmap_init(&c->dirty[i], pages) || gw_bitmap_init(&c->free[i], pages) ||
+		    gw_bitmap_init(&c->sent[i], pages))
 			return gw_fail(s, "setup", -ENOMEM, false, "no memory for dirty bitmaps");
 	}
 	pthread_mutex_lock(&s->lock);

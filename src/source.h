@@ -37,10 +37,26 @@ struct src_times {
 	uint64_t resumed;		/* the destination resumed (its clock, or estimated) */
 };
 
+/*
+ * Free-page hints (gw_session_hint_free) take pages out of dirty and put
+ * them in free; a harvest takes the pages written since out of free again.
+ * At the switchover, the free pages the destination holds data for (sent)
+ * are sent as ZERO entries ("discarded"): both sides then hold zeros there,
+ * and the RAM digests compare free pages as zeros.
+ */
 struct src_ctx {
-	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send */
+	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send; s->hint_lock while hints run */
+	struct gw_bitmap free[GW_MAX_RAM_BLOCKS];	/* hinted free, not written since; s->hint_lock */
+	struct gw_bitmap sent[GW_MAX_RAM_BLOCKS];	/* handed to a channel at least once; s->hint_lock */
 	struct gw_converge conv;
-	uint64_t ram_pages, dirty_pages, skipped_pages;
+	uint64_t ram_pages, skipped_pages;
+	uint64_t dirty_pages;		/* pages to send now: weight of dirty after a harvest */
+	uint64_t harvested_pages;	/* pages the last harvest reported written since the one before */
+	uint64_t harvest_ns;		/* how long the last harvest took */
+	/* Where the pass stopped when a round ended mid-pass (round-max-ms). */
+	unsigned pass_block;
+	uint64_t pass_pos;
+	uint64_t discarded_pages;	/* free pages sent as zeros at the switchover */
 	uint64_t cpu_user0_ns, cpu_sys0_ns;
 	uint64_t last_publish_ns;	/* live statistics every 100 ms */
 	bool switched_over;		/* expected downtime frozen at the decision */
@@ -60,8 +76,14 @@ uint64_t src_wire_bytes(struct gw_session *s);
 /* precopy.c */
 /* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
 int src_harvest(struct gw_session *s, struct src_ctx *c);
-/* Send ROUND and every page of c->dirty, then wait for the channels. 0 or the sticky error. */
-int src_send_round(struct gw_session *s, struct src_ctx *c);
+/*
+ * Send ROUND and the pages of c->dirty, then wait for the channels. The
+ * pass goes on from where the last round stopped; it stops at
+ * @deadline_ns (0: none, a whole sweep from the start). 0 or the sticky error.
+ */
+int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
+/* Paused, after the final round: the free pages sent before, as zeros. 0 or the sticky error. */
+int src_send_discards(struct gw_session *s, struct src_ctx *c);
 /* Rounds until the expected downtime fits (or the policy says stop). 0 or the sticky error. */
 int src_precopy(struct gw_session *s, struct src_ctx *c);
 

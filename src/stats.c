@@ -66,7 +66,7 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		"\"normal\":%llu,\"normal-bytes\":%llu,\"dirty-sync-count\":%llu,\"mbps\":%.3f,"
 		"\"pages-per-second\":%llu,\"dirty-pages-rate\":%llu,\"skipped\":%llu,\"xbzrle-pages\":%llu,"
 		"\"payload-raw-bytes\":%llu,\"payload-wire-bytes\":%llu,\"compression-ratio\":%.3f,"
-		"\"rate-bps\":%llu}",
+		"\"rate-bps\":%llu,\"free-hinted\":%llu,\"free-discarded\":%llu}",
 		(unsigned long long)st->ram_total_bytes, (unsigned long long)st->transferred_bytes,
 		(unsigned long long)st->remaining_bytes, (unsigned long long)st->duplicate_pages,
 		(unsigned long long)st->normal_pages, (unsigned long long)st->normal_bytes,
@@ -75,7 +75,13 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		(unsigned long long)st->skipped_pages, (unsigned long long)st->xbzrle_pages,
 		(unsigned long long)st->payload_bytes_raw, (unsigned long long)st->payload_bytes_wire,
 		st->payload_bytes_wire ? (double)st->payload_bytes_raw / (double)st->payload_bytes_wire : 1.0,
-		(unsigned long long)st->rate_bps);
+		(unsigned long long)st->rate_bps, (unsigned long long)st->free_hinted_pages,
+		(unsigned long long)st->free_discarded_pages);
+	fprintf(out, ",\"cpu-throttle-percentage\":%u,\"dirty-limit-rate\":%llu,\"rtt\":%.3f,"
+		"\"converging\":%s,\"converge-hint\":",
+		st->throttle_pct, (unsigned long long)st->dirty_limit_bps, ms(st->rtt_ns),
+		st->converging ? "true" : "false");
+	json_str(out, st->converge_hint);
 	fprintf(out, ",\"downtime-breakdown\":{\"pause\":%.3f,\"final-harvest\":%.3f,\"final-send\":%.3f,"
 		"\"state-save\":%.3f,\"state-send\":%.3f,\"dst-load\":%.3f,\"handover\":%.3f},"
 		"\"downtime-measured\":%s",
@@ -88,11 +94,14 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 
 		fprintf(out, "%s{\"round\":%u,\"duration\":%.3f,\"dirty-pages\":%llu,\"sent-bytes\":%llu,"
 			"\"pages\":%llu,\"zero-pages\":%llu,\"skipped-pages\":%llu,\"rate-bps\":%llu,"
-			"\"expected-downtime\":%.3f}",
+			"\"expected-downtime\":%.3f,\"dirty-rate-pps\":%llu,\"cpu-throttle-percentage\":%u,"
+			"\"dirty-limit\":%s}",
 			i ? "," : "", r->round, ms(r->duration_ns), (unsigned long long)r->dirty_pages,
 			(unsigned long long)r->sent_bytes, (unsigned long long)r->normal_pages,
 			(unsigned long long)r->zero_pages, (unsigned long long)r->skipped_pages,
-			(unsigned long long)r->rate_bps, ms(r->expected_downtime_ns));
+			(unsigned long long)r->rate_bps, ms(r->expected_downtime_ns),
+			(unsigned long long)r->dirty_rate_pps, r->throttle_pct,
+			r->dirty_limit ? "true" : "false");
 	}
 	fprintf(out, "],\"channel-bytes\":[");
 	for (unsigned i = 0; i < st->nr_channels && i < GW_STATS_MAX_CHANNELS; i++)

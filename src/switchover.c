@@ -39,6 +39,7 @@ static int pause_vm(struct gw_session *s, struct src_ctx *c)
 		s->ops->hints_stop(s->opaque);
 	pthread_mutex_lock(&s->hint_lock);
 	s->hint_target = NULL;	/* the VM stops: no more hints */
+	s->hint_free = NULL;
 	pthread_mutex_unlock(&s->hint_lock);
 	gw_set_status(s, GW_STATUS_DEVICE);
 	c->t.pause = gw_now_ns();
@@ -66,7 +67,9 @@ static int final_pages(struct gw_session *s, struct src_ctx *c, bool local)
 	c->t.harvested = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "final_round", "round=%u dirty_pages=%llu",
 	       gw_round(s), (unsigned long long)c->dirty_pages);
-	ret = src_send_round(s, c);
+	ret = src_send_round(s, c, 0);
+	if (!ret)
+		ret = src_send_discards(s, c);
 	if (ret)
 		return ret;
 	for (unsigned i = 0; i < s->nr_channels; i++)
@@ -292,11 +295,11 @@ void src_verify(struct gw_session *s, struct src_ctx *c)
 	uint64_t t = gw_now_ns();
 	int ret;
 
-	(void)c;
 	if (!gw_param(s, GW_PARAM_VERIFY) || gw_param(s, GW_PARAM_LOCAL))
 		return;
 	set_verify(s, GW_VERIFY_PENDING, 0, NULL);
-	ret = gw_ram_digest(&s->vm, 2, &dg);
+	/* Free pages are zeros on the destination (never sent, or discarded). */
+	ret = gw_ram_digest_except(&s->vm, 2, c->free, &dg);
 	m = (struct gw_msg_verify){ dg.lo, dg.hi, gw_now_ns() - t };
 	if (!ret)
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_VERIFY, &m);

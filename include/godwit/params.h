@@ -41,6 +41,7 @@ enum gw_param {
 	/* Dirty limit: cap each vCPU's dirty rate through gw_vm_ops.dirty_limit. */
 	GW_PARAM_DIRTY_LIMIT_BPS,	/* bytes/s per vCPU, 0 = off; live */
 	GW_PARAM_DIRTY_LIMIT_START,	/* enum gw_dirty_limit_start; live */
+	GW_PARAM_ROUND_MAX_MS,		/* a round ends after this long, mid-pass; 0 = whole passes; live */
 	GW_PARAM__COUNT
 };
 

@@ -96,6 +96,7 @@ struct gw_stats {
 	uint64_t pages_per_second;
 	uint64_t dirty_pages_rate;	/* pages/s at the last harvest */
 	uint64_t free_hinted_pages;	/* dropped from sending by free-page hints */
+	uint64_t free_discarded_pages;	/* free pages sent before, zeroed at the switchover */
 	uint64_t payload_bytes_raw;	/* page bytes before compression */
 	uint64_t payload_bytes_wire;	/* page bytes after compression */
 

@@ -128,6 +128,39 @@ void gw_bitmap_or(struct gw_bitmap *dst, const struct gw_bitmap *src)
 		dst->words[w] |= src->words[w];
 }
 
+void gw_bitmap_and(struct gw_bitmap *dst, const struct gw_bitmap *src)
+{
+	uint64_t nr_words = gw_bitmap_words(dst);
+
+	for (uint64_t w = 0; w < nr_words; w++)
+		dst->words[w] &= src->words[w];
+}
+
+void gw_bitmap_andnot(struct gw_bitmap *dst, const struct gw_bitmap *src)
+{
+	uint64_t nr_words = gw_bitmap_words(dst);
+
+	for (uint64_t w = 0; w < nr_words; w++)
+		dst->words[w] &= ~src->words[w];
+}
+
+uint64_t gw_bitmap_take_range(struct gw_bitmap *b, uint64_t start, uint64_t count)
+{
+	uint64_t end, n = 0;
+
+	if (!clamp_range(b, start, count, &end))
+		return 0;
+	for (uint64_t w = start / 64; w <= (end - 1) / 64; w++) {
+		unsigned lo = w == start / 64 ? (unsigned)(start % 64) : 0;
+		unsigned hi = w == (end - 1) / 64 ? (unsigned)((end - 1) % 64) + 1 : 64;
+		uint64_t m = word_mask(lo, hi);
+
+		n += (uint64_t)__builtin_popcountll(b->words[w] & m);
+		b->words[w] &= ~m;
+	}
+	return n;
+}
+
 uint64_t gw_bitmap_next_set(const struct gw_bitmap *b, uint64_t from)
 {
 	uint64_t nr_words = gw_bitmap_words(b), w, word;

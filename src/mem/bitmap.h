@@ -40,8 +40,12 @@ void gw_bitmap_clear_range(struct gw_bitmap *b, uint64_t start, uint64_t count);
 void gw_bitmap_set_all(struct gw_bitmap *b);	/* bits past nr_bits stay clear */
 void gw_bitmap_zero(struct gw_bitmap *b);
 uint64_t gw_bitmap_weight(const struct gw_bitmap *b);	/* popcount */
-/* dst |= src, same size. */
+/* dst |= src, dst &= src, dst &= ~src; same size. */
 void gw_bitmap_or(struct gw_bitmap *dst, const struct gw_bitmap *src);
+void gw_bitmap_and(struct gw_bitmap *dst, const struct gw_bitmap *src);
+void gw_bitmap_andnot(struct gw_bitmap *dst, const struct gw_bitmap *src);
+/* Clear [start, start + count) (clamped); how many of those bits were set. */
+uint64_t gw_bitmap_take_range(struct gw_bitmap *b, uint64_t start, uint64_t count);
 /* Whether any bit of [first, first + count) is set (bounded: never scans past it). */
 bool gw_bitmap_any_in_range(const struct gw_bitmap *b, uint64_t first, uint64_t count);
 /* Next set bit at or after @from, or nr_bits when none. */

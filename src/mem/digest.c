@@ -12,7 +12,8 @@
  *                   each non-empty group: group index (in the block), lo, hi
  *
  * A chunk is zero when every populated page in it is zero; never-populated
- * pages are not read at all. So a populated all-zero block and a hole give
+ * pages (and pages the caller says hold no data, or are to be taken as
+ * zeros) count as zeros. So a populated all-zero block and a hole give
  * the same result, and so do 1 and N threads (each group is hashed alone
  * and the groups are combined in order).
  *
@@ -138,6 +139,10 @@ static bool chunk_read_fd(const struct digest_job *job, unsigned bi, uint64_t of
 	*err = gw_pread_all(b->fd, buf, len, (off_t)(b->fd_offset_bytes + off));
 	if (*err)
 		return false;
+	/* Pages outside the population count as zeros, whatever the file holds. */
+	for (uint64_t p = 0; p * ps < len; p++)
+		if (!gw_bitmap_test(&job->populated[bi], off / ps + p))
+			memset(buf + p * ps, 0, (size_t)(len - p * ps < ps ? len - p * ps : ps));
 	return !gw_is_zero(buf, len);
 }
 
@@ -300,8 +305,12 @@ int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
 	return gw_ram_digest_hooked(vm, nr_threads, may_hold_data, NULL, out);
 }
 
-/* The job's population bitmaps: @may_hold_data copied, or scanned. 0 or -errno. */
-static int job_populated(struct digest_job *job, const struct gw_bitmap *may_hold_data)
+/*
+ * The job's population bitmaps: @may_hold_data copied, or scanned; then
+ * without the pages of @as_zero (NULL: none). 0 or -errno.
+ */
+static int job_populated(struct digest_job *job, const struct gw_bitmap *may_hold_data,
+			 const struct gw_bitmap *as_zero)
 {
 	const struct gw_vm_info *vm = job->vm;
 
@@ -316,22 +325,25 @@ static int job_populated(struct digest_job *job, const struct gw_bitmap *may_hol
 			(b->size_bytes + GROUP_BYTES - 1) / GROUP_BYTES;
 		if (gw_bitmap_init(&job->populated[bi], b->size_bytes / ps) < 0)
 			return -ENOMEM;
+		if ((may_hold_data && may_hold_data[bi].nr_bits != job->populated[bi].nr_bits) ||
+		    (as_zero && as_zero[bi].nr_bits != job->populated[bi].nr_bits))
+			return -EINVAL;
 		if (may_hold_data) {
-			if (may_hold_data[bi].nr_bits != job->populated[bi].nr_bits)
-				return -EINVAL;
 			gw_bitmap_or(&job->populated[bi], &may_hold_data[bi]);
-			continue;
+		} else {
+			npop = gw_populated_scan(b, &job->populated[bi], NULL);
+			if (npop < 0)
+				return (int)npop;
 		}
-		npop = gw_populated_scan(b, &job->populated[bi], NULL);
-		if (npop < 0)
-			return (int)npop;
+		if (as_zero)
+			gw_bitmap_andnot(&job->populated[bi], &as_zero[bi]);
 	}
 	return 0;
 }
 
-int gw_ram_digest_hooked(const struct gw_vm_info *vm, unsigned nr_threads,
-			 const struct gw_bitmap *may_hold_data, const struct gw_digest_hooks *hooks,
-			 struct gw_digest *out)
+static int digest_run(const struct gw_vm_info *vm, unsigned nr_threads,
+		      const struct gw_bitmap *may_hold_data, const struct gw_bitmap *as_zero,
+		      const struct gw_digest_hooks *hooks, struct gw_digest *out)
 {
 	pthread_t threads[MAX_THREADS];
 	unsigned nr_started = 0;
@@ -346,7 +358,7 @@ int gw_ram_digest_hooked(const struct gw_vm_info *vm, unsigned nr_threads,
 		return -ENOMEM;
 	job->vm = vm;
 	job->hooks = hooks;
-	ret = job_populated(job, may_hold_data);
+	ret = job_populated(job, may_hold_data, as_zero);
 	if (ret)
 		goto out;
 	nr_groups = job->group_base[vm->nr_blocks];
@@ -379,6 +391,19 @@ out:
 	free(job->results);
 	free(job);
 	return ret;
+}
+
+int gw_ram_digest_hooked(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *may_hold_data, const struct gw_digest_hooks *hooks,
+			 struct gw_digest *out)
+{
+	return digest_run(vm, nr_threads, may_hold_data, NULL, hooks, out);
+}
+
+int gw_ram_digest_except(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *as_zero, struct gw_digest *out)
+{
+	return digest_run(vm, nr_threads, NULL, as_zero, NULL, out);
 }
 
 int gw_digest_chunk(const struct gw_vm_info *vm, const struct gw_bitmap *may_hold_data,

@@ -36,6 +36,14 @@ int gw_ram_digest(const struct gw_vm_info *vm, unsigned nr_threads, struct gw_di
 int gw_ram_digest_masked(const struct gw_vm_info *vm, unsigned nr_threads,
 			 const struct gw_bitmap *may_hold_data, struct gw_digest *out);
 
+/*
+ * The digest of RAM with the pages of @as_zero (one bitmap per block) taken
+ * as zeros whatever they hold: a migration source passes its free pages
+ * (hinted free by the guest), which the destination holds as zeros.
+ */
+int gw_ram_digest_except(const struct gw_vm_info *vm, unsigned nr_threads,
+			 const struct gw_bitmap *as_zero, struct gw_digest *out);
+
 /* ---- digests of memory that changes meanwhile (see mem/snapshot.c) ---- */
 
 #define GW_DIGEST_CHUNK_BYTES (256u << 10)

@@ -144,11 +144,29 @@ static int tvm_load(void *opaque, struct gw_state *st)
 	return 0;
 }
 
+static void tvm_hints_start(void *opaque, struct gw_session *s)
+{
+	struct test_vm *t = opaque;
+
+	if (t->on_hints_start)
+		t->on_hints_start(t->hook_arg, s);
+}
+
+static void tvm_hints_stop(void *opaque)
+{
+	struct test_vm *t = opaque;
+
+	if (t->on_hints_stop)
+		t->on_hints_stop(t->hook_arg);
+}
+
 const struct gw_vm_ops test_vm_ops = {
 	.pause = tvm_pause,
 	.resume = tvm_resume,
 	.save_state = tvm_save,
 	.load_state = tvm_load,
+	.hints_start = tvm_hints_start,
+	.hints_stop = tvm_hints_stop,
 };
 
 /*

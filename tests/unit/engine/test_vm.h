@@ -41,6 +41,9 @@ struct test_vm {
 	/* Optional hooks (set before the session starts). */
 	void (*on_pause)(void *arg);
 	void (*on_resume)(void *arg);
+	/* Free-page hints (gw_vm_ops.hints_start/stop); NULL: the VM has none. */
+	void (*on_hints_start)(void *arg, struct gw_session *s);
+	void (*on_hints_stop)(void *arg);
 	void *hook_arg;
 	/* save_state adds this section when sec_name[0]; load_state requires it. */
 	char sec_name[GW_SECTION_NAME_MAX];
