@@ -9,6 +9,7 @@
 #include "workload.h"
 
 #define DIRTY_DEFAULT_WS_BYTES (256ull << 20)
+#define BALLOON_DEFAULT_WINDOW 64
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -43,6 +44,11 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+static const char *const kind_names[] = {
+	[VMM_WL_IDLE] = "idle", [VMM_WL_DIRTY] = "dirty", [VMM_WL_VERIFY] = "verify",
+	[VMM_WL_BALLOON] = "balloon",
+};
+
 int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len)
 {
 	char buf[VMM_WORKLOAD_SPEC_MAX * 2];
@@ -67,8 +73,11 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 		wl->pattern_page = true;
 	} else if (strcmp(buf, "verify") == 0) {
 		wl->kind = VMM_WL_VERIFY;
+	} else if (strcmp(buf, "balloon") == 0) {
+		wl->kind = VMM_WL_BALLOON;
+		wl->window_pages = BALLOON_DEFAULT_WINDOW;
 	} else {
-		snprintf(err, err_len, "unknown workload '%s' (idle, dirty, verify)", buf);
+		snprintf(err, err_len, "unknown workload '%s' (idle, dirty, verify, balloon)", buf);
 		return -EINVAL;
 	}
 	if (!args)
@@ -101,10 +110,18 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 				snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
 				return -EINVAL;
 			}
+		} else if (strcmp(tok, "keep") == 0 && wl->kind == VMM_WL_BALLOON) {
+			if (parse_size(val, &wl->keep_bytes) || wl->keep_bytes < VMM_PAGE_BYTES) {
+				snprintf(err, err_len, "bad kept size '%s'", val);
+				return -EINVAL;
+			}
+		} else if (strcmp(tok, "window") == 0 && wl->kind == VMM_WL_BALLOON) {
+			if (parse_size(val, &wl->window_pages) || !wl->window_pages || wl->window_pages > 1u << 20) {
+				snprintf(err, err_len, "bad window '%s' (1..1M pages)", val);
+				return -EINVAL;
+			}
 		} else {
-			snprintf(err, err_len, "unknown option '%s' for workload %s", tok,
-				 wl->kind == VMM_WL_IDLE ? "idle" :
-				 wl->kind == VMM_WL_DIRTY ? "dirty" : "verify");
+			snprintf(err, err_len, "unknown option '%s' for workload %s", tok, kind_names[wl->kind]);
 			return -EINVAL;
 		}
 	}
@@ -117,7 +134,7 @@ uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages
 
 	if (wl->kind == VMM_WL_IDLE)
 		return 0;
-	if (wl->kind == VMM_WL_VERIFY && !wl->ws_given)
+	if ((wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON) && !wl->ws_given)
 		return ram_pages;
 	pages = wl->ws_bytes / VMM_PAGE_BYTES;
 	return pages < ram_pages ? pages : ram_pages;
@@ -139,9 +156,25 @@ void vmm_workload_format(const struct vmm_workload *wl, uint64_t ws_pages, char 
 		else
 			snprintf(buf, len, "verify:ws=%" PRIu64, ws_pages * VMM_PAGE_BYTES);
 		break;
+	case VMM_WL_BALLOON:
+		snprintf(buf, len, "balloon:ws=%" PRIu64 ",keep=%" PRIu64 ",window=%" PRIu64 ",rate=%" PRIu64,
+			 ws_pages * VMM_PAGE_BYTES, vmm_workload_keep_pages(wl, ws_pages) * VMM_PAGE_BYTES,
+			 wl->window_pages, wl->rate_pps);
+		break;
 	default:
 		snprintf(buf, len, "idle");
 		break;
 	}
 }
 
+uint64_t vmm_workload_keep_pages(const struct vmm_workload *wl, uint64_t ws_pages)
+{
+	uint64_t keep = wl->keep_bytes ? wl->keep_bytes / VMM_PAGE_BYTES : ws_pages / 8;
+
+	return keep < ws_pages ? keep : ws_pages;
+}
+
+bool vmm_workload_checkable(const struct vmm_workload *wl)
+{
+	return wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
+}

@@ -13,6 +13,18 @@
  *                        rewrite every page of the slice whole with
  *                        vmm_verify_page(page, gen); rate as for dirty.
  *                        Progress: pages written.
+ *   balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=PAGES_PER_SECOND]
+ *                        (default: all RAM, keep 1/8 of it, window 64) a
+ *                        guest that fills its memory, then frees most of it
+ *                        and reports the freed pages (free-page hints), and
+ *                        goes on using the rest: each vCPU rewrites the
+ *                        first keep/nr_vcpus pages of its slice like verify,
+ *                        and walks the others with a window of `window`
+ *                        pages in use, reallocating (writing) the page in
+ *                        front and freeing (hinting) the page behind: a page
+ *                        written after it was hinted, over and over. The
+ *                        check knows which pages are free (their content
+ *                        does not matter) and checks every other page.
  *
  * A rate makes the dirty rate independent of the machine's speed: tests that
  * need a migration to converge use one, so their outcome never depends on
@@ -39,6 +51,7 @@ enum vmm_workload_kind {
 	VMM_WL_IDLE = 0,
 	VMM_WL_DIRTY,
 	VMM_WL_VERIFY,
+	VMM_WL_BALLOON,
 };
 
 struct vmm_workload {
@@ -47,12 +60,18 @@ struct vmm_workload {
 	uint64_t ws_bytes;		/* as given (dirty default 256M; verify: all RAM) */
 	bool pattern_page;		/* dirty: rewrite whole pages, else one word per page */
 	uint64_t rate_pps;		/* pages per second over all vCPUs, 0 = full speed */
+	uint64_t keep_bytes;		/* balloon: kept in use, over all vCPUs (0: ws / 8) */
+	uint64_t window_pages;		/* balloon: pages in use in the freed part, per vCPU */
 };
 
 /* Parse "name[:key=value,...]" (NULL = idle). 0, or -EINVAL with a reason in @err. */
 int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len);
 /* Pages of the working set for @ram_pages of RAM. */
 uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages);
+/* Whether every page's expected content is known (verify, balloon): the exact check. */
+bool vmm_workload_checkable(const struct vmm_workload *wl);
+/* balloon: pages kept in use over all vCPUs, for @ws_pages of working set. */
+uint64_t vmm_workload_keep_pages(const struct vmm_workload *wl, uint64_t ws_pages);
 /* Canonical spec with the effective working set, e.g. "verify:ws=67108864". */
 void vmm_workload_format(const struct vmm_workload *wl, uint64_t ws_pages, char *buf,
 			 size_t len);

@@ -5,9 +5,11 @@
  * backend table of vmm.h. A struct vmm * of this backend is a
  * struct soft_vm *: the conversions happen here and nowhere else.
  *
- * Threads: every callback takes the VM's ctl (except throttle, one
- * atomic store), so the engine, the command line and the post-check
- * thread never step on each other.
+ * Threads: every callback takes the VM's ctl (except throttle and
+ * dirty_limit, one atomic store each, and the hint callbacks, which take
+ * hint_lock and lock: hints_start waits for the vCPUs, which must not wait
+ * for ctl), so the engine, the command line and the post-check thread
+ * never step on each other.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -119,6 +121,21 @@ static int ops_throttle(void *opaque, unsigned pct)
 	return soft_vcpus_throttle(opaque, pct);
 }
 
+static int ops_dirty_limit(void *opaque, uint64_t bytes_per_sec)
+{
+	return soft_vcpus_dirty_limit(opaque, bytes_per_sec);
+}
+
+static void ops_hints_start(void *opaque, struct gw_session *s)
+{
+	soft_run_hints_start(opaque, s);
+}
+
+static void ops_hints_stop(void *opaque)
+{
+	soft_run_hints_stop(opaque);
+}
+
 static const struct gw_vm_ops soft_engine_ops = {
 	.pause = ops_pause,
 	.resume = ops_resume,
@@ -126,6 +143,9 @@ static const struct gw_vm_ops soft_engine_ops = {
 	.load_state = ops_load_state,
 	.setup_ram = ops_setup_ram,
 	.throttle = ops_throttle,
+	.dirty_limit = ops_dirty_limit,
+	.hints_start = ops_hints_start,
+	.hints_stop = ops_hints_stop,
 };
 
 /* ---- the backend ---- */

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <godwit/session.h>
 #include <godwit/vm.h>
 #include "content.h"
 #include "vmm.h"
@@ -51,10 +52,23 @@ struct soft_vcpu {
 	bool thread_started;		/* control thread only */
 	uint64_t first_page;		/* slice: global page index */
 	uint64_t nr_pages;		/* slice length, may be 0 */
-	uint64_t cursor;		/* next page to write, offset in slice, < nr_pages */
-	uint64_t gen;			/* verify: generation being written, >= 1 */
+	uint64_t cursor;		/* next page to write, offset in slice (balloon phase 1:
+					   in the kept part), < nr_pages */
+	uint64_t gen;			/* verify, balloon: generation being written, >= 1 */
+	/* balloon (run.c): phase 0 fills the slice like verify; phase 1 keeps
+	 * [0, keep_pages) in use (cursor, gen) and walks the rest with a window
+	 * of pages in use (churn, churn_gen), the others free. */
+	unsigned phase;
+	uint64_t keep_pages;		/* set by soft_run_layout */
+	uint64_t churn;			/* next page to reallocate, offset in the freed part */
+	uint64_t churn_gen;		/* >= 2 in phase 1 */
 	atomic_uint_fast64_t progress;	/* units of work done, monotonic */
-	uint64_t throttle_mark_ns;	/* vCPU thread: end of the last throttle sleep */
+
+	/* vCPU thread only. */
+	uint64_t slice_start_ns;	/* throttle: start of the current 10 ms slice, 0 = none */
+	int64_t tokens_bytes;		/* dirty limit: bytes it may still dirty */
+	uint64_t tokens_ns;		/* dirty limit: when the bucket was last refilled, 0 = off */
+	uint64_t hints_done;		/* balloon: last hint request (hint_req) answered */
 };
 
 /*
@@ -106,7 +120,15 @@ struct soft_vm {
 	char post_msg[SOFT_MSG_MAX];	/* lock */
 
 	atomic_uint throttle_pct;	/* 0..99, read by vCPU threads */
+	atomic_uint_fast64_t dirty_limit_bps;	/* per vCPU, 0 = none, read by vCPU threads */
 	atomic_int state;		/* enum vmm_state, written under ctl */
+
+	/* Free-page hints (balloon): the session taking them, between the
+	 * engine's hints_start and hints_stop. */
+	pthread_mutex_t hint_lock;	/* guards hint_session: no hint after hints_stop returns */
+	struct gw_session *hint_session;	/* hint_lock */
+	atomic_uint_fast64_t hint_req;	/* bumped by hints_start: vCPUs report their free pages */
+	unsigned hint_acks;		/* lock: vCPUs that answered the current request */
 };
 
 /* ---- ram.c ---- */
@@ -139,10 +161,16 @@ void soft_ram_close_received(const struct gw_vm_info *want);
 
 /*
  * vCPU threads call this between batches of work: parks while a pause is
- * requested, applies the throttle; *was_parked tells whether it slept in a
- * pause (timing bases must restart). True when the thread must exit.
+ * requested, applies the throttle, answers a hint request; *slept tells
+ * whether it slept in a pause or a throttle (timing bases restart: the
+ * time is not owed back, or a paced workload would catch up on its
+ * throttle). True when the thread must exit.
  */
-bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked);
+bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept);
+/* Sleep @ns, cut short by a pause or stop request. True when it was cut short. */
+bool soft_vcpu_sleep(struct soft_vcpu *v, uint64_t ns);
+/* @pages were just dirtied: take their tokens, sleeping under a dirty limit. */
+void soft_vcpu_dirtied(struct soft_vcpu *v, unsigned pages);
 /* ctl held, no threads yet: one thread per vCPU running @body(vcpu). 0 or -errno. */
 int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu));
 /* ctl held: returns once every vCPU thread is parked. */
@@ -152,13 +180,33 @@ void soft_vcpus_resume(struct soft_vm *vm);
 void soft_vcpus_stop(struct soft_vm *vm);
 /* Run the vCPUs @pct percent of the time less (0 = off). 0 or -EINVAL. */
 int soft_vcpus_throttle(struct soft_vm *vm, unsigned pct);
+/* Cap each vCPU's dirty rate (0 = off). 0. */
+int soft_vcpus_dirty_limit(struct soft_vm *vm, uint64_t bytes_per_sec);
 
 /* ---- run.c ---- */
 
+/* vCPU @i's share of a working set of @ws_pages pages under workload @wl. */
+struct soft_slice {
+	uint64_t first_page, nr_pages;	/* global page index, length */
+	uint64_t keep_pages;		/* balloon: pages kept in use, at its start; else 0 */
+};
+void soft_run_slice(const struct vmm_workload *wl, uint64_t ws_pages, unsigned nr_vcpus,
+		    unsigned i, struct soft_slice *out);
 /* vCPU thread body: the VM's workload on this vCPU's slice. */
 void *soft_run_vcpu(void *vcpu);
 /* Slices for the current workload, RAM and nr_vcpus; cursors reset; spec made canonical. */
 void soft_run_layout(struct soft_vm *vm);
+/*
+ * What page @off of @v's slice holds by the workload's invariant: its
+ * generation (0: the initial fill content), or -1 when its content does
+ * not matter (a balloon page that is free).
+ */
+int64_t soft_run_expected_gen(const struct soft_vm *vm, const struct soft_vcpu *v, uint64_t off);
+/* Checkpoint duty: answer a pending free-page hint request (balloon). */
+void soft_run_hint_duty(struct soft_vcpu *v);
+/* Free-page hints: start taking them for @s (reports the free pages first), stop. */
+void soft_run_hints_start(struct soft_vm *vm, struct gw_session *s);
+void soft_run_hints_stop(struct soft_vm *vm);
 
 /* ---- check.c ---- */
 

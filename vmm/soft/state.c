@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The soft VM's state section "soft-vcpus", version 1, little-endian, exactly
+ * The soft VM's state section "soft-vcpus", version 2, little-endian, exactly
  *
  *   u32 nr_vcpus (1..64)   u32 spec_len (1..127)   u32 fill (wire: 0 none,
  *   1 zero, 2 mix, 3 random, 4 text)   u32 flags (bit 0: initial content
  *   unknown)   u64 seed   u64 ram_pages
  *   spec_len bytes of canonical workload spec (no NUL)
- *   nr_vcpus x { u64 cursor, u64 gen, u64 progress }
+ *   nr_vcpus x { u64 cursor, u64 gen, u64 progress,
+ *                u32 phase, u32 zero, u64 churn, u64 churn_gen }
+ *
+ * Version 1 (records of the first three fields only, phase 0) is still
+ * read: a destination may run a newer godwit than its source.
  *
  * The destination recomputes the slices from the spec, its RAM size and
  * nr_vcpus, and refuses anything that does not fit: the section is input
@@ -19,48 +23,17 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <godwit/buf.h>
 #include <godwit/log.h>
 #include "soft/soft_internal.h"
 
 #define STATE_SECTION "soft-vcpus"
-#define STATE_VERSION 1u
+#define STATE_VERSION 2u
 #define STATE_HEADER_BYTES 32u
-#define STATE_VCPU_BYTES 24u
+#define STATE_VCPU_BYTES 48u
+#define STATE_V1_VCPU_BYTES 24u
 #define STATE_FLAG_INIT_UNKNOWN 1u
-
-/*
- * Little-endian fields of the section. The one place they are written and
- * read here; <godwit/buf.h> will replace them once it is public.
- */
-static void put_u32(uint8_t *p, uint32_t v)
-{
-	for (unsigned i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put_u64(uint8_t *p, uint64_t v)
-{
-	for (unsigned i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v = 0;
-
-	for (unsigned i = 0; i < 4; i++)
-		v |= (uint32_t)p[i] << (8 * i);
-	return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (unsigned i = 0; i < 8; i++)
-		v |= (uint64_t)p[i] << (8 * i);
-	return v;
-}
+#define STATE_GEN_MAX (1ull << 62)	/* far beyond any run; keeps gen + 1 from wrapping */
 
 /* Fill wire numbers are fixed; the enum may change. */
 static uint32_t fill_to_wire(enum vmm_fill f)
@@ -95,18 +68,23 @@ int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 
 	if (!buf)
 		return -ENOMEM;
-	put_u32(buf, vm->nr_vcpus);
-	put_u32(buf + 4, (uint32_t)spec_len);
-	put_u32(buf + 8, fill_to_wire(vm->init_fill));
-	put_u32(buf + 12, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
-	put_u64(buf + 16, vm->init_seed);
-	put_u64(buf + 24, vm->ram_pages);
+	gw_le32_put(buf, vm->nr_vcpus);
+	gw_le32_put(buf + 4, (uint32_t)spec_len);
+	gw_le32_put(buf + 8, fill_to_wire(vm->init_fill));
+	gw_le32_put(buf + 12, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
+	gw_le64_put(buf + 16, vm->init_seed);
+	gw_le64_put(buf + 24, vm->ram_pages);
 	memcpy(buf + STATE_HEADER_BYTES, vm->spec, spec_len);
 	p = buf + STATE_HEADER_BYTES + spec_len;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++, p += STATE_VCPU_BYTES) {
-		put_u64(p, vm->vcpus[i].cursor);
-		put_u64(p + 8, vm->vcpus[i].gen);
-		put_u64(p + 16, atomic_load(&vm->vcpus[i].progress));
+		const struct soft_vcpu *v = &vm->vcpus[i];
+
+		gw_le64_put(p, v->cursor);
+		gw_le64_put(p + 8, v->gen);
+		gw_le64_put(p + 16, atomic_load(&v->progress));
+		gw_le32_put(p + 24, v->phase);
+		gw_le64_put(p + 32, v->churn);
+		gw_le64_put(p + 40, v->churn_gen);
 	}
 	ret = gw_state_add(st, STATE_SECTION, STATE_VERSION, buf, len);
 	free(buf);
@@ -117,6 +95,7 @@ int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 struct loaded {
 	const uint8_t *data;		/* the section */
 	uint32_t nr_vcpus, spec_len, flags;
+	size_t vcpu_bytes;		/* one vCPU record, by version */
 	enum vmm_fill fill;
 	struct vmm_workload wl;
 	char spec[VMM_WORKLOAD_SPEC_MAX];
@@ -134,28 +113,29 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 	l->data = gw_state_find(st, STATE_SECTION, &version, &len);
 	if (!l->data)
 		return gw_state_reject(st, -EINVAL, "section %s missing", STATE_SECTION);
-	if (version != STATE_VERSION)
-		return gw_state_reject(st, -EINVAL, "section %s version %u unsupported (want %u)",
+	if (version != STATE_VERSION && version != 1)
+		return gw_state_reject(st, -EINVAL, "section %s version %u unsupported (want 1..%u)",
 				       STATE_SECTION, version, STATE_VERSION);
+	l->vcpu_bytes = version == 1 ? STATE_V1_VCPU_BYTES : STATE_VCPU_BYTES;
 	if (len < STATE_HEADER_BYTES)
 		return gw_state_reject(st, -EINVAL, "section %s too short: %zu bytes",
 				       STATE_SECTION, len);
-	l->nr_vcpus = get_u32(l->data);
-	l->spec_len = get_u32(l->data + 4);
-	l->flags = get_u32(l->data + 12);
-	ram_pages = get_u64(l->data + 24);
+	l->nr_vcpus = gw_le32_get(l->data);
+	l->spec_len = gw_le32_get(l->data + 4);
+	l->flags = gw_le32_get(l->data + 12);
+	ram_pages = gw_le64_get(l->data + 24);
 	if (l->nr_vcpus < 1 || l->nr_vcpus > SOFT_MAX_VCPUS)
 		return gw_state_reject(st, -EINVAL, "bad vCPU count %u", l->nr_vcpus);
 	if (l->spec_len < 1 || l->spec_len >= VMM_WORKLOAD_SPEC_MAX)
 		return gw_state_reject(st, -EINVAL, "bad workload spec length %u", l->spec_len);
-	if (len != STATE_HEADER_BYTES + l->spec_len + (size_t)STATE_VCPU_BYTES * l->nr_vcpus)
+	if (len != STATE_HEADER_BYTES + l->spec_len + l->vcpu_bytes * l->nr_vcpus)
 		return gw_state_reject(st, -EINVAL, "section %s is %zu bytes, expected %zu",
 				       STATE_SECTION, len, STATE_HEADER_BYTES + l->spec_len +
-				       (size_t)STATE_VCPU_BYTES * l->nr_vcpus);
-	if (fill_from_wire(get_u32(l->data + 8), &l->fill) < 0 ||
+				       l->vcpu_bytes * l->nr_vcpus);
+	if (fill_from_wire(gw_le32_get(l->data + 8), &l->fill) < 0 ||
 	    (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
 		return gw_state_reject(st, -EINVAL, "bad fill %u or flags %#x",
-				       get_u32(l->data + 8), l->flags);
+				       gw_le32_get(l->data + 8), l->flags);
 	if (ram_pages != vm->ram_pages)
 		return gw_state_reject(st, -EINVAL, "source has %" PRIu64 " pages of RAM, here %"
 				       PRIu64, ram_pages, vm->ram_pages);
@@ -168,37 +148,86 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 	return 0;
 }
 
-/* Each vCPU's cursor and generation against its slice here. 0 or gw_state_reject's. */
+/* One vCPU record as read; version 1 records leave phase, churn, churn_gen at 0, 0, 2. */
+struct vcpu_rec {
+	uint64_t cursor, gen, progress;
+	uint32_t phase, zero;
+	uint64_t churn, churn_gen;
+};
+
+static void rec_read(const struct loaded *l, unsigned i, struct vcpu_rec *r)
+{
+	const uint8_t *p = l->data + STATE_HEADER_BYTES + l->spec_len + l->vcpu_bytes * i;
+
+	*r = (struct vcpu_rec){ .cursor = gw_le64_get(p), .gen = gw_le64_get(p + 8),
+				.progress = gw_le64_get(p + 16), .churn_gen = 2 };
+	if (l->vcpu_bytes < STATE_VCPU_BYTES)
+		return;
+	r->phase = gw_le32_get(p + 24);
+	r->zero = gw_le32_get(p + 28);
+	r->churn = gw_le64_get(p + 32);
+	r->churn_gen = gw_le64_get(p + 40);
+}
+
+/* Record @r against its vCPU's slice @sl here. NULL when it fits, else what is wrong. */
+static const char *rec_misfit(bool balloon, const struct soft_slice *sl, const struct vcpu_rec *r)
+{
+	uint64_t cur_end = r->phase == 1 ? sl->keep_pages : sl->nr_pages;
+	uint64_t freed = sl->nr_pages - sl->keep_pages;
+
+	if (r->zero)
+		return "reserved field not zero";
+	if (r->phase > 1 || (r->phase == 1 && !balloon))
+		return "bad phase";
+	if (cur_end ? r->cursor >= cur_end : r->cursor != 0)
+		return "cursor outside its slice";
+	if (r->gen < 1 || r->gen > STATE_GEN_MAX || (r->phase == 1 && r->gen < 2))
+		return "bad generation";
+	if (r->phase == 0 && (r->churn || r->churn_gen != 2))
+		return "churn fields set before the balloon's phase 1";
+	if (freed ? r->churn >= freed : r->churn != 0)
+		return "churn outside the freed part";
+	if (r->churn_gen < 2 || r->churn_gen > STATE_GEN_MAX)
+		return "bad churn generation";
+	return NULL;
+}
+
+/* Each vCPU's record against its slice here. 0 or gw_state_reject's. */
 static int load_vcpus(const struct soft_vm *vm, struct gw_state *st, struct loaded *l)
 {
 	uint64_t ws_pages = vmm_workload_ws_pages(&l->wl, vm->ram_pages);
-	const uint8_t *p = l->data + STATE_HEADER_BYTES + l->spec_len;
-	uint32_t nr = l->nr_vcpus;
+	int ret = 0;
 
-	if (l->wl.kind != VMM_WL_IDLE && ws_pages * SOFT_PAGE_BYTES != l->wl.ws_bytes &&
-	    l->wl.ws_given)
+	if (l->wl.kind != VMM_WL_IDLE && l->wl.ws_given && ws_pages * SOFT_PAGE_BYTES != l->wl.ws_bytes)
 		return gw_state_reject(st, -EINVAL, "workload '%s' does not fit %" PRIu64 " pages",
 				       l->spec, vm->ram_pages);
 	l->progress = 0;
-	for (unsigned i = 0; i < nr; i++, p += STATE_VCPU_BYTES) {
-		uint64_t first = ws_pages * i / nr, n = ws_pages * (i + 1) / nr - first;
-		uint64_t cursor = get_u64(p), gen = get_u64(p + 8), prog = get_u64(p + 16);
+	for (unsigned i = 0; i < l->nr_vcpus && ret == 0; i++) {
+		struct soft_slice sl;
+		struct vcpu_rec r;
+		const char *bad;
 
-		if ((n && cursor >= n) || (!n && cursor) || gen < 1 || gen > (1ull << 62))
-			return gw_state_reject(st, -EINVAL, "vCPU %u: cursor %" PRIu64 " gen %" PRIu64
-					       " outside its slice of %" PRIu64 " pages",
-					       i, cursor, gen, n);
-		if (prog > UINT64_MAX - l->progress)
-			return gw_state_reject(st, -EINVAL, "vCPU %u: progress overflows", i);
-		l->progress += prog;
+		/* The slice this host gives vCPU i (soft_run_layout does the same). */
+		soft_run_slice(&l->wl, ws_pages, l->nr_vcpus, i, &sl);
+		rec_read(l, i, &r);
+		bad = rec_misfit(l->wl.kind == VMM_WL_BALLOON, &sl, &r);
+		if (bad)
+			ret = gw_state_reject(st, -EINVAL, "vCPU %u: %s (phase %u cursor %" PRIu64
+					      " gen %" PRIu64 " churn %" PRIu64 " churn_gen %" PRIu64
+					      ", slice of %" PRIu64 " pages)", i, bad, r.phase,
+					      r.cursor, r.gen, r.churn, r.churn_gen,
+					      sl.nr_pages);
+		else if (r.progress > UINT64_MAX - l->progress)
+			ret = gw_state_reject(st, -EINVAL, "vCPU %u: progress overflows", i);
+		else
+			l->progress += r.progress;
 	}
-	return 0;
+	return ret;
 }
 
 int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 {
 	struct loaded l;
-	const uint8_t *p;
 	int ret;
 
 	if (!vm->info.nr_blocks)
@@ -212,14 +241,20 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	vm->wl = l.wl;
 	vm->nr_vcpus = l.nr_vcpus;
 	soft_run_layout(vm);
-	p = l.data + STATE_HEADER_BYTES + l.spec_len;
-	for (unsigned i = 0; i < l.nr_vcpus; i++, p += STATE_VCPU_BYTES) {
-		vm->vcpus[i].cursor = get_u64(p);
-		vm->vcpus[i].gen = get_u64(p + 8);
-		atomic_store(&vm->vcpus[i].progress, get_u64(p + 16));
+	for (unsigned i = 0; i < l.nr_vcpus; i++) {
+		struct soft_vcpu *v = &vm->vcpus[i];
+		struct vcpu_rec r;
+
+		rec_read(&l, i, &r);
+		v->cursor = r.cursor;
+		v->gen = r.gen;
+		atomic_store(&v->progress, r.progress);
+		v->phase = r.phase;
+		v->churn = r.churn;
+		v->churn_gen = r.churn_gen;
 	}
 	vm->init_fill = l.fill;
-	vm->init_seed = get_u64(l.data + 16);
+	vm->init_seed = gw_le64_get(l.data + 16);
 	vm->init_known = !(l.flags & STATE_FLAG_INIT_UNKNOWN);
 	vm->loaded = true;
 	gw_log(GW_LOG_INFO, "soft", "state_loaded", "workload=%s vcpus=%u progress=%" PRIu64,

@@ -1,12 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Soft vCPU threads and the pause handshake.
+ * Soft vCPU threads: the pause handshake, and what slows them down.
  *
  * Pause sets pause_req and waits until every vCPU thread has parked in
  * soft_vcpu_checkpoint() (so its last writes happen-before the return of
  * pause); resume clears it and wakes them. Stop sets stop_req, wakes them
- * and joins them. The throttle makes each thread sleep a share of its time
- * at its checkpoints.
+ * and joins them. Every sleep of a vCPU (idle tick, rate pacing, throttle,
+ * dirty limit) is a timed wait on the VM's condition variable that a pause
+ * or a stop cuts short: a paused guest stops within microseconds, not at
+ * the end of a sleep.
+ *
+ * Throttle (auto-converge): in each 10 ms slice a vCPU runs (100 - pct)%
+ * of the time and sleeps the rest. Dirty limit: each vCPU holds a bucket of
+ * tokens (bytes it may dirty) refilled at the limit's rate, at most 10 ms
+ * worth; a page written takes a page's worth, and a vCPU with an empty
+ * bucket sleeps until the refill covers it.
  *
  * Threads: start, pause, resume and stop run under the VM's ctl (one
  * control thread at a time); the vCPU threads and the control thread meet
@@ -17,37 +25,81 @@
 #include <godwit/log.h>
 #include "soft/soft_internal.h"
 
-#define THROTTLE_MAX_SLEEP_NS 100000000ull
+#define THROTTLE_SLICE_NS 10000000ull
+#define DIRTY_BURST_NS 10000000ull	/* a bucket holds this much of the rate */
 
-/* Sleep pct% of the time: work_ns * pct / (100 - pct) after each stretch of work. */
-static void throttle(struct soft_vcpu *v, unsigned pct)
+bool soft_vcpu_sleep(struct soft_vcpu *v, uint64_t ns)
 {
-	uint64_t now = gw_now_ns();
-	uint64_t work_ns = v->throttle_mark_ns && now > v->throttle_mark_ns ?
-			   now - v->throttle_mark_ns : 0;
-	uint64_t sleep_ns = work_ns * pct / (100 - pct);
+	struct soft_vm *vm = v->vm;
+	uint64_t end = gw_now_ns() + ns;
+	struct timespec ts = { .tv_sec = (time_t)(end / 1000000000ull),
+			       .tv_nsec = (long)(end % 1000000000ull) };
+	bool cut = false;
 
-	if (sleep_ns > THROTTLE_MAX_SLEEP_NS)
-		sleep_ns = THROTTLE_MAX_SLEEP_NS;
-	if (sleep_ns) {
-		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)sleep_ns };
-
-		nanosleep(&ts, NULL);
-	}
-	v->throttle_mark_ns = gw_now_ns();
+	pthread_mutex_lock(&vm->lock);
+	while (!(cut = atomic_load(&vm->pause_req) || atomic_load(&vm->stop_req)) &&
+	       pthread_cond_timedwait(&vm->cond, &vm->lock, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&vm->lock);
+	return cut;
 }
 
-bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked)
+/* Run (100 - pct)% of each 10 ms slice, sleep the rest. True when it slept. */
+static bool throttle(struct soft_vcpu *v, unsigned pct)
+{
+	uint64_t now = gw_now_ns(), run_ns = THROTTLE_SLICE_NS * (100 - pct) / 100;
+
+	if (!v->slice_start_ns || now - v->slice_start_ns >= THROTTLE_SLICE_NS) {
+		v->slice_start_ns = now;	/* a new slice (or the first) */
+		return false;
+	}
+	if (now - v->slice_start_ns < run_ns)
+		return false;
+	soft_vcpu_sleep(v, v->slice_start_ns + THROTTLE_SLICE_NS - now);
+	v->slice_start_ns = gw_now_ns();
+	return true;
+}
+
+void soft_vcpu_dirtied(struct soft_vcpu *v, unsigned pages)
+{
+	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
+	uint64_t now = gw_now_ns(), cap, need = (uint64_t)pages * SOFT_PAGE_BYTES;
+
+	if (!bps) {
+		v->tokens_bytes = 0;
+		v->tokens_ns = 0;
+		return;
+	}
+	cap = bps * DIRTY_BURST_NS / 1000000000ull;
+	if (cap < SOFT_PAGE_BYTES)
+		cap = SOFT_PAGE_BYTES;
+	if (!v->tokens_ns)
+		v->tokens_bytes = (int64_t)cap;	/* limit just switched on: a full bucket */
+	else
+		v->tokens_bytes += (int64_t)((now - v->tokens_ns) * bps / 1000000000ull);
+	if (v->tokens_bytes > (int64_t)cap)
+		v->tokens_bytes = (int64_t)cap;
+	v->tokens_ns = now;
+	v->tokens_bytes -= (int64_t)need;
+	if (v->tokens_bytes < 0 &&
+	    !soft_vcpu_sleep(v, (uint64_t)(-v->tokens_bytes) * 1000000000ull / bps)) {
+		v->tokens_bytes = 0;
+		v->tokens_ns = gw_now_ns();
+	}
+}
+
+bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
 {
 	struct soft_vm *vm = v->vm;
 	unsigned pct = atomic_load_explicit(&vm->throttle_pct, memory_order_relaxed);
 	bool stop;
 
-	*was_parked = false;
+	*slept = false;
 	if (atomic_load_explicit(&vm->stop_req, memory_order_acquire))
 		return true;
 	if (pct)
-		throttle(v, pct);
+		*slept = throttle(v, pct);
+	soft_run_hint_duty(v);
 	if (!atomic_load_explicit(&vm->pause_req, memory_order_acquire))
 		return false;
 
@@ -59,8 +111,9 @@ bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *was_parked)
 	vm->nr_parked--;
 	stop = atomic_load(&vm->stop_req);
 	pthread_mutex_unlock(&vm->lock);
-	v->throttle_mark_ns = 0;
-	*was_parked = true;
+	v->slice_start_ns = 0;
+	v->tokens_ns = 0;
+	*slept = true;
 	return stop;
 }
 
@@ -90,6 +143,7 @@ void soft_vcpus_pause(struct soft_vm *vm)
 {
 	pthread_mutex_lock(&vm->lock);
 	atomic_store(&vm->pause_req, true);
+	pthread_cond_broadcast(&vm->cond);	/* cuts every sleep short */
 	while (vm->nr_parked < vm->nr_threads)
 		pthread_cond_wait(&vm->cond, &vm->lock);
 	pthread_mutex_unlock(&vm->lock);
@@ -125,5 +179,11 @@ int soft_vcpus_throttle(struct soft_vm *vm, unsigned pct)
 	if (pct > 99)
 		return -EINVAL;
 	atomic_store(&vm->throttle_pct, pct);
+	return 0;
+}
+
+int soft_vcpus_dirty_limit(struct soft_vm *vm, uint64_t bytes_per_sec)
+{
+	atomic_store(&vm->dirty_limit_bps, bytes_per_sec);
 	return 0;
 }

@@ -15,6 +15,7 @@
  * Threads: see struct soft_vm (soft_internal.h).
  */
 #include <errno.h>
+#include <time.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,17 @@ static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 }
 
 /* A VM with no RAM yet, or NULL (ENOMEM). */
+/* vCPU sleeps are timed waits on the VM's cond against gw_now_ns() (monotonic). */
+static void cond_init_monotonic(pthread_cond_t *c)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(c, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 {
 	struct soft_vm *vm = calloc(1, sizeof(*vm));
@@ -54,7 +66,8 @@ static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 		return NULL;
 	pthread_mutex_init(&vm->ctl, NULL);
 	pthread_mutex_init(&vm->lock, NULL);
-	pthread_cond_init(&vm->cond, NULL);
+	pthread_mutex_init(&vm->hint_lock, NULL);
+	cond_init_monotonic(&vm->cond);
 	vm->info.kvm_vm_fd = -1;
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
@@ -73,6 +86,7 @@ static void vm_release(struct soft_vm *vm)
 	free(vm->memory_file);
 	pthread_mutex_destroy(&vm->ctl);
 	pthread_mutex_destroy(&vm->lock);
+	pthread_mutex_destroy(&vm->hint_lock);
 	pthread_cond_destroy(&vm->cond);
 	free(vm);
 }
@@ -174,7 +188,7 @@ uint64_t soft_vm_progress(const struct soft_vm *vm)
 
 /* ---- the first start ---- */
 
-/* The verify workload's first act after a migration: check every page. */
+/* A checkable workload's first act after a migration: check every page. */
 static void post_migration_check(struct soft_vm *vm)
 {
 	char msg[SOFT_MSG_MAX] = "";
@@ -220,12 +234,12 @@ void soft_vm_join_post_check(struct soft_vm *vm)
 	}
 }
 
-/* ctl held, state incoming, state loaded: run (verify: check first, in a thread). */
+/* ctl held, state incoming, state loaded: run (checkable workloads: check first, in a thread). */
 static int first_resume_after_migration(struct soft_vm *vm)
 {
 	int ret;
 
-	if (vm->wl.kind == VMM_WL_VERIFY) {
+	if (vmm_workload_checkable(&vm->wl)) {
 		atomic_store(&vm->state, VMM_RUNNING);
 		if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
 			vm->post_thread_started = true;
@@ -293,7 +307,7 @@ int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len)
 		msg[0] = '\0';
 	pthread_mutex_lock(&vm->ctl);
 	soft_vm_join_post_check(vm);
-	if (vm->wl.kind != VMM_WL_VERIFY) {
+	if (!vmm_workload_checkable(&vm->wl)) {
 		snprintf(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		ret = -EOPNOTSUPP;
 		goto out;

@@ -12,6 +12,8 @@
  *    progress continues from the source's count, and the source refuses to
  *    run again once postmigrate.
  *  - a page lost on the way (a hole in the memfd) is named as never populated.
+ *  - balloon: free pages are not checked (their content does not matter),
+ *    kept pages and the window's are; the state survives a migration.
  *  - load_state refuses hostile sections (sizes, counts, cursors, spec) with
  *    a reason, and setup_ram refuses layouts it cannot hold.
  *  - the backend table: every backend has a distinct name found by
@@ -357,17 +359,25 @@ static void test_migration(bool pass_fd)
 	vmm_soft.destroy(src);
 }
 
+/* Load @blob as version @version of the section into a fresh destination. */
+static int load_blob(struct vmm *src, uint32_t version, const uint8_t *blob, size_t len,
+		     struct gw_state *st, struct vmm **dst)
+{
+	*dst = incoming_from(src, false, false);
+	gw_state_init(st);
+	TEST_ASSERT(gw_state_add(st, "soft-vcpus", version, blob, len) == 0, "add");
+	return ops->load_state(*dst, st);
+}
+
 /* Rebuild the section with one field changed; it must be refused with a reason. */
 static void expect_reject(struct vmm *src, const uint8_t *blob, size_t len, const char *what)
 {
 	struct gw_state *st = calloc(1, sizeof(*st));
-	struct vmm *dst = incoming_from(src, false, false);
+	struct vmm *dst;
 	int ret;
 
 	TEST_ASSERT(st, "calloc");
-	gw_state_init(st);
-	TEST_ASSERT(gw_state_add(st, "soft-vcpus", 1, blob, len) == 0, "add");
-	ret = ops->load_state(dst, st);
+	ret = load_blob(src, 2, blob, len, st, &dst);
 	TEST_CHECK(ret == -EINVAL && st->reject_reason[0], "%s: accepted (%d)", what, ret);
 	if (ret)
 		printf("refused %s: %s\n", what, st->reject_reason);
@@ -379,6 +389,31 @@ static void expect_reject(struct vmm *src, const uint8_t *blob, size_t len, cons
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+
+/* A version 1 section (24-byte vCPU records, no balloon fields) still loads. */
+static void test_state_v1(struct vmm *src, const uint8_t *v2, size_t len, size_t spec_len)
+{
+	size_t head = 32 + spec_len, nr = (len - head) / 48, len1 = head + nr * 24;
+	struct gw_state *st = calloc(1, sizeof(*st));
+	uint8_t *v1 = malloc(len1);
+	struct vmm *dst;
+	char msg[256];
+	int ret;
+
+	TEST_ASSERT(st && v1, "alloc");
+	memcpy(v1, v2, head);
+	for (size_t i = 0; i < nr; i++)
+		memcpy(v1 + head + i * 24, v2 + head + i * 48, 24);
+	ret = load_blob(src, 1, v1, len1, st, &dst);
+	TEST_CHECK(ret == 0, "version 1 refused: %s", st->reject_reason);
+	TEST_CHECK(ops->resume(dst) == 0, "resume after a version 1 section");
+	ret = wait_post_check(dst, msg, sizeof(msg));
+	TEST_CHECK(ret == 1, "check after a version 1 section: %d %s", ret, msg);
+	gw_state_release(st);
+	free(st);
+	free(v1);
+	vmm_soft.destroy(dst);
+}
 
 static void test_hostile_state(void)
 {
@@ -395,7 +430,7 @@ static void test_hostile_state(void)
 	TEST_ASSERT(ops->pause(src) == 0, "pause");
 	TEST_ASSERT(ops->save_state(src, st) == 0, "save");
 	orig = gw_state_find(st, "soft-vcpus", &version, &len);
-	TEST_ASSERT(orig && version == 1, "section");
+	TEST_ASSERT(orig && version == 2, "section");
 	spec_len = strlen(vmm_soft.workload(src));
 	b = malloc(len + 64);
 	TEST_ASSERT(b, "malloc");
@@ -419,10 +454,103 @@ static void test_hostile_state(void)
 	expect_reject(src, b, len, "cursor past the slice");
 	memcpy(b, orig, len); put64(b + 32 + spec_len + 8, 0);
 	expect_reject(src, b, len, "generation 0");
-	memcpy(b, orig, len); memset(b + len, 0, 24);
-	expect_reject(src, b, len + 24, "trailing bytes");
+	memcpy(b, orig, len); put32(b + 32 + spec_len + 24, 2);
+	expect_reject(src, b, len, "phase 2");
+	memcpy(b, orig, len); put32(b + 32 + spec_len + 24, 1);
+	expect_reject(src, b, len, "balloon phase under verify");
+	memcpy(b, orig, len); put32(b + 32 + spec_len + 28, 1);
+	expect_reject(src, b, len, "reserved field");
+	memcpy(b, orig, len); put64(b + 32 + spec_len + 32, 5);
+	expect_reject(src, b, len, "churn in phase 0");
+	memcpy(b, orig, len); put64(b + 32 + spec_len + 40, 0);
+	expect_reject(src, b, len, "churn generation 0");
+	memcpy(b, orig, len); memset(b + len, 0, 48);
+	expect_reject(src, b, len + 48, "trailing bytes");
+	test_state_v1(src, orig, len, spec_len);
 
 	free(b);
+	gw_state_release(st);
+	free(st);
+	vmm_soft.destroy(src);
+}
+
+/*
+ * balloon: once filled (phase 1), a free page's content does not matter and
+ * is not checked, while a kept page or a page of the window is. The free
+ * pages are found from the saved section (vCPU 0's churn).
+ */
+static void test_balloon(void)
+{
+	const uint64_t pages = VM_BYTES / PAGE, half = pages / 2, keep = half / 8, window = 16;
+	struct vmm *src = new_vm(VM_BYTES, 2, VMM_FILL_MIX, 3, "balloon:keep=8M,window=16", false);
+	struct gw_state *st = calloc(1, sizeof(*st));
+	uint64_t freed = half - keep, churn;
+	const uint8_t *sec;
+	uint8_t *host;
+	uint32_t version, phase;
+	size_t len, spec_len = strlen(vmm_soft.workload(src));
+	struct vmm *dst;
+	char msg[256];
+	int ret;
+
+	TEST_ASSERT(st, "calloc");
+	TEST_CHECK(!strcmp(vmm_soft.workload(src), "balloon:ws=67108864,keep=8388608,window=16,rate=0"),
+		   "spec %s", vmm_soft.workload(src));
+	TEST_ASSERT(vmm_soft.start(src) == 0, "start");
+	wait_progress(src, pages + 4 * window);	/* filled, then churning */
+	ret = vmm_soft.check(src, msg, sizeof(msg));
+	TEST_CHECK(ret == 0, "check while churning: %d %s", ret, msg);
+	printf("balloon check: %s\n", msg);
+
+	/* vCPU 0 may fill its half later than vCPU 1: look until it churns. */
+	for (unsigned tries = 0;; tries++) {
+		gw_state_init(st);
+		TEST_ASSERT(ops->pause(src) == 0, "pause");
+		TEST_ASSERT(ops->save_state(src, st) == 0, "save");
+		sec = gw_state_find(st, "soft-vcpus", &version, &len);
+		TEST_ASSERT(sec && len == 32 + spec_len + 2 * 48, "section");
+		memcpy(&phase, sec + 32 + spec_len + 24, 4);
+		memcpy(&churn, sec + 32 + spec_len + 32, 8);
+		if (phase == 1 || tries == 3000)
+			break;
+		gw_state_release(st);
+		TEST_ASSERT(ops->resume(src) == 0, "resume");
+		sleep_ms(10);
+	}
+	TEST_ASSERT(phase == 1 && churn < freed, "vCPU 0 in phase %u, churn %" PRIu64, phase, churn);
+
+	/* Scribble over every free page of vCPU 0 on the destination: still ok. */
+	dst = incoming_from(src, false, false);
+	host = vmm_soft.info(dst)->blocks[0].host;
+	for (uint64_t k = 0; k < freed - window; k++)
+		memset(host + (keep + (churn + k) % freed) * PAGE, 0x5a, PAGE);
+	TEST_ASSERT(ops->load_state(dst, st) == 0, "load: %s", st->reject_reason);
+	TEST_ASSERT(ops->resume(dst) == 0, "resume");
+	ret = wait_post_check(dst, msg, sizeof(msg));
+	TEST_CHECK(ret == 1, "free pages were checked: %d %s", ret, msg);
+	vmm_soft.destroy(dst);
+
+	/* The page just behind churn is in use (the window): damage there is caught. */
+	dst = incoming_from(src, false, false);
+	host = vmm_soft.info(dst)->blocks[0].host;
+	host[(keep + (churn + freed - 1) % freed) * PAGE + 100] ^= 1;
+	TEST_ASSERT(ops->load_state(dst, st) == 0, "load: %s", st->reject_reason);
+	TEST_ASSERT(ops->resume(dst) == 0, "resume");
+	ret = wait_post_check(dst, msg, sizeof(msg));
+	TEST_CHECK(ret == -1, "damaged window page not caught: %d %s", ret, msg);
+	printf("balloon window damage: %s\n", msg);
+	vmm_soft.destroy(dst);
+
+	/* And so is damage in the kept part. */
+	dst = incoming_from(src, false, false);
+	host = vmm_soft.info(dst)->blocks[0].host;
+	host[7 * PAGE + 5] ^= 1;
+	TEST_ASSERT(ops->load_state(dst, st) == 0, "load: %s", st->reject_reason);
+	TEST_ASSERT(ops->resume(dst) == 0, "resume");
+	ret = wait_post_check(dst, msg, sizeof(msg));
+	TEST_CHECK(ret == -1 && strstr(msg, "page 7 "), "damaged kept page: %d %s", ret, msg);
+	vmm_soft.destroy(dst);
+
 	gw_state_release(st);
 	free(st);
 	vmm_soft.destroy(src);
@@ -521,6 +649,7 @@ int main(void)
 	test_migration(false);
 	test_migration(true);
 	test_hostile_state();
+	test_balloon();
 	test_setup_ram_refusals();
 	TEST_EXIT();
 }
