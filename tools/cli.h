@@ -55,6 +55,9 @@ enum cli_opt {
 	OPT_ON_TIMEOUT,
 	OPT_LOCAL,
 	OPT_NO_VERIFY,
+	OPT_AUTO_CONVERGE,
+	OPT_DIRTY_LIMIT,
+	OPT_DIRTY_LIMIT_START,
 	OPT_DETACH,
 	OPT_JSON,
 	OPT_CANCEL,
@@ -86,6 +89,9 @@ enum cli_opt {
 	{ "on-timeout", required_argument, NULL, OPT_ON_TIMEOUT },	\
 	{ "local", no_argument, NULL, OPT_LOCAL },			\
 	{ "no-verify", no_argument, NULL, OPT_NO_VERIFY },		\
+	{ "auto-converge", no_argument, NULL, OPT_AUTO_CONVERGE },	\
+	{ "dirty-limit", required_argument, NULL, OPT_DIRTY_LIMIT },	\
+	{ "dirty-limit-start", no_argument, NULL, OPT_DIRTY_LIMIT_START }, \
 	{ "set", required_argument, NULL, OPT_SET }
 
 #define CLI_XBZRLE_DEFAULT_BYTES (64ull << 20)

@@ -97,8 +97,12 @@ int cmd_status(int argc, char **argv)
 		else if (cli_status_terminal(st))
 			report_print(stdout, st, &x);
 		else {
+			const char *hint = json_str(json_get(st, "converge-hint"), "");
+
 			report_progress_line(stdout, st);
 			putchar('\n');
+			if (hint[0])
+				printf("why:               %s\n", hint);
 		}
 	}
 	json_free(st);

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define DEMO_INCOMING_TIMEOUT_MS 30000	/* destination prints its URL */
+#define DEMO_INCOMING_TIMEOUT_MS 300000	/* destination preallocated its RAM (~4 s/GiB here) and prints its URL */
 #define DEMO_QUIT_GRACE_MS 10000	/* a child exits after "quit" */
 
 volatile sig_atomic_t demo_stop;

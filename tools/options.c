@@ -291,6 +291,19 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 		return put_checked(&o->params, GW_PARAM_LOCAL, 1, cmd, "--local");
 	case OPT_NO_VERIFY:
 		return put_checked(&o->params, GW_PARAM_VERIFY, 0, cmd, "--no-verify");
+	case OPT_AUTO_CONVERGE:
+		return put_checked(&o->params, GW_PARAM_AUTO_CONVERGE, 1, cmd, "--auto-converge");
+	case OPT_DIRTY_LIMIT:
+		if (cli_parse_rate(arg, &u) || u > INT64_MAX) {
+			cli_usage_error(cmd, "--dirty-limit: bad rate '%s' (bytes/s per vCPU, K/M/G suffixes)",
+					arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_BPS, (int64_t)u, cmd,
+				   "--dirty-limit");
+	case OPT_DIRTY_LIMIT_START:
+		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_START, 1, cmd,
+				   "--dirty-limit-start");
 	case OPT_SET:
 		return apply_set(&o->params, arg, cmd, "--set");
 	default:

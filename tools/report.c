@@ -19,13 +19,14 @@ static const char *const known_top[] = {
 	"channel-bytes", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend", "compress",
 	"role", "vm-status", "workload", "guest-progress-count", "verify-check", "incoming-url",
 	"verified", "guest-progress", "source-vm-status", "destination-vm-status",
-	"destination-verify-check", "guest-progress-samples", NULL,
+	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
+	"dirty-limit-rate", "rtt", "converging", "converge-hint", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
 	"dirty-sync-count", "mbps", "pages-per-second", "dirty-pages-rate", "skipped",
 	"xbzrle-pages", "payload-raw-bytes", "payload-wire-bytes", "compression-ratio",
-	"rate-bps", NULL,
+	"rate-bps", "free-hinted", "free-discarded", NULL,
 };
 
 static bool in_list(const char *const *list, const char *s)
@@ -147,13 +148,33 @@ static void print_rounds(FILE *out, const struct json *table)
 
 	if (!table || table->type != JSON_ARRAY || !table->child)
 		return;
-	fprintf(out, "  %5s %12s %12s %12s %11s %16s\n", "round", "duration-ms", "dirty-pages",
-		"sent", "rate-MiB/s", "exp-downtime-ms");
+	fprintf(out, "  %5s %12s %12s %12s %11s %12s %16s %9s\n", "round", "duration-ms",
+		"dirty-pages", "sent", "rate-MiB/s", "dirty-MiB/s", "exp-downtime-ms", "throttle");
 	for (r = table->child; r; r = r->next)
-		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %16.3f\n", num(r, "round"),
-			num(r, "duration"), num(r, "dirty-pages"),
+		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %12.1f %16.3f %8.0f%%%s\n",
+			num(r, "round"), num(r, "duration"), num(r, "dirty-pages"),
 			cli_fmt_bytes((uint64_t)num(r, "sent-bytes"), b, sizeof(b)),
-			num(r, "rate-bps") / 1048576.0, num(r, "expected-downtime"));
+			num(r, "rate-bps") / 1048576.0,
+			num(r, "dirty-rate-pps") * GW_PAGE_BYTES / 1048576.0, num(r, "expected-downtime"),
+			num(r, "cpu-throttle-percentage"),
+			json_bool(json_get(r, "dirty-limit"), false) ? " +dirty-limit" : "");
+}
+
+/* Throttle, dirty limit, round trip; why it does not converge, if so. */
+static void print_convergence(FILE *out, const struct json *st)
+{
+	const char *hint = json_str(json_get(st, "converge-hint"), "");
+	char b[32];
+
+	if (!json_get(st, "cpu-throttle-percentage"))
+		return;
+	fprintf(out, "%-19sthrottle %.0f%%, dirty limit %s, rtt %.3f ms, %s\n", "convergence:",
+		num(st, "cpu-throttle-percentage"),
+		num(st, "dirty-limit-rate") > 0 ?
+		cli_fmt_bytes((uint64_t)num(st, "dirty-limit-rate"), b, sizeof(b)) : "off",
+		num(st, "rtt"), json_bool(json_get(st, "converging"), true) ? "converging" : "not converging");
+	if (hint[0])
+		fprintf(out, "%-19s%s\n", "  why:", hint);
 }
 
 void report_print(FILE *out, const struct json *st, const struct report_extra *x)
@@ -190,6 +211,9 @@ void report_print(FILE *out, const struct json *st, const struct report_extra *x
 		fprintf(out, "%-19snormal %.0f, zero %.0f, skipped %.0f, xbzrle %.0f\n", "pages:",
 			num(ram, "normal"), num(ram, "duplicate"), num(ram, "skipped"),
 			num(ram, "xbzrle-pages"));
+		if (num(ram, "free-hinted") > 0 || num(ram, "free-discarded") > 0)
+			fprintf(out, "%-19s%.0f pages not sent, %.0f sent before and zeroed at the end\n",
+				"free-page hints:", num(ram, "free-hinted"), num(ram, "free-discarded"));
 		fprintf(out, "%-19s%s, ratio %.3f (page payload %s -> %s)\n", "compression:",
 			json_str(json_get(st, "compress"), "none"), json_num(json_get(ram, "compression-ratio"), 1),
 			cli_fmt_bytes((uint64_t)num(ram, "payload-raw-bytes"), b1, sizeof(b1)),
@@ -204,6 +228,7 @@ void report_print(FILE *out, const struct json *st, const struct report_extra *x
 			print_generic(out, m);
 		}
 	}
+	print_convergence(out, st);
 	if ((v = json_get(st, "rounds")))
 		fprintf(out, "%-19s%.0f precopy (+ the final one, paused)\n", "rounds:", json_num(v, 0));
 	print_rounds(out, json_get(st, "round-table"));
@@ -237,9 +262,17 @@ void report_progress_line(FILE *out, const struct json *st)
 {
 	char t[32], r[32];
 
-	fprintf(out, "%s: %.0f ms, transferred %s, remaining %s, %.0f Mbit/s, rounds %.0f",
+	fprintf(out, "%s: %.0f ms, transferred %s, remaining %s, rounds %.0f, link %.0f MiB/s, "
+		"dirtied %.0f MiB/s, expected downtime %.1f ms, throttle %.0f%%%s",
 		json_str(json_get(st, "status"), "?"), json_num(json_get(st, "total-time"), 0),
 		cli_fmt_bytes((uint64_t)json_path_num(st, "ram.transferred", 0), t, sizeof(t)),
 		cli_fmt_bytes((uint64_t)json_path_num(st, "ram.remaining", 0), r, sizeof(r)),
-		json_path_num(st, "ram.mbps", 0), json_path_num(st, "ram.dirty-sync-count", 0));
+		json_path_num(st, "ram.dirty-sync-count", 0),
+		json_path_num(st, "ram.rate-bps", 0) / 1048576.0,
+		json_path_num(st, "ram.dirty-pages-rate", 0) * GW_PAGE_BYTES / 1048576.0,
+		json_num(json_get(st, "expected-downtime"), 0),
+		json_num(json_get(st, "cpu-throttle-percentage"), 0),
+		json_num(json_get(st, "dirty-limit-rate"), 0) > 0 ? ", dirty limit on" : "");
+	if (!json_bool(json_get(st, "converging"), true))
+		fputs(", NOT converging", out);
 }

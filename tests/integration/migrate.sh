@@ -31,5 +31,10 @@ if [ "$case" = idle1g ]; then
 fi
 if [ "$case" = local ]; then
 	[ "$(jget "$T/out.json" "d['ram']['normal']")" = 0 ] || fail "local migration copied pages"
+	# One copy of RAM: nothing to compare; the guest's own check still ran.
+	[ "$(jget "$T/out.json" "d['verify']")" = off ] || fail "local: verify $(jget "$T/out.json" "d['verify']")"
+	[ "$(jget "$T/out.json" "d['destination-verify-check']")" = ok ] || fail "local: workload check"
+else
+	[ "$(jget "$T/out.json" "d['verify']")" = ok ] || fail "verify $(jget "$T/out.json" "d['verify']")"
 fi
 pass "$transport $case: $(jget "$T/out.json" "'total %.1f ms, downtime %.3f ms, %d rounds' % (d['total-time'], d['downtime'], d['rounds'])")"
