@@ -278,9 +278,25 @@ class Bench:
         self.ramfiles[key] = path
         return path
 
+    def wait_progress(self, api, proc, pages, timeout_s):
+        """Until the guest wrote more than PAGES pages (a balloon that filled its RAM)."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end and proc.poll() is None:
+            rc, st = self.gw_json("status", "--api", api)
+            if st and st.get("guest-progress-count", 0) > pages:
+                return True
+            time.sleep(0.5)
+        return False
+
     def migrate(self, link, group, memory, fill, workload, channels=1, codec="none",
-                extra=(), iperf_bps=None, use_ramfile=True):
-        """One migration with fresh processes; returns the record (dict)."""
+                extra=(), iperf_bps=None, use_ramfile=True, src_extra=(), dst_prealloc=None,
+                wait_pages=0, give_up_ok=False):
+        """One migration with fresh processes; returns the record (dict).
+
+        src_extra: more `run` options for the source (--vcpus ...);
+        dst_prealloc: None follows --no-dst-prealloc, else True/False;
+        wait_pages: migrate once the guest wrote more pages than this;
+        give_up_ok: "did not converge" is an outcome (rec["outcome"]), not an error."""
         self.nrun += 1
         label = "%s %s %s fill=%s %s ch=%d %s" % (group, link.name, size_str(memory), fill,
                                                   workload, channels, codec)
@@ -291,12 +307,13 @@ class Bench:
         rec = {"group": group, "link": link.name, "link-rate": link.rate,
                "memory": memory, "fill": fill, "workload": workload,
                "channels": channels, "codec": codec, "extra": list(extra),
+               "src-extra": list(src_extra),
                "iperf-bps": iperf_bps, "error": None}
         src = dst = None
         t_start = time.monotonic()
         try:
             src_argv = [self.godwit, "run", "--api", src_api, "--memory", str(memory),
-                        "--workload", workload] + common
+                        "--workload", workload] + common + list(src_extra)
             # Only an idle guest may share the prepared file: a dirtying one
             # would change the content later runs start from.
             if use_ramfile and workload == "idle" and fill not in ("none", "zero"):
@@ -309,7 +326,9 @@ class Bench:
             # are not migration work. --no-dst-prealloc measures without.
             dst_argv = [self.godwit, "run", "--incoming", "tcp:%s:0" % link.dst_addr,
                         "--api", dst_api] + common
-            if not self.args.no_dst_prealloc:
+            if dst_prealloc is None:
+                dst_prealloc = not self.args.no_dst_prealloc
+            if dst_prealloc:
                 dst_argv += ["--memory", str(memory), "--prealloc"]
             dst = self.spawn(link.wrap(dst_argv, "dst"),
                              os.path.join(run_dir, "dst.log"), stdout=subprocess.PIPE)
@@ -319,6 +338,8 @@ class Bench:
                 raise RuntimeError("destination printed no 'incoming URL' line")
             if not self.wait_running(src_api, src, 600):
                 raise RuntimeError("source VM did not start")
+            if wait_pages and not self.wait_progress(src_api, src, wait_pages, 900):
+                raise RuntimeError("guest did not write %d pages" % wait_pages)
             mig = [self.godwit, "migrate", "--api", src_api, "--to", url, "--json",
                    "--channels", str(channels), "--compress", codec] + list(extra)
             dcpu0 = proc_cpu_s(dst.pid)
@@ -356,7 +377,9 @@ class Bench:
             rec["guest-progress"] = progress
             # As godwit demo: verified when at least one check ran and none failed.
             rec["verified"] = bool(completed and digest and check in ("ok", "n/a"))
-            if not completed:
+            if not completed and give_up_ok and "did not converge" in st.get("error-desc", ""):
+                rec["outcome"] = "did not converge: " + st.get("converge-hint", "")[:80]
+            elif not completed:
                 rec["error"] = "%s: %s" % (st.get("status"), st.get("error-desc", ""))
         except (RuntimeError, subprocess.TimeoutExpired, OSError) as e:
             rec["error"] = str(e)
@@ -490,7 +513,91 @@ def table_matrix(recs):
     return table(headers, rows)
 
 
+def spread(vals, spec="%.1f"):
+    """median [min-max] of the values that exist."""
+    v = sorted(x for x in vals if x is not None)
+    if not v:
+        return "-"
+    med = v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    if len(v) == 1:
+        return spec % med
+    return (spec + " [" + spec + "-" + spec + "]") % (med, v[0], v[-1])
+
+
+BREAKDOWN = [("pause", "pause"), ("final-harvest", "harvest"), ("final-send", "send"),
+             ("state-save", "save"), ("state-send", "state"), ("dst-load", "load"),
+             ("handover", "handover")]
+
+
+def table_converge(groups):
+    """One row per scenario and configuration, over its repeated runs."""
+    headers = ["scenario", "config", "completed", "total ms", "downtime ms",
+               "breakdown ms (median run)", "rounds", "transferred MiB", "max throttle %",
+               "dirty limit", "verified"]
+    rows = []
+    for sc, recs in groups:
+        done = [r for r in recs if (r.get("stats") or {}).get("status") == "completed"]
+        dts = sorted(done, key=lambda r: r["downtime-ms"])
+        mid = dts[len(dts) // 2] if dts else None
+        bd = (mid or {}).get("stats", {}).get("downtime-breakdown", {}) if mid else {}
+        rounds = [(r.get("stats") or {}).get("rounds") for r in recs]
+        thr = [max([x.get("cpu-throttle-percentage", 0) for x in
+                    (r.get("stats") or {}).get("round-table", [])] or [0]) for r in recs]
+        dl = [(r.get("stats") or {}).get("dirty-limit-rate", 0) for r in recs]
+        moved = [(r.get("stats") or {}).get("ram", {}).get("transferred", 0) / (1 << 20) for r in recs]
+        if len(done) == len(recs) and all(r["verified"] for r in recs):
+            ver = "yes"
+        elif not done:
+            ver = recs[0].get("outcome") or verified_cell(recs[0])
+        else:
+            ver = "%d of %d verified" % (sum(r["verified"] for r in recs), len(recs))
+        rows.append([sc["name"], sc["config"], "%d/%d" % (len(done), len(recs)),
+                     spread([r["total-ms"] for r in done], "%.0f"),
+                     spread([r["downtime-ms"] for r in done]),
+                     ", ".join("%s %.1f" % (short, bd.get(k, 0)) for k, short in BREAKDOWN) if bd else "-",
+                     spread(rounds, "%d"), spread(moved, "%.0f"), spread(thr, "%d"),
+                     "on" if any(dl) else "-", ver])
+    return table(headers, rows)
+
+
 # ---- scenarios ------------------------------------------------------------
+
+# Issue 13's convergence scenarios: name, memory, fill, workload, source
+# options, migrate options per configuration, and the pages the guest must
+# have written before the migration starts (its working set is populated,
+# the balloon has filled its RAM). The dirtying ones give up after 20 s
+# (--converge-timeout ... cancel): a run that cannot converge ends and says so.
+GIVE_UP = ["--converge-timeout", "20000", "--on-timeout", "cancel"]
+
+
+def converge_plan(args):
+    q = args.quick
+    if q:
+        return [
+            dict(name="256M touched then freed", memory=256 * MIB, fill="none",
+                 workload="balloon:keep=32M,rate=5000", src=["--vcpus", "1"],
+                 wait=65536 + 1024, configs=[("hints", []), ("no hints", ["--set", "free-page-hints=0"])]),
+            dict(name="64M hot set at 80 MB/s, 10 ms limit", memory=256 * MIB, fill="none",
+                 workload="dirty:ws=64M,rate=20000", src=[], wait=16384,
+                 configs=[("auto-converge", ["--downtime-limit", "10", "--auto-converge"] + GIVE_UP)]),
+        ]
+    hot = ["--downtime-limit", "10"] + GIVE_UP
+    return [
+        dict(name="idle 8G never touched", memory=8 * GIB, fill="none", workload="idle", src=[],
+             wait=0, configs=[("defaults", [])]),
+        dict(name="8G touched once, 7G freed", memory=8 * GIB, fill="none",
+             workload="balloon:keep=1G,rate=5000", src=["--vcpus", "1"], wait=2097152 + 4096,
+             configs=[("hints", []), ("no hints", ["--set", "free-page-hints=0"])]),
+        dict(name="4 vCPU x 256M byte/page, 8G guest", memory=8 * GIB, fill="none",
+             workload="dirty:ws=1G", src=["--vcpus", "4"], wait=262144,
+             configs=[("defaults", GIVE_UP), ("auto-converge", ["--auto-converge"] + GIVE_UP),
+                      ("dirty limit 16M", ["--dirty-limit", "16M"] + GIVE_UP)]),
+        dict(name="256M hot set, 10 ms limit", memory=1 * GIB, fill="none",
+             workload="dirty:ws=256M", src=[], wait=65536,
+             configs=[("defaults", hot), ("auto-converge", hot + ["--auto-converge"]),
+                      ("dirty limit 64M", hot + ["--dirty-limit", "64M"])]),
+    ]
+
 
 def plan(args, netns_ok):
     """(basic, matrix): lists of scenario dicts, and the links they need."""
@@ -541,11 +648,31 @@ def plan(args, netns_ok):
     return basic, matrix
 
 
+def run_converge(b, lo, conv, repeat):
+    """Each configuration REPEAT times, interleaved (runs of one configuration
+    do not share one stretch of background load). Not converging is an
+    outcome here, not an error."""
+    lo.setup()
+    groups = [(dict(name=sc["name"], config=name), sc, extra) for sc in conv
+              for name, extra in sc["configs"]]
+    recs = {id(g[0]): [] for g in groups}
+    for _ in range(repeat):
+        for key, sc, extra in groups:
+            rec = b.migrate(lo, "converge", sc["memory"], sc["fill"], sc["workload"],
+                            extra=extra, src_extra=sc["src"], dst_prealloc=False,
+                            wait_pages=sc["wait"], use_ramfile=False, give_up_ok=True)
+            rec["name"], rec["config"] = key["name"], key["config"]
+            recs[id(key)].append(rec)
+    return [(key, recs[id(key)]) for key, _, _ in groups]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--quick", action="store_true", help="reduced set (256M, few combos)")
-    ap.add_argument("--groups", default="basic,matrix", help="basic,matrix")
+    ap.add_argument("--groups", default="basic,matrix,converge", help="basic,matrix,converge")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="runs of each convergence configuration (default 3, 1 with --quick)")
     ap.add_argument("--links", default="", help="matrix links: loopback,10gbit,1gbit")
     ap.add_argument("--channels", default="", help="matrix channel counts, e.g. 1,4")
     ap.add_argument("--codecs", default="", help="matrix codecs, e.g. none,zstd")
@@ -574,7 +701,9 @@ def main():
         basic = []
     if "matrix" not in groups:
         matrix = []
-    b.ntotal = len(basic) + len(matrix)
+    conv = converge_plan(args) if "converge" in groups else []
+    repeat = args.repeat or (1 if args.quick else 3)
+    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv)
     log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
 
     def on_signal(signum, frame):
@@ -621,6 +750,13 @@ def main():
             print("## Channels x codec over %s (%s of mix RAM, idle guest)\n" %
                   (lname, size_str(ms[0]["memory"])))
             print(table_matrix(recs))
+            print()
+            sys.stdout.flush()
+        if conv:
+            conv_groups = run_converge(b, links["loopback"], conv, repeat)
+            print("## Convergence (%s, loopback, %d run%s each: median [min-max])\n" %
+                  ("quick" if args.quick else "full", repeat, "s" if repeat > 1 else ""))
+            print(table_converge(conv_groups))
             print()
             sys.stdout.flush()
         if any(r["error"] for r in b.records):

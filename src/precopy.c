@@ -134,8 +134,7 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 	return 0;
 }
 
-/* Wait until every channel sent what it was given. 0 or the sticky error. */
-static int drain_channels(struct gw_session *s)
+int src_drain(struct gw_session *s)
 {
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		int ret = gw_channel_drain(&s->chans[i]);
@@ -146,7 +145,7 @@ static int drain_channels(struct gw_session *s)
 	return gw_failed(s);
 }
 
-int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns)
+int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns)
 {
 	struct gw_msg_round m = { .round = gw_round(s), .dirty_pages = c->dirty_pages };
 	struct gw_msg_ping ping = { .token = gw_now_ns() };
@@ -164,11 +163,18 @@ int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns
 		if (ret < 0)
 			return ret;
 		if (ret)
-			return drain_channels(s);	/* mid-pass: the next round goes on from here */
+			return 0;	/* mid-pass: the next round goes on from here */
 	}
 	c->pass_block = 0;	/* the pass is done: the next one starts over */
 	c->pass_pos = 0;
-	return drain_channels(s);
+	return 0;
+}
+
+int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns)
+{
+	int ret = src_queue_round(s, c, deadline_ns);
+
+	return ret ? ret : src_drain(s);
 }
 
 /*
@@ -177,9 +183,8 @@ int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns
  * that data). Free pages never sent are zeros there already. Takes no time
  * when the guest freed its memory before the migration.
  */
-int src_send_discards(struct gw_session *s, struct src_ctx *c)
+int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 {
-	uint64_t t0 = gw_now_ns();
 	int ret;
 
 	c->discarded_pages = 0;
@@ -194,12 +199,10 @@ int src_send_discards(struct gw_session *s, struct src_ctx *c)
 		if (ret)
 			return ret;
 	}
-	ret = drain_channels(s);
 	if (c->discarded_pages || __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED))
-		gw_log(GW_LOG_INFO, "mig", "free_discarded", "pages=%llu us=%llu",
-		       (unsigned long long)c->discarded_pages,
-		       (unsigned long long)((gw_now_ns() - t0) / 1000));
-	return ret;
+		gw_log(GW_LOG_INFO, "mig", "free_discarded", "pages=%llu",
+		       (unsigned long long)c->discarded_pages);
+	return 0;
 }
 
 /*
@@ -263,22 +266,27 @@ static int converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_p
 		       (unsigned long long)(limit_us / 1000));
 }
 
-/* The model's fixed cost: switchover work plus two round trips (COMPLETE/READY, GO/RESUMED). */
+/*
+ * The model's fixed cost: switchover work, the final harvest (as long as
+ * the last one) and two round trips (COMPLETE/READY, GO/RESUMED).
+ */
 static void update_fixed_cost(struct gw_session *s, struct src_ctx *c)
 {
-	uint64_t rtt;
-
 	pthread_mutex_lock(&s->lock);
-	rtt = s->ping_rtt_ns;
+	c->rtt_ns = s->ping_rtt_ns;
 	pthread_mutex_unlock(&s->lock);
-	c->conv.fixed_cost_ns = SWITCH_WORK_NS + 2 * rtt;
+	c->conv.fixed_cost_ns = SWITCH_WORK_NS + c->harvest_ns + 2 * c->rtt_ns;
 }
 
 /* Why the expected downtime does not fit, and what would help (c->hint). */
 static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bytes_per_s)
 {
 	uint64_t limit_ns = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US) * 1000;
+	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 	bool fits = gw_converge_fits(&c->conv, c->dirty_pages, limit_ns / 1000);
+	/* Three rounds over the limit without falling by a tenth: stuck whatever the rates say. */
+	bool flat = c->exp_hist_ns[2] && exp_ns != UINT64_MAX && exp_ns > limit_ns &&
+		    exp_ns * 10 >= c->exp_hist_ns[2] * 9;
 	const char *help = c->thr.pct || c->thr.dirty_limit_on ? "a higher throttle, or postcopy" :
 			   "auto-converge, a dirty limit or postcopy";
 	char hint[sizeof(c->hint)] = "";
@@ -286,15 +294,21 @@ static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_byte
 	if (fits)
 		;
 	else if (c->conv.fixed_cost_ns > limit_ns)
-		snprintf(hint, sizeof(hint), "the switchover alone takes %.1f ms (state and two round trips "
-			 "of %.1f ms), over the %.1f ms limit: raise downtime-limit",
-			 c->conv.fixed_cost_ns / 1e6, (c->conv.fixed_cost_ns - SWITCH_WORK_NS) / 2e6, limit_ns / 1e6);
+		snprintf(hint, sizeof(hint), "the switchover alone takes %.1f ms (a harvest of %.1f ms, two "
+			 "round trips of %.1f ms), over the %.1f ms limit: raise downtime-limit",
+			 c->conv.fixed_cost_ns / 1e6, c->harvest_ns / 1e6, c->rtt_ns / 1e6, limit_ns / 1e6);
 	else if (c->conv.rate_bps && dirty_bytes_per_s >= c->conv.rate_bps)
 		snprintf(hint, sizeof(hint), "the guest dirties %.1f MB/s, the link moves %.1f MB/s: "
 			 "enable %s, or raise downtime-limit", dirty_bytes_per_s / 1e6, c->conv.rate_bps / 1e6, help);
+	else if (flat)
+		snprintf(hint, sizeof(hint), "the expected downtime stays at %.1f ms for three rounds, over the "
+			 "%.1f ms limit: enable %s, or raise downtime-limit", exp_ns / 1e6, limit_ns / 1e6, help);
 	else
 		snprintf(hint, sizeof(hint), "converging: expected downtime %.1f ms, limit %.1f ms",
-			 gw_converge_expected_ns(&c->conv, c->dirty_pages) / 1e6, limit_ns / 1e6);
+			 exp_ns / 1e6, limit_ns / 1e6);
+	c->exp_hist_ns[2] = c->exp_hist_ns[1];
+	c->exp_hist_ns[1] = c->exp_hist_ns[0];
+	c->exp_hist_ns[0] = exp_ns == UINT64_MAX ? 0 : exp_ns;
 	if (strcmp(hint, c->hint) && hint[0] && strncmp(hint, "converging", 10))
 		gw_log(GW_LOG_WARN, "mig", "not_converging", "round=%u reason=\"%s\"", gw_round(s), hint);
 	snprintf(c->hint, sizeof(c->hint), "%s", strncmp(hint, "converging", 10) ? hint : "");
@@ -373,11 +387,11 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 			return ret;
 		round_mark(s, &m1);
 		gw_converge_round(&c->conv, m1.wire_bytes - m0.wire_bytes, m1.t_ns - m0.t_ns, m1.pages - m0.pages);
-		update_fixed_cost(s, c);
 		pace_round(m0.t_ns);
 		ret = src_harvest(s, c);
 		if (ret)
 			return ret;
+		update_fixed_cost(s, c);
 		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest wrote these since the last harvest */
 		throttle(s, c, c->harvested_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
 		explain(s, c, (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 / (double)dirty_ns));

@@ -328,7 +328,7 @@ static int start_tracking(struct gw_session *s)
 
 /*
  * Tracking first, then round 0's pages: everything populated (writes racing
- * with the scan are caught by round 1), announced to the destination.
+ * with the scan are caught by round 1).
  */
 static int setup_round0(struct gw_session *s, struct src_ctx *c)
 {
@@ -348,11 +348,33 @@ static int setup_round0(struct gw_session *s, struct src_ctx *c)
 		       "block=%s method=%s populated_pages=%lld skipped_pages=%llu",
 		       s->vm.blocks[i].name, method, (long long)n,
 		       (unsigned long long)(c->dirty[i].nr_bits - (uint64_t)n));
-		ret = send_extents(s, i, &c->dirty[i]);
-		if (ret)
-			ret = gw_fail(s, "setup", ret, false, "sending EXTENTS: %s", strerror(-ret));
 	}
 	return ret;
+}
+
+/*
+ * Round 0's pages, less the ones hinted free by now, announced to the
+ * destination: it allocates them ahead of the stream, not the free ones.
+ */
+static int announce_round0(struct gw_session *s, struct src_ctx *c)
+{
+	int ret = 0;
+
+	c->dirty_pages = 0;
+	for (unsigned i = 0; !ret && i < s->vm.nr_blocks; i++) {
+		struct gw_bitmap now;
+
+		ret = gw_bitmap_init(&now, c->dirty[i].nr_bits);
+		if (ret)
+			break;
+		pthread_mutex_lock(&s->hint_lock);	/* hints change c->dirty meanwhile */
+		gw_bitmap_or(&now, &c->dirty[i]);
+		pthread_mutex_unlock(&s->hint_lock);
+		c->dirty_pages += gw_bitmap_weight(&now);
+		ret = send_extents(s, i, &now);
+		gw_bitmap_free(&now);
+	}
+	return ret ? gw_fail(s, "setup", ret, false, "sending EXTENTS: %s", strerror(-ret)) : 0;
 }
 
 static int start_ctl_reader(struct gw_session *s)
@@ -372,7 +394,7 @@ static int start_ctl_reader(struct gw_session *s)
 /* Free-page hints from now on: the VMM clears pages from round 0's set. */
 static void hints_start(struct gw_session *s, struct src_ctx *c)
 {
-	if (!s->ops->hints_start)
+	if (!s->ops->hints_start || !gw_param(s, GW_PARAM_FREE_PAGE_HINTS))
 		return;
 	pthread_mutex_lock(&s->hint_lock);
 	s->hint_target = c->dirty;
@@ -391,10 +413,12 @@ static int setup(struct gw_session *s, struct src_ctx *c, bool local)
 		ret = open_channels(s);
 	if (!ret && !local)
 		ret = setup_round0(s, c);
+	if (!ret && !local) {
+		hints_start(s, c);
+		ret = announce_round0(s, c);
+	}
 	if (ret)
 		return ret;
-	if (!local)
-		hints_start(s, c);
 	pthread_mutex_lock(&s->lock);
 	s->stats.setup_time_ns = gw_now_ns() - s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);

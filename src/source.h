@@ -24,14 +24,19 @@
 #include "state.h"
 #include "throttle.h"
 
-/* CLOCK_MONOTONIC at each step of the switchover: the breakdown is their differences. */
+/*
+ * CLOCK_MONOTONIC at each step of the switchover, in this order: the
+ * breakdown is their differences. The state is saved and sent while the
+ * channels still send the last pages they were given.
+ */
 struct src_times {
 	uint64_t pause;			/* pause requested */
 	uint64_t paused;		/* no vCPU runs */
 	uint64_t harvested;		/* final harvest done */
-	uint64_t pages_sent;		/* final pages out, channels ended */
+	uint64_t queued;		/* final pages queued on the channels */
 	uint64_t state_saved;
 	uint64_t state_sent;
+	uint64_t pages_sent;		/* final pages out, channels ended */
 	uint64_t ready;			/* READY received */
 	uint64_t go;			/* GO sent */
 	uint64_t resumed;		/* the destination resumed (its clock, or estimated) */
@@ -53,6 +58,7 @@ struct src_ctx {
 	uint64_t dirty_pages;		/* pages to send now: weight of dirty after a harvest */
 	uint64_t harvested_pages;	/* pages the last harvest reported written since the one before */
 	uint64_t harvest_ns;		/* how long the last harvest took */
+	uint64_t rtt_ns;		/* control round trip, as the model last read it */
 	/* Where the pass stopped when a round ended mid-pass (round-max-ms). */
 	unsigned pass_block;
 	uint64_t pass_pos;
@@ -66,6 +72,7 @@ struct src_ctx {
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
 	char hint[192];			/* why precopy does not converge, "" when it does */
+	uint64_t exp_hist_ns[3];	/* expected downtime of the last three rounds, newest first */
 };
 
 /* Publish counters into the stats snapshot (under the lock). */
@@ -77,13 +84,17 @@ uint64_t src_wire_bytes(struct gw_session *s);
 /* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
 int src_harvest(struct gw_session *s, struct src_ctx *c);
 /*
- * Send ROUND and the pages of c->dirty, then wait for the channels. The
- * pass goes on from where the last round stopped; it stops at
- * @deadline_ns (0: none, a whole sweep from the start). 0 or the sticky error.
+ * Send ROUND and queue the pages of c->dirty on the channels. The pass goes
+ * on from where the last round stopped; it stops at @deadline_ns (0: none,
+ * a whole sweep from the start). 0 or the sticky error.
  */
+int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
+/* Wait until every channel sent what it was given. 0 or the sticky error. */
+int src_drain(struct gw_session *s);
+/* src_queue_round, then src_drain. */
 int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
-/* Paused, after the final round: the free pages sent before, as zeros. 0 or the sticky error. */
-int src_send_discards(struct gw_session *s, struct src_ctx *c);
+/* Paused, after the final round: queue the free pages sent before, as zeros. 0 or the sticky error. */
+int src_queue_discards(struct gw_session *s, struct src_ctx *c);
 /* Rounds until the expected downtime fits (or the policy says stop). 0 or the sticky error. */
 int src_precopy(struct gw_session *s, struct src_ctx *c);
 

@@ -53,12 +53,12 @@ static int pause_vm(struct gw_session *s, struct src_ctx *c)
 	return 0;
 }
 
-/* Last harvest and last pages on every channel, then CHAN_END and the channel threads joined. */
-static int final_pages(struct gw_session *s, struct src_ctx *c, bool local)
+/* The last harvest; the last pages (and the discards) queued on every channel. */
+static int final_pages_queue(struct gw_session *s, struct src_ctx *c, bool local)
 {
 	int ret;
 
-	c->t.harvested = c->t.pages_sent = c->t.paused;
+	c->t.harvested = c->t.queued = c->t.paused;
 	if (local)
 		return 0;
 	ret = src_harvest(s, c);
@@ -67,9 +67,22 @@ static int final_pages(struct gw_session *s, struct src_ctx *c, bool local)
 	c->t.harvested = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "final_round", "round=%u dirty_pages=%llu",
 	       gw_round(s), (unsigned long long)c->dirty_pages);
-	ret = src_send_round(s, c, 0);
+	ret = src_queue_round(s, c, 0);
 	if (!ret)
-		ret = src_send_discards(s, c);
+		ret = src_queue_discards(s, c);
+	c->t.queued = gw_now_ns();
+	return ret;
+}
+
+/* The channels send what they hold, then CHAN_END; their threads are joined. */
+static int final_pages_end(struct gw_session *s, struct src_ctx *c, bool local)
+{
+	int ret;
+
+	c->t.pages_sent = c->t.state_sent;
+	if (local)
+		return 0;
+	ret = src_drain(s);
 	if (ret)
 		return ret;
 	for (unsigned i = 0; i < s->nr_channels; i++)
@@ -79,13 +92,15 @@ static int final_pages(struct gw_session *s, struct src_ctx *c, bool local)
 	if (ret)
 		return ret;
 	c->t.pages_sent = gw_now_ns();
-	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu final_send_us=%llu",
+	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu final_send_us=%llu after_state_us=%llu",
 	       (unsigned long long)c->dirty_pages,
-	       (unsigned long long)((c->t.pages_sent - c->t.harvested) / 1000));
+	       (unsigned long long)((c->t.pages_sent - c->t.harvested) / 1000),
+	       (unsigned long long)((c->t.pages_sent - c->t.state_sent) / 1000));
 	c->dirty_pages = 0;
 	return 0;
 }
 
+/* Saved and sent while the channels still send the last pages they hold. */
 static int send_state(struct gw_session *s, struct src_ctx *c)
 {
 	struct gw_msg_state m = { .st = &c->state };
@@ -103,7 +118,7 @@ static int send_state(struct gw_session *s, struct src_ctx *c)
 	c->t.state_sent = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "state_sent", "sections=%u bytes=%zu save_us=%llu send_us=%llu",
 	       gw_state_count(&c->state), c->state.total_bytes,
-	       (unsigned long long)((c->t.state_saved - c->t.pages_sent) / 1000),
+	       (unsigned long long)((c->t.state_saved - c->t.queued) / 1000),
 	       (unsigned long long)((c->t.state_sent - c->t.state_saved) / 1000));
 	return 0;
 }
@@ -131,7 +146,7 @@ static int complete_and_ready(struct gw_session *s, struct src_ctx *c)
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_INFO, "mig", "ready", "dst_load_us=%llu round_trip_us=%llu",
 	       (unsigned long long)(r.load_ns / 1000),
-	       (unsigned long long)((c->t.ready - c->t.state_sent) / 1000));
+	       (unsigned long long)((c->t.ready - c->t.pages_sent) / 1000));
 	return 0;
 }
 
@@ -140,9 +155,11 @@ int src_switchover(struct gw_session *s, struct src_ctx *c, bool local)
 	int ret = pause_vm(s, c);
 
 	if (!ret)
-		ret = final_pages(s, c, local);
+		ret = final_pages_queue(s, c, local);
 	if (!ret)
 		ret = send_state(s, c);
+	if (!ret)
+		ret = final_pages_end(s, c, local);
 	return ret ? ret : complete_and_ready(s, c);
 }
 
@@ -215,8 +232,10 @@ static void publish_downtime(struct gw_session *s, struct src_ctx *c)
 	const struct src_times *t = &c->t;
 	struct gw_downtime_breakdown bd = {
 		.pause_ns = t->paused - t->pause, .final_harvest_ns = t->harvested - t->paused,
-		.final_send_ns = t->pages_sent - t->harvested, .state_save_ns = t->state_saved - t->pages_sent,
-		.state_send_ns = t->state_sent - t->state_saved, .dst_load_ns = t->ready - t->state_sent,
+		/* The final pages are queued before the state is saved and drain after it is sent. */
+		.final_send_ns = (t->queued - t->harvested) + (t->pages_sent - t->state_sent),
+		.state_save_ns = t->state_saved - t->queued, .state_send_ns = t->state_sent - t->state_saved,
+		.dst_load_ns = t->ready - t->pages_sent,
 		.handover_ns = t->resumed - t->ready,
 	};
 

@@ -42,6 +42,7 @@ enum gw_param {
 	GW_PARAM_DIRTY_LIMIT_BPS,	/* bytes/s per vCPU, 0 = off; live */
 	GW_PARAM_DIRTY_LIMIT_START,	/* enum gw_dirty_limit_start; live */
 	GW_PARAM_ROUND_MAX_MS,		/* a round ends after this long, mid-pass; 0 = whole passes; live */
+	GW_PARAM_FREE_PAGE_HINTS,	/* 1 = take free-page hints from the VMM; setup */
 	GW_PARAM__COUNT
 };
 

@@ -47,13 +47,16 @@ struct gw_round_stats {
 };
 
 /*
- * The downtime in consecutive phases: they add up to downtime_ns exactly,
- * from the source's pause request to the destination's resume.
+ * The downtime in phases that add up to downtime_ns exactly, from the
+ * source's pause request to the destination's resume. The state is saved
+ * and sent while the channels still send the final pages they were given:
+ * final_send_ns is the time spent queueing them plus the time they took
+ * after the state was sent.
  */
 struct gw_downtime_breakdown {
 	uint64_t pause_ns;		/* pause request -> no vCPU runs */
 	uint64_t final_harvest_ns;	/* last dirty harvest */
-	uint64_t final_send_ns;		/* remaining pages on all channels, channels ended */
+	uint64_t final_send_ns;		/* remaining pages on all channels (beside the state), channels ended */
 	uint64_t state_save_ns;		/* vCPU and device state save */
 	uint64_t state_send_ns;		/* state on the wire */
 	uint64_t dst_load_ns;		/* COMPLETE sent -> READY received (destination checks

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Invariant: a live migration of the soft VM over TRANSPORT (tcp|unix) for
 # CASE completes; the destination's RAM digest equals the source's at pause
-# ("verified") and the workload advances on the destination after resume.
+# ("verified") and the workload advances on the destination after resume;
+# the downtime breakdown adds up to the downtime.
 # Workloads that write run at a fixed rate (pages/s), far below any link or
 # codec here, so the outcome never depends on this machine's speed.
 # Usage: migrate.sh TRANSPORT CASE
@@ -25,6 +26,9 @@ esac
 [ "$(jget "$T/out.json" "d['status']")" = completed ] || fail "status"
 [ "$(jget "$T/out.json" "d['verified']")" = True ] || fail "not verified"
 [ "$(jget "$T/out.json" "d['guest-progress']")" = True ] || fail "no guest progress"
+# The breakdown's parts are consecutive stamps: they add up to the downtime.
+jget "$T/out.json" "abs(sum(d['downtime-breakdown'].values()) - d['downtime']) < 0.01" | grep -qx True ||
+	fail "breakdown $(jget "$T/out.json" "d['downtime-breakdown']") does not add up to $(jget "$T/out.json" "d['downtime']")"
 if [ "$case" = idle1g ]; then
 	# Never-populated memory is neither read nor sent.
 	[ "$(jget "$T/out.json" "d['ram']['skipped']")" = 262144 ] || fail "idle pages not skipped"
