@@ -49,6 +49,7 @@ static void run_usage(FILE *out)
 		"  --vcpus N              soft vCPUs, 1..64 (default 1)\n"
 		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
+		"                         | balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
 		"  --memory-file PATH     map RAM from this file instead of a memfd\n"
@@ -280,7 +281,7 @@ int cmd_run(int argc, char **argv)
 	struct vmm_config cfg;
 	struct api_server *api = NULL;
 	sigset_t sigs;
-	char err[256];
+	char err[256], spec[VMM_WORKLOAD_SPEC_MAX];
 	int ret;
 
 	ret = parse_args(argc, argv, &o);
@@ -312,9 +313,9 @@ int cmd_run(int argc, char **argv)
 	}
 	if (rs.dest && listen_incoming(&rs, o.incoming_url))
 		goto out_api;
+	rs.be->workload(rs.vm, spec, sizeof(spec));
 	gw_log(GW_LOG_INFO, "cli", "vm_ready", "vm=%s memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s",
-	       run_vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, vmm_fill_name(cfg.fill),
-	       rs.be->workload(rs.vm) ? rs.be->workload(rs.vm) : "idle");
+	       run_vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, vmm_fill_name(cfg.fill), spec);
 	ret = wait_for_quit(&rs, &sigs);
 out_api:
 	api_server_stop(api);

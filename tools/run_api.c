@@ -42,7 +42,7 @@ static void handle_status(struct run_state *rs, FILE *out)
 	char *extra = NULL;
 	size_t extra_len = 0;
 	FILE *x;
-	const char *wl;
+	char wl[VMM_WORKLOAD_SPEC_MAX];
 
 	if (!st) {
 		api_reply_error(out, "out of memory");
@@ -63,9 +63,9 @@ static void handle_status(struct run_state *rs, FILE *out)
 	fprintf(x, "\"ok\":true,\"role\":\"%s\",\"vm-status\":",
 		rs->sess && rs->sess_role == GW_ROLE_DEST ? "destination" : "source");
 	json_write_string(x, run_vm_status(rs));
-	wl = rs->be->workload(rs->vm);
+	rs->be->workload(rs->vm, wl, sizeof(wl));
 	fputs(",\"workload\":", x);
-	json_write_string(x, wl ? wl : "idle");
+	json_write_string(x, wl);
 	fprintf(x, ",\"guest-progress-count\":%" PRIu64 ",\"verify-check\":",
 		rs->be->progress(rs->vm));
 	json_write_string(x, vc);
@@ -123,7 +123,7 @@ static bool migrate_refused(struct run_state *rs, FILE *out)
 	}
 	if (rs->sess && rs->sess_role == GW_ROLE_SOURCE) {
 		struct gw_stats *st = calloc(1, sizeof(*st));
-		bool unknown;
+		bool unknown, mismatch;
 
 		if (!st) {
 			api_reply_error(out, "out of memory");
@@ -131,11 +131,18 @@ static bool migrate_refused(struct run_state *rs, FILE *out)
 		}
 		gw_session_stats(rs->sess, st);
 		unknown = st->status == GW_STATUS_UNKNOWN;
+		mismatch = st->status == GW_STATUS_COMPLETED && st->verify == GW_VERIFY_MISMATCH &&
+			   rs->be->state(rs->vm) == VMM_PAUSED;
 		free(st);
 		/* The destination may run this VM now: two copies must never run. */
 		if (unknown) {
 			api_reply_error(out, "the last migration's outcome is unknown (go sent, no answer): "
 					"ask the destination; this VM stays paused and cannot migrate");
+			return true;
+		}
+		if (mismatch) {
+			api_reply_error(out, "the last migration's RAM digests differ and the destination runs "
+					"the VM: resolve it first (godwit migrate --resolve source|destination)");
 			return true;
 		}
 	}

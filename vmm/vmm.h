@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <godwit/vm.h>
+#include "workload.h"	/* VMM_WORKLOAD_SPEC_MAX */
 
 /* Initial RAM content prepared on the host (fast, whatever the backend). */
 enum vmm_fill {
@@ -52,7 +53,8 @@ struct vmm_config {
 	enum vmm_fill fill;
 	uint64_t seed;			/* fill and workload content */
 	const char *workload;		/* "idle", "dirty:ws=SIZE,pattern=page|byte,rate=N",
-					   "verify[:ws=SIZE,rate=N]"; NULL = idle */
+					   "verify[:ws=SIZE,rate=N]",
+					   "balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]"; NULL = idle */
 	bool incoming;			/* destination: no vCPUs until migrated */
 	bool prealloc;			/* allocate and zero all RAM at creation */
 };
@@ -77,8 +79,11 @@ struct vmm_backend {
 	void (*set_postmigrate)(struct vmm *vm);
 	/* Units of guest work done since creation (monotonic, survives migration). */
 	uint64_t (*progress)(const struct vmm *vm);
-	/* The workload as it runs, canonical (e.g. "verify:ws=536870912,rate=5000"). */
-	const char *(*workload)(const struct vmm *vm);
+	/*
+	 * The workload as it runs, canonical (e.g. "verify:ws=536870912,rate=5000"),
+	 * copied into @buf: it changes when a migration brings the source's.
+	 */
+	void (*workload)(const struct vmm *vm, char *buf, size_t len);
 	/*
 	 * Check every page the workload owns against what it could have
 	 * written (vCPUs paused meanwhile). 0 ok, -EIO mismatch (first bad

@@ -24,7 +24,8 @@
  * Page reader for the check: fd-backed blocks are read with pread() in
  * 256 KiB windows. In this nested VM the first user-mode touch of a page
  * through a mapping costs microseconds (~4 s/GiB) while pread costs
- * ~0.25 s/GiB, and the destination check runs inside resume (downtime).
+ * ~0.25 s/GiB; the destination's check is the guest's first work after
+ * resume (the post-check thread), so it delays the guest's progress.
  * pread of a hole returns zeros without populating it.
  */
 #define CHECK_WINDOW_PAGES 64u

@@ -195,9 +195,9 @@ static uint64_t be_progress(const struct vmm *v)
 	return soft_vm_progress(soft_const(v));
 }
 
-static const char *be_workload(const struct vmm *v)
+static void be_workload(const struct vmm *v, char *buf, size_t len)
 {
-	return soft_const(v)->spec;
+	soft_vm_workload(soft_const(v), buf, len);
 }
 
 static int be_check(struct vmm *v, char *msg, size_t msg_len)

@@ -27,6 +27,7 @@
  * it checks the pause flag at least every SOFT_CHECK_EVERY_PAGES pages.
  */
 #include <errno.h>
+#include <string.h>
 #include <time.h>
 #include <godwit/log.h>
 #include "soft/soft_internal.h"
@@ -47,8 +48,13 @@ void soft_run_slice(const struct vmm_workload *wl, uint64_t ws_pages, unsigned n
 
 void soft_run_layout(struct soft_vm *vm)
 {
+	char spec[sizeof(vm->spec)];
+
 	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
-	vmm_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
+	vmm_workload_format(&vm->wl, vm->ws_pages, spec, sizeof(spec));
+	pthread_mutex_lock(&vm->lock);	/* status readers copy it under lock */
+	memcpy(vm->spec, spec, sizeof(spec));
+	pthread_mutex_unlock(&vm->lock);
 	vm->info.nr_vcpus = vm->nr_vcpus;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];

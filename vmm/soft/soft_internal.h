@@ -101,7 +101,8 @@ struct soft_vm {
 	/* Workload (run.c): set at creation, replaced by load_state (before vCPUs exist). */
 	struct vmm_workload wl;
 	uint64_t ws_pages;
-	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it */
+	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it; written
+						   under ctl and lock, read under either */
 	unsigned nr_vcpus;
 	struct soft_vcpu vcpus[SOFT_MAX_VCPUS];
 
@@ -232,6 +233,8 @@ void soft_vm_join_post_check(struct soft_vm *vm);
 int soft_vm_start(struct soft_vm *vm);
 void soft_vm_set_postmigrate(struct soft_vm *vm);
 uint64_t soft_vm_progress(const struct soft_vm *vm);
+/* The canonical workload spec, copied under lock (soft_run_layout replaces it). */
+void soft_vm_workload(const struct soft_vm *vm, char *buf, size_t len);
 int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len);
 int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg_len);
 

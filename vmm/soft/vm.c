@@ -177,6 +177,15 @@ enum vmm_state soft_vm_state(const struct soft_vm *vm)
 	return (enum vmm_state)atomic_load(&vm->state);
 }
 
+void soft_vm_workload(const struct soft_vm *vm, char *buf, size_t len)
+{
+	struct soft_vm *m = (struct soft_vm *)vm;	/* lock only */
+
+	pthread_mutex_lock(&m->lock);
+	snprintf(buf, len, "%s", vm->spec);
+	pthread_mutex_unlock(&m->lock);
+}
+
 uint64_t soft_vm_progress(const struct soft_vm *vm)
 {
 	uint64_t sum = 0;

@@ -57,6 +57,17 @@ static struct vmm *new_vm(uint64_t bytes, unsigned vcpus, enum vmm_fill fill, ui
 	return vm;
 }
 
+/* The VM's workload spec (one buffer per call site pair is enough: two at a time). */
+static const char *spec_of(struct vmm *vm)
+{
+	static char buf[2][VMM_WORKLOAD_SPEC_MAX];
+	static unsigned n;
+	char *b = buf[n++ % 2];
+
+	vmm_soft.workload(vm, b, VMM_WORKLOAD_SPEC_MAX);
+	return b;
+}
+
 static struct gw_digest digest(struct vmm *vm)
 {
 	struct gw_digest d;
@@ -205,7 +216,7 @@ static void test_pause_resume(const char *workload)
 	wait_progress(vm, p1);
 	if (strncmp(workload, "dirty", 5) == 0) {
 		TEST_CHECK(vmm_soft.check(vm, msg, sizeof(msg)) == -EOPNOTSUPP, "dirty check");
-		printf("workload %s\n", vmm_soft.workload(vm));
+		printf("workload %s\n", spec_of(vm));
 	}
 	/* Throttled vCPUs still make progress; 100% is refused. */
 	TEST_CHECK(ops->throttle(vm, 100) == -EINVAL, "throttle 100");
@@ -224,8 +235,8 @@ static struct vmm *verify_source(uint64_t *pages_out)
 	char msg[256];
 	int ret;
 
-	TEST_CHECK(strcmp(vmm_soft.workload(vm), "verify:ws=67108864") == 0, "spec %s",
-		   vmm_soft.workload(vm));
+	TEST_CHECK(strcmp(spec_of(vm), "verify:ws=67108864") == 0, "spec %s",
+		   spec_of(vm));
 	/* Before any write every page is generation 0: the fill content. */
 	ret = vmm_soft.check(vm, msg, sizeof(msg));
 	TEST_CHECK(ret == 0, "check before start: %d %s", ret, msg);
@@ -328,8 +339,8 @@ static void test_migration(bool pass_fd)
 	TEST_ASSERT(ret == 0, "load_state: %d %s", ret, st->reject_reason);
 	TEST_CHECK(vmm_soft.progress(dst) == src_progress, "progress %" PRIu64 " vs %" PRIu64,
 		   vmm_soft.progress(dst), src_progress);
-	TEST_CHECK(!strcmp(vmm_soft.workload(dst), vmm_soft.workload(src)), "workload %s",
-		   vmm_soft.workload(dst));
+	TEST_CHECK(!strcmp(spec_of(dst), spec_of(src)), "workload %s",
+		   spec_of(dst));
 	TEST_CHECK(vmm_soft.info(dst)->nr_vcpus == 2, "vcpus from the source");
 	vmm_soft.set_postmigrate(src);
 	TEST_CHECK(ops->resume(src) == -EPERM, "postmigrate source resumed");
@@ -431,7 +442,7 @@ static void test_hostile_state(void)
 	TEST_ASSERT(ops->save_state(src, st) == 0, "save");
 	orig = gw_state_find(st, "soft-vcpus", &version, &len);
 	TEST_ASSERT(orig && version == 2, "section");
-	spec_len = strlen(vmm_soft.workload(src));
+	spec_len = strlen(spec_of(src));
 	b = malloc(len + 64);
 	TEST_ASSERT(b, "malloc");
 
@@ -488,14 +499,14 @@ static void test_balloon(void)
 	const uint8_t *sec;
 	uint8_t *host;
 	uint32_t version, phase;
-	size_t len, spec_len = strlen(vmm_soft.workload(src));
+	size_t len, spec_len = strlen(spec_of(src));
 	struct vmm *dst;
 	char msg[256];
 	int ret;
 
 	TEST_ASSERT(st, "calloc");
-	TEST_CHECK(!strcmp(vmm_soft.workload(src), "balloon:ws=67108864,keep=8388608,window=16,rate=0"),
-		   "spec %s", vmm_soft.workload(src));
+	TEST_CHECK(!strcmp(spec_of(src), "balloon:ws=67108864,keep=8388608,window=16,rate=0"),
+		   "spec %s", spec_of(src));
 	TEST_ASSERT(vmm_soft.start(src) == 0, "start");
 	wait_progress(src, pages + 4 * window);	/* filled, then churning */
 	ret = vmm_soft.check(src, msg, sizeof(msg));
