@@ -136,9 +136,8 @@ static void snapshot_arm(struct gw_session *s, struct dst_ctx *d)
 		d->written[i] = s->dblk[i].written;
 	ret = gw_snapshot_arm(s->snap, d->written);
 	if (ret) {
+		/* Freed at the end, after the populate thread, which may still protect ahead. */
 		gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-ret));
-		gw_snapshot_free(s->snap);
-		s->snap = NULL;
 		s->snap_err = ret;
 	}
 }
@@ -254,7 +253,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 {
 	uint64_t t = gw_now_ns();
 	struct gw_digest mine;
-	int ret = s->snap ? gw_snapshot_digest(s->snap, 2, &mine) : s->snap_err;
+	int ret = s->snap_err ? s->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
 
 	if (ret) {
 		gw_log(GW_LOG_WARN, "mig", "verify_unavailable", "err=\"%s\"", strerror(-ret));
@@ -264,8 +263,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 					       .verify_ns = gw_now_ns() - t,
 					       .snapshot_faults = gw_snapshot_faults(s->snap) };
 	}
-	gw_snapshot_free(s->snap);
-	s->snap = NULL;
+	/* Every chunk is unprotected now; the snapshot is freed after the populate thread. */
 }
 
 /*

@@ -110,7 +110,7 @@ struct gw_session {
 	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
 	struct gw_snapshot *snap;	/* verify: RAM as at resume; migration thread, and the
 					   populate thread while it runs (protects ahead) */
-	int snap_err;			/* why there is no snapshot, 0 = verify not asked */
+	int snap_err;			/* why there is no (usable) snapshot, 0 = none or usable */
 	void *pop_job;			/* extents gathered before round 0 */
 	pthread_t populate_thread;
 	bool populate_running;
