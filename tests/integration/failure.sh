@@ -91,6 +91,9 @@ if [ "$case" = dst-corrupt-page ]; then
 	grep -q "VERIFY MISMATCH" "$T/mig.err" || fail "migrate did not say VERIFY MISMATCH: $(cat "$T/mig.err")"
 	grep -q "verify_mismatch" "$T/dst.log" || fail "destination did not log verify_mismatch"
 	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must keep its copy, paused"
+	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" >/dev/null 2>"$T/again.err" &&
+		fail "migrated again before the mismatch was resolved"
+	grep -q "resolve it first" "$T/again.err" || fail "refusal does not say why: $(cat "$T/again.err")"
 	kill -9 "$DST_PID"	# the operator stops the destination...
 	"$GODWIT" migrate --api "$T/src.sock" --resolve source || fail "resolve refused"
 	assert_source_alive_and_consistent	# ...and runs the intact source copy
