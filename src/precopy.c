@@ -334,10 +334,10 @@ static void throttle(struct gw_session *s, struct src_ctx *c, uint64_t dirty_byt
 		s->ops->throttle(s->opaque, c->thr.pct);
 		gw_log(GW_LOG_INFO, "mig", "throttle", "round=%u cpu_throttle_pct=%u", gw_round(s), c->thr.pct);
 	}
-	if (c->thr.dirty_limit_on && !before.dirty_limit_on) {
-		s->ops->dirty_limit(s->opaque, p.dirty_limit_bps);
-		gw_log(GW_LOG_INFO, "mig", "dirty_limit", "round=%u bytes_per_s=%llu", gw_round(s),
-		       (unsigned long long)p.dirty_limit_bps);
+	if (c->thr.dirty_limit_bps != before.dirty_limit_bps) {
+		s->ops->dirty_limit(s->opaque, c->thr.dirty_limit_bps);
+		gw_log(GW_LOG_INFO, "mig", "dirty_limit", "round=%u dirty_limit_bps=%llu", gw_round(s),
+		       (unsigned long long)c->thr.dirty_limit_bps);
 	}
 }
 

@@ -52,7 +52,7 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->free_discarded_pages = c->discarded_pages;
 	st->rtt_ns = s->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
-	st->dirty_limit_bps = c->thr.dirty_limit_on ? (uint64_t)gw_param(s, GW_PARAM_DIRTY_LIMIT_BPS) : 0;
+	st->dirty_limit_bps = c->thr.dirty_limit_bps;
 	st->converging = !c->hint[0];
 	snprintf(st->converge_hint, sizeof(st->converge_hint), "%s", c->hint);
 	st->pages_per_second = now_ns > s->t_start_ns ?
@@ -435,6 +435,7 @@ void src_unthrottle(struct gw_session *s, struct src_ctx *c)
 		s->ops->dirty_limit(s->opaque, 0);
 	c->thr.pct = 0;
 	c->thr.dirty_limit_on = false;
+	c->thr.dirty_limit_bps = 0;
 }
 
 static void teardown(struct gw_session *s, struct src_ctx *c)

@@ -68,6 +68,7 @@ struct src_ctx {
 	bool switched_over;		/* expected downtime frozen at the decision */
 	bool paused;			/* the VM is paused by us (resume on failure) */
 	bool handed_over;		/* RESUMED received: total time is final */
+	bool resume_measured;		/* the destination's resume stamp was usable (same clock) */
 	struct src_times t;
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */

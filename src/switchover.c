@@ -92,9 +92,9 @@ static int final_pages_end(struct gw_session *s, struct src_ctx *c, bool local)
 	if (ret)
 		return ret;
 	c->t.pages_sent = gw_now_ns();
-	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu final_send_us=%llu after_state_us=%llu",
+	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu queue_us=%llu after_state_us=%llu",
 	       (unsigned long long)c->dirty_pages,
-	       (unsigned long long)((c->t.pages_sent - c->t.harvested) / 1000),
+	       (unsigned long long)((c->t.queued - c->t.harvested) / 1000),
 	       (unsigned long long)((c->t.pages_sent - c->t.state_sent) / 1000));
 	c->dirty_pages = 0;
 	return 0;
@@ -217,11 +217,12 @@ static int outcome_unknown(struct gw_session *s, int err)
  * one way = (round trip - its time) / 2.
  */
 static uint64_t resume_time(const struct gw_session *s, const struct src_times *t,
-			    const struct gw_msg_resumed *r, uint64_t t_resumed_rx)
+			    const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured)
 {
 	uint64_t rtt = t_resumed_rx - t->go, own = r->go_to_resume_ns < rtt ? r->go_to_resume_ns : rtt;
 
-	if (s->same_clock && r->resume_mono_ns >= t->go && r->resume_mono_ns <= t_resumed_rx)
+	*measured = s->same_clock && r->resume_mono_ns >= t->go && r->resume_mono_ns <= t_resumed_rx;
+	if (*measured)
 		return r->resume_mono_ns;
 	return t->go + (rtt - own) / 2 + own;
 }
@@ -242,7 +243,7 @@ static void publish_downtime(struct gw_session *s, struct src_ctx *c)
 	pthread_mutex_lock(&s->lock);
 	s->stats.downtime = bd;
 	s->stats.downtime_ns = t->resumed - t->pause;
-	s->stats.downtime_measured = s->same_clock;
+	s->stats.downtime_measured = c->resume_measured;
 	s->stats.total_time_ns = t->resumed - s->t_start_ns;
 	s->stats.status = s->status = GW_STATUS_COMPLETED;
 	pthread_cond_broadcast(&s->cond);
@@ -281,7 +282,7 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	pthread_mutex_lock(&s->lock);
 	r = s->mbox_resumed;
 	pthread_mutex_unlock(&s->lock);
-	c->t.resumed = resume_time(s, &c->t, &r, t_rx);
+	c->t.resumed = resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
 	publish_downtime(s, c);
 	return 0;
 }

@@ -28,17 +28,23 @@ void gw_throttle_round(struct gw_throttle *t, const struct gw_throttle_params *p
 {
 	uint64_t threshold_bytes = sent_bytes * p->threshold_pct / 100;
 
+	/* Live changes first. */
+	if (!p->auto_converge)
+		t->pct = 0;
+	if (t->pct > p->max_pct)
+		t->pct = p->max_pct;
+	if (!p->dirty_limit_bps)
+		t->dirty_limit_on = false;
 	if (p->dirty_limit_bps && p->dirty_limit_from_start)
 		t->dirty_limit_on = true;
 	if (dirty_bytes <= threshold_bytes) {
 		t->high_rounds = 0;
-		return;
+	} else if (++t->high_rounds >= 2) {
+		t->high_rounds = 0;
+		if (p->auto_converge)
+			t->pct = next_pct(t, p, dirty_bytes, threshold_bytes);
+		if (p->dirty_limit_bps)
+			t->dirty_limit_on = true;
 	}
-	if (++t->high_rounds < 2)
-		return;
-	t->high_rounds = 0;
-	if (p->auto_converge)
-		t->pct = next_pct(t, p, dirty_bytes, threshold_bytes);
-	if (p->dirty_limit_bps)
-		t->dirty_limit_on = true;
+	t->dirty_limit_bps = t->dirty_limit_on ? p->dirty_limit_bps : 0;
 }

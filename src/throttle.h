@@ -14,6 +14,9 @@
  *    min(increment, running x (1 - threshold bytes / dirtied bytes));
  *  - the dirty limit (when its start is "on no convergence") switches on.
  * A dirty limit that starts "from the start" is on from the first round.
+ * The parameters are live: auto-converge switched off drops the throttle,
+ * a lower max-cpu-throttle caps it, a dirty limit set to 0 is off, and a
+ * changed limit in force follows the new value.
  */
 #ifndef GW_THROTTLE_H
 #define GW_THROTTLE_H
@@ -35,6 +38,7 @@ struct gw_throttle {
 	unsigned pct;			/* throttle in force */
 	unsigned high_rounds;		/* consecutive too-fast rounds */
 	bool dirty_limit_on;
+	uint64_t dirty_limit_bps;	/* the limit in force when on */
 };
 
 /* After a round that sent @sent_bytes while @dirty_bytes were dirtied: the new state. */

@@ -30,18 +30,19 @@ struct throttle_case {
 	unsigned nr;
 };
 
-static const struct gw_throttle_params ac = { .auto_converge = true, .initial_pct = 20,
-	.increment_pct = 10, .max_pct = 99, .threshold_pct = 50 };
+/* QEMU's defaults with auto-converge on (a macro: static tables need constant initializers). */
+#define AC { .auto_converge = true, .initial_pct = 20, .increment_pct = 10, .max_pct = 99, \
+	     .threshold_pct = 50 }
 
 static const struct throttle_case cases[] = {
 	{ "nothing asked", { .initial_pct = 20, .increment_pct = 10, .max_pct = 99, .threshold_pct = 50 },
 	  { { 900 * MB, 100 * MB, 0, false }, { 900 * MB, 100 * MB, 0, false } }, 2 },
-	{ "keeps up: never", ac,
+	{ "keeps up: never", AC,
 	  { { 50 * MB, 100 * MB, 0, false }, { 50 * MB, 100 * MB, 0, false }, { 40 * MB, 100 * MB, 0, false } }, 3 },
-	{ "second too-fast round acts", ac,
+	{ "second too-fast round acts", AC,
 	  { { 60 * MB, 100 * MB, 0, false }, { 60 * MB, 100 * MB, 20, false },
 	    { 60 * MB, 100 * MB, 20, false }, { 60 * MB, 100 * MB, 30, false } }, 4 },
-	{ "a good round resets the count", ac,
+	{ "a good round resets the count", AC,
 	  { { 60 * MB, 100 * MB, 0, false }, { 10 * MB, 100 * MB, 0, false },
 	    { 60 * MB, 100 * MB, 0, false }, { 60 * MB, 100 * MB, 20, false } }, 4 },
 	{ "capped at max", { .auto_converge = true, .initial_pct = 20, .increment_pct = 30, .max_pct = 60,
@@ -64,8 +65,34 @@ static const struct throttle_case cases[] = {
 	  { { 80 * MB, 100 * MB, 0, false }, { 80 * MB, 100 * MB, 20, true } }, 2 },
 };
 
+/* Parameters change while the migration runs: the state follows them. */
+static void test_live_changes(void)
+{
+	struct gw_throttle_params p = AC;
+	struct gw_throttle t = { 0 };
+
+	p.dirty_limit_bps = 8 * MB;
+	for (int i = 0; i < 4; i++)
+		gw_throttle_round(&t, &p, 900 * MB, 100 * MB);
+	TEST_CHECK(t.pct == 30 && t.dirty_limit_on && t.dirty_limit_bps == 8 * MB,
+		   "ramp: %u%% limit %d %llu", t.pct, t.dirty_limit_on, (unsigned long long)t.dirty_limit_bps);
+	p.max_pct = 25;
+	gw_throttle_round(&t, &p, 900 * MB, 100 * MB);
+	TEST_CHECK(t.pct == 25, "lower max-cpu-throttle caps it: %u%%", t.pct);
+	p.dirty_limit_bps = 2 * MB;
+	gw_throttle_round(&t, &p, 10 * MB, 100 * MB);
+	TEST_CHECK(t.dirty_limit_bps == 2 * MB, "the limit in force follows: %llu",
+		   (unsigned long long)t.dirty_limit_bps);
+	p.auto_converge = false;
+	p.dirty_limit_bps = 0;
+	gw_throttle_round(&t, &p, 900 * MB, 100 * MB);
+	TEST_CHECK(t.pct == 0 && !t.dirty_limit_on && !t.dirty_limit_bps,
+		   "switched off: %u%% limit %d", t.pct, t.dirty_limit_on);
+}
+
 int main(void)
 {
+	test_live_changes();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const struct throttle_case *c = &cases[i];
 		struct gw_throttle t = { 0 };
