@@ -63,8 +63,9 @@ static inline unsigned test_vm_load(const unsigned *p)
 /* Quiet the engine's log unless GW_TEST_VERBOSE is set (the last lines are kept). */
 void test_log_quiet(void);
 /*
- * Fail after @seconds with the last log lines printed: a hang fails fast,
- * well under meson's timeout. A bound, never a pass criterion.
+ * Fail after @seconds (times GW_TEST_TIME_SCALE when set, for sanitizer
+ * builds) with the last log lines printed: a hang fails fast, well under
+ * meson's timeout. A bound, never a pass criterion.
  */
 void test_time_bound(unsigned seconds);
 
