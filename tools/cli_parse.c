@@ -288,11 +288,9 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 		snprintf(err, err_len, "%s: empty value", pname);
 		return -EINVAL;
 	}
+	if (pi->min == 0 && pi->max == 1)
+		names = bool_names;	/* every on/off parameter takes yes/no, on/off, true/false */
 	switch (p) {
-	case GW_PARAM_LOCAL:
-	case GW_PARAM_VERIFY:
-		names = bool_names;
-		break;
 	case GW_PARAM_DIRTY_BACKEND:
 		names = dirty_names;
 		break;

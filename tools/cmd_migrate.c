@@ -78,8 +78,9 @@ static void migrate_usage(FILE *out)
 		"usage: godwit migrate --api PATH --to URL [OPTIONS]   start a migration and wait for it\n"
 		"       godwit migrate --api PATH --cancel             cancel the running migration\n"
 		"       godwit migrate --api PATH --resolve source|destination\n"
-		"                      after an 'unknown' outcome (go sent, resumed lost), say where\n"
-		"                      the VM runs once you asked the destination: 'source' resumes it here\n"
+		"                      after an 'unknown' outcome (go sent, resumed lost) or a verify\n"
+		"                      mismatch, say where the VM runs once you asked (or stopped) the\n"
+		"                      destination: 'source' resumes it here\n"
 		"       godwit migrate --api PATH --set PARAM=VALUE    change parameters (live ones at once)\n"
 		"\n"
 		"  --to URL                  destination: tcp:HOST:PORT or unix:PATH\n"
@@ -151,7 +152,7 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	return -1;
 }
 
-/* --resolve source|destination after an unknown outcome. */
+/* --resolve source|destination after an unknown outcome or a verify mismatch. */
 static int do_resolve(const struct migrate_opts *o, const char *api)
 {
 	struct json *reply;

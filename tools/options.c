@@ -219,7 +219,7 @@ static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char 
 	else if (!strcmp(arg, "keep-going"))
 		v = GW_CONVERGE_KEEP_GOING;
 	else {
-		cli_usage_error(cmd, "--on-timeout: expected cancel or force, got '%s'", arg);
+		cli_usage_error(cmd, "--on-timeout: expected cancel, force or keep-going, got '%s'", arg);
 		return -1;
 	}
 	o->on_timeout_given = true;

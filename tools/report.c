@@ -130,15 +130,12 @@ static void print_breakdown(FILE *out, const struct json *b)
 		return;
 	fprintf(out, "%-19s", "  breakdown:");
 	for (m = b->child; m; m = m->next) {
-		if (!strcmp(m->key, "verify-excluded") || m->type != JSON_NUMBER)
+		if (m->type != JSON_NUMBER)
 			continue;
 		fprintf(out, "%s%s %.3f", first ? "" : ", ", m->key, m->number);
 		first = false;
 	}
-	fputs(" ms", out);
-	if (json_get(b, "verify-excluded"))
-		fprintf(out, " (digest check %.3f ms, not counted)", num(b, "verify-excluded"));
-	fputc('\n', out);
+	fputs(" ms\n", out);
 }
 
 static void print_rounds(FILE *out, const struct json *table)

@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: MIT
 #
 # Invariant: bench/run.sh BUILD --quick runs end to end over loopback and
-# prints its markdown tables: the scenario table and the loopback channels x
-# codec table, each with a header, a separator and one row per migration,
-# and every row reports a completed, verified migration. It also writes one
-# JSON line per migration. No figure (time, rate, ratio) is judged, and
-# iperf3 is not needed (its columns stay empty without it).
+# prints its markdown tables: the scenario table, the loopback channels x
+# codec table and the convergence table, each with a header, a separator
+# and one row per migration (the quick convergence configurations run once
+# and end by policy, so they complete on any machine), and every row
+# reports a completed, verified migration. It also writes one JSON line per
+# migration. No figure (time, rate, ratio) is judged, and iperf3 is not
+# needed (its columns stay empty without it).
 #
 # Loopback only: the shaped links are netns_migrate.sh's, and the bench's
 # fixed namespace names would collide with another run on this host.
@@ -36,6 +38,8 @@ n=$(rows "## Scenarios (quick)")
 [ "$n" -ge 3 ] || bad "scenario table has $n rows, want 3"
 n=$(rows "## Channels x codec over loopback")
 [ "$n" -ge 4 ] || bad "loopback matrix table has $n rows, want 4"
+n=$(rows "## Convergence (quick")
+[ "$n" -ge 3 ] || bad "convergence table has $n rows, want 3"
 grep -q '^| scenario | link | iperf3 Gbit/s | total ms |' "$T/out.md" || bad "no scenario header"
 grep -q '^| link | RAM | ch | codec |' "$T/out.md" || bad "no matrix header"
 if grep '^| ' "$T/out.md" | grep -v '^| scenario\|^| link' | grep -vq '| yes[^|]* |$'; then
