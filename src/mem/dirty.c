@@ -19,35 +19,14 @@ const struct gw_dirty_ops *const gw_dirty_backends[] = {
 	NULL,
 };
 
-int gw_dirty_select(struct gw_dirty *d, const struct gw_vm_info *vm,
-		    enum gw_dirty_backend_id want)
-{
-	int last = -EOPNOTSUPP;
-
-	if (!d || !vm)
-		return -EINVAL;
-	for (unsigned i = 0; gw_dirty_backends[i]; i++) {
-		const struct gw_dirty_ops *ops = gw_dirty_backends[i];
-		int ret;
-
-		if (want != GW_DIRTY_AUTO && ops->id != want)
-			continue;
-		ret = ops->probe(vm);
-		if (ret == 0) {
-			d->ops = ops;
-			d->vm = vm;
-			d->priv = NULL;
-			return 0;
-		}
-		last = ret;
-		if (want != GW_DIRTY_AUTO)
-			break;
-	}
-	/* An explicit backend that is not in the table is simply unsupported. */
-	return last < 0 ? last : -EOPNOTSUPP;
-}
-
-int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, char *why, size_t why_len)
+/*
+ * The first backend of the table that @id allows and whose probe accepts
+ * @vm: 0 and *@out, else the last probe's error (-EOPNOTSUPP when @id
+ * names none). @why, when given: the chosen backend's name, or why the
+ * last one probed refused.
+ */
+static int first_usable(enum gw_dirty_backend_id id, const struct gw_vm_info *vm,
+			const struct gw_dirty_ops **out, char *why, size_t why_len)
 {
 	int last = -EOPNOTSUPP;
 
@@ -61,6 +40,7 @@ int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, cha
 		if (ret == 0) {
 			if (why && why_len)
 				snprintf(why, why_len, "%s", ops->name);
+			*out = ops;
 			return 0;
 		}
 		last = ret;
@@ -68,4 +48,28 @@ int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, cha
 			snprintf(why, why_len, "%s: %s", ops->name, strerror(-ret));
 	}
 	return last < 0 ? last : -EOPNOTSUPP;
+}
+
+int gw_dirty_select(struct gw_dirty *d, const struct gw_vm_info *vm,
+		    enum gw_dirty_backend_id want)
+{
+	const struct gw_dirty_ops *ops;
+	int ret;
+
+	if (!d || !vm)
+		return -EINVAL;
+	ret = first_usable(want, vm, &ops, NULL, 0);
+	if (ret)
+		return ret;
+	d->ops = ops;
+	d->vm = vm;
+	d->priv = NULL;
+	return 0;
+}
+
+int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, char *why, size_t why_len)
+{
+	const struct gw_dirty_ops *ops;
+
+	return first_usable(id, vm, &ops, why, why_len);
 }

@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +38,7 @@ struct guest {
 	pthread_mutex_t hint_lock;	/* guards sess: no hint after hints_stop returns */
 	struct gw_session *sess;	/* hint_lock */
 	pthread_t thr;
-	int want_pause, parked, quit;	/* atomics */
+	struct test_park park;
 	uint64_t ops, hints;		/* atomics: operations done, pages hinted */
 };
 
@@ -99,15 +98,7 @@ static void *guest_main(void *arg)
 {
 	struct guest *g = arg;
 
-	while (!__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE)) {
-		if (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE)) {
-			__atomic_store_n(&g->parked, 1, __ATOMIC_RELEASE);
-			while (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE) &&
-			       !__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE))
-				usleep(50);
-			__atomic_store_n(&g->parked, 0, __ATOMIC_RELEASE);
-			continue;
-		}
+	while (test_park_point(&g->park)) {
 		guest_op(g);
 		if (__atomic_add_fetch(&g->ops, 1, __ATOMIC_RELAXED) % 64 == 0)
 			usleep(200);	/* leave the engine CPU on a 2-core machine */
@@ -117,23 +108,19 @@ static void *guest_main(void *arg)
 
 static void guest_pause(void *arg)
 {
-	struct guest *g = arg;
-
-	__atomic_store_n(&g->want_pause, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&g->parked, __ATOMIC_ACQUIRE))
-		sched_yield();
+	test_park_pause(&((struct guest *)arg)->park);
 }
 
 static void guest_resume(void *arg)
 {
-	__atomic_store_n(&((struct guest *)arg)->want_pause, 0, __ATOMIC_RELEASE);
+	test_park_resume(&((struct guest *)arg)->park);
 }
 
 /* From now on hints go to @s; first every page free now (the guest is running: lock it out). */
 static void guest_hints_start(void *arg, struct gw_session *s)
 {
 	struct guest *g = arg;
-	bool parked_here = !__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE);
+	bool parked_here = !__atomic_load_n(&g->park.want_pause, __ATOMIC_ACQUIRE);
 
 	if (parked_here)
 		guest_pause(g);
@@ -255,7 +242,7 @@ static void run_one(unsigned i, uint64_t seed)
 	       (unsigned long long)ss.free_hinted_pages, (unsigned long long)ss.free_discarded_pages,
 	       (unsigned long long)ss.normal_pages);
 
-	__atomic_store_n(&r->g.quit, 1, __ATOMIC_RELEASE);
+	test_park_quit(&r->g.park);
 	pthread_join(r->g.thr, NULL);
 	gw_session_free(r->src);
 	gw_session_free(r->dst);

@@ -19,7 +19,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +41,7 @@ struct guest {
 	unsigned spin;			/* busy iterations between writes */
 	unsigned nap_every;		/* sleep 100 us every this many writes, 0 = never */
 	pthread_t thr;
-	int want_pause, parked, quit;	/* atomics */
+	struct test_park park;
 	uint64_t writes;		/* atomic: completed page writes */
 };
 
@@ -52,15 +51,7 @@ static void *guest_main(void *arg)
 	uint64_t gen = 0;
 	unsigned i = 0;
 
-	while (!__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE)) {
-		if (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE)) {
-			__atomic_store_n(&g->parked, 1, __ATOMIC_RELEASE);
-			while (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE) &&
-			       !__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE))
-				usleep(50);
-			__atomic_store_n(&g->parked, 0, __ATOMIC_RELEASE);
-			continue;
-		}
+	while (test_park_point(&g->park)) {
 		uint32_t page = g->set[i++ % g->set_len];
 		volatile uint64_t *p = (volatile uint64_t *)(g->host + (uint64_t)page * TEST_PAGE_BYTES);
 
@@ -82,18 +73,12 @@ static void *guest_main(void *arg)
 /* Pause: returns once the guest is parked between two page writes. */
 static void guest_pause(void *arg)
 {
-	struct guest *g = arg;
-
-	__atomic_store_n(&g->want_pause, 1, __ATOMIC_RELEASE);
-	while (!__atomic_load_n(&g->parked, __ATOMIC_ACQUIRE))
-		sched_yield();
+	test_park_pause(&((struct guest *)arg)->park);
 }
 
 static void guest_resume(void *arg)
 {
-	struct guest *g = arg;
-
-	__atomic_store_n(&g->want_pause, 0, __ATOMIC_RELEASE);
+	test_park_resume(&((struct guest *)arg)->park);
 }
 
 static void guest_start(struct guest *g)
@@ -103,7 +88,7 @@ static void guest_start(struct guest *g)
 
 static void guest_stop(struct guest *g)
 {
-	__atomic_store_n(&g->quit, 1, __ATOMIC_RELEASE);
+	test_park_quit(&g->park);
 	pthread_join(g->thr, NULL);
 }
 

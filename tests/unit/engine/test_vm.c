@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Helpers for engine unit tests (see test_vm.h). */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,38 @@ void test_vm_info_one(struct gw_vm_info *vm, const struct test_ram *r, const cha
 	vm->blocks[0].size_bytes = r->size_bytes;
 	vm->blocks[0].page_size_bytes = TEST_PAGE_BYTES;
 	vm->blocks[0].fd = r->fd;
+}
+
+bool test_park_point(struct test_park *p)
+{
+	if (__atomic_load_n(&p->want_pause, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&p->parked, 1, __ATOMIC_RELEASE);
+		while (__atomic_load_n(&p->want_pause, __ATOMIC_ACQUIRE) &&
+		       !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE))
+			usleep(50);
+		__atomic_store_n(&p->parked, 0, __ATOMIC_RELEASE);
+	}
+	return !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE);
+}
+
+void test_park_pause(struct test_park *p)
+{
+	__atomic_store_n(&p->want_pause, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&p->parked, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+/* Returns once the guest left its park: a pause right after cannot see a stale "parked". */
+void test_park_resume(struct test_park *p)
+{
+	__atomic_store_n(&p->want_pause, 0, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&p->parked, __ATOMIC_ACQUIRE) && !__atomic_load_n(&p->quit, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+void test_park_quit(struct test_park *p)
+{
+	__atomic_store_n(&p->quit, 1, __ATOMIC_RELEASE);
 }
 
 static int tvm_pause(void *opaque)

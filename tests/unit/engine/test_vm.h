@@ -52,6 +52,21 @@ struct test_vm {
 	bool load_saw_section;		/* the section arrived intact */
 };
 
+/*
+ * A guest thread's park handshake (atomics): the VM's pause hook parks the
+ * guest between two of its operations, resume lets it go on.
+ */
+struct test_park {
+	int want_pause, parked, quit;
+};
+/* Guest thread, between two operations: parks while a pause is asked. False once it must quit. */
+bool test_park_point(struct test_park *p);
+/* Returns once the guest is parked. */
+void test_park_pause(struct test_park *p);
+void test_park_resume(struct test_park *p);
+/* The guest thread ends at its next park point. */
+void test_park_quit(struct test_park *p);
+
 /* Ops over a struct test_vm passed as opaque. */
 extern const struct gw_vm_ops test_vm_ops;
 
