@@ -101,7 +101,7 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, struct gw_bi
  * region by region: a region of batch_pages pages always goes to the same
  * channel ((region + block) % channels: the ordering rule of channel.h).
  * The backend re-arms tracking for a region just before it is queued. With
- * @discard the pages go as zeros without being read (src_send_discards).
+ * @discard the pages go as zeros without being read (src_queue_discards).
  * 0 at the block's end, 1 when @deadline_ns (0: none) passed first (*@pos
  * says where), or the sticky error.
  */
@@ -156,8 +156,10 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping);
 	if (ret)
 		return gw_fail(s, "round", ret, false, "sending ROUND: %s", strerror(-ret));
-	if (!deadline_ns)
-		c->pass_block = 0, c->pass_pos = 0;	/* a whole sweep */
+	if (!deadline_ns) {		/* a whole sweep */
+		c->pass_block = 0;
+		c->pass_pos = 0;
+	}
 	for (; c->pass_block < s->vm.nr_blocks; c->pass_block++, c->pass_pos = 0) {
 		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns);
 		if (ret < 0)

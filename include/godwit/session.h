@@ -90,8 +90,10 @@ GW_EXPORT int gw_session_wait(struct gw_session *s);
  * pages [@first_page, @first_page + @nr_pages) of block @block hold nothing
  * the guest needs. They are not sent unless written again: a write after
  * this call returns is caught by dirty tracking and the page goes. The
- * guest must not write them while the call runs. 0, -EINVAL (range),
- * -EAGAIN (no migration is taking hints now).
+ * guest must not write them while the call runs. Any thread; it may wait
+ * while the migration thread harvests dirty pages (milliseconds per GiB
+ * of populated RAM with uffd-wp). 0, -EINVAL (range), -EAGAIN (no
+ * migration is taking hints now).
  */
 GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page,
 				   uint64_t nr_pages);
