@@ -160,6 +160,7 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 		c->pass_block = 0;
 		c->pass_pos = 0;
 	}
+	c->pass_done = false;
 	for (; c->pass_block < s->vm.nr_blocks; c->pass_block++, c->pass_pos = 0) {
 		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns);
 		if (ret < 0)
@@ -169,6 +170,7 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 	}
 	c->pass_block = 0;	/* the pass is done: the next one starts over */
 	c->pass_pos = 0;
+	c->pass_done = true;
 	return 0;
 }
 
@@ -400,9 +402,15 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		record_round(s, c, dirty_at_start, &m0, &m1, dirty_ns);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
-		/* Nothing dirty: nothing to wait for. */
+		/*
+		 * Nothing dirty: nothing to wait for. Otherwise switch over when
+		 * the rest fits, at the end of a pass only: mid-pass, the rest
+		 * holds pages not sent yet in this pass, which cost the guest
+		 * nothing to send while it runs.
+		 */
 		if (!c->dirty_pages ||
-		    gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US)))
+		    (c->pass_done &&
+		     gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US))))
 			return 0;
 		ret = converge_policy(s, c, t_precopy_ns);
 		if (ret <= 0)

@@ -62,6 +62,7 @@ struct src_ctx {
 	/* Where the pass stopped when a round ended mid-pass (round-max-ms). */
 	unsigned pass_block;
 	uint64_t pass_pos;
+	bool pass_done;			/* the last round ended its pass: a switchover may follow */
 	uint64_t discarded_pages;	/* free pages sent as zeros at the switchover */
 	uint64_t cpu_user0_ns, cpu_sys0_ns;
 	uint64_t last_publish_ns;	/* live statistics every 100 ms */

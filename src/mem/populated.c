@@ -34,13 +34,21 @@ static uint64_t block_page_size(const struct gw_ram_block *b)
 
 int gw_populated_ranges(const struct gw_ram_block *b, gw_range_fn fn, void *ctx)
 {
+	return gw_populated_ranges_in(b, 0, b->size_bytes / block_page_size(b), fn, ctx);
+}
+
+int gw_populated_ranges_in(const struct gw_ram_block *b, uint64_t first_page, uint64_t end_page,
+			   gw_range_fn fn, void *ctx)
+{
 	uint64_t ps = block_page_size(b);
 	off_t base = (off_t)b->fd_offset_bytes;
-	off_t end = base + (off_t)b->size_bytes;
-	off_t pos = base;
+	off_t end = base + (off_t)(end_page * ps);
+	off_t pos = base + (off_t)(first_page * ps);
 
+	if (first_page >= end_page || end_page > b->size_bytes / ps)
+		return first_page == end_page ? 0 : -EINVAL;
 	if (b->fd < 0)
-		return fn(ctx, 0, b->size_bytes / ps);
+		return fn(ctx, first_page, end_page - first_page);
 	while (pos < end) {
 		off_t data = lseek(b->fd, pos, SEEK_DATA);
 		off_t hole;

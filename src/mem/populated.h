@@ -30,5 +30,8 @@ ssize_t gw_populated_scan(const struct gw_ram_block *b, struct gw_bitmap *out,
  */
 typedef int (*gw_range_fn)(void *ctx, uint64_t first_page, uint64_t nr_pages);
 int gw_populated_ranges(const struct gw_ram_block *b, gw_range_fn fn, void *ctx);
+/* The same over pages [@first_page, @end_page) of the block only (runs clipped to it). */
+int gw_populated_ranges_in(const struct gw_ram_block *b, uint64_t first_page, uint64_t end_page,
+			   gw_range_fn fn, void *ctx);
 
 #endif
