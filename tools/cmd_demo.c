@@ -78,7 +78,7 @@ static void demo_usage(FILE *out)
 		"  --memory SIZE (default 1G) --vcpus N (default 1) --accel kvm|soft|auto (default auto)\n"
 		"  --seed N (default 1) --workload SPEC (default verify)\n"
 		"  --fill zero|mix|random|text|none (default none) --memory-file PATH (source only)\n"
-		"  --prealloc --log-level error|warn|info|debug (default info)\n"
+		"  --prealloc (source; default off) --log-level error|warn|info|debug (default info)\n"
 		"Migrate options (defaults as in 'godwit migrate --help'): --channels N\n"
 		"  --compress ALG[:LEVEL] --xbzrle[=SIZE] --downtime-limit MS --max-bandwidth RATE\n"
 		"  --converge-timeout MS --on-timeout cancel|force|keep-going --local --no-verify\n"
@@ -303,6 +303,8 @@ static void src_args(struct demo *d)
 	demo_argv_add(a, "--seed=%" PRIu64, d->ro.seed);
 	if (d->ro.memory_file)
 		demo_argv_add(a, "--memory-file=%s", d->ro.memory_file);
+	if (d->ro.prealloc)
+		demo_argv_add(a, "--prealloc");
 	if (d->ro.log_level)
 		demo_argv_add(a, "--log-level=%s", d->ro.log_level);
 }
