@@ -272,6 +272,8 @@ static int admit_channel(struct gw_session *s, int fd, uint64_t timeout_ms)
 	}
 	gw_conn_set_fd(&s->chans[m.chan_hello.index].conn, fd);
 	s->chans[m.chan_hello.index].conn.recv_seq = tmp.recv_seq;
+	/* The CHAN_HELLO counts among the channel's bytes, as on the source. */
+	__atomic_store_n(&s->chans[m.chan_hello.index].conn.bytes_recv, tmp.bytes_recv, __ATOMIC_RELAXED);
 	return (int)m.chan_hello.index;
 }
 

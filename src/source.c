@@ -571,6 +571,7 @@ void *gw_source_main(void *arg)
 	if (!ret)
 		ret = setup(s, c, local);
 	if (!ret) {
+		src_publish(s, c);	/* round 0's pages and RAM size before anyone sees "active" */
 		gw_set_status(s, GW_STATUS_ACTIVE);
 		if (!local)
 			ret = src_precopy(s, c);
