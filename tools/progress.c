@@ -34,6 +34,7 @@ struct progress {
 	bool shown;			/* something is on the line */
 	int64_t last_plain_ms;
 	long long last_round;		/* round of the last plain line */
+	char last_status[16];		/* status of the last plain line */
 	double last_ms;			/* total-time of the previous sample */
 	double last_pages;		/* pages handled at the previous sample */
 	double drain_bps;		/* smoothed: RAM bytes handled per second */
@@ -172,10 +173,12 @@ static void show(struct progress *p, const json_t *st)
 	if (p->tty) {
 		fprintf(stderr, "\r%s\033[K", buf);
 		p->shown = true;
-	} else if (cli_now_ms() - p->last_plain_ms >= PLAIN_LINE_MS || round != p->last_round) {
+	} else if (cli_now_ms() - p->last_plain_ms >= PLAIN_LINE_MS || round != p->last_round ||
+		   strcmp(p->last_status, js_str(js_get(st, "status"), ""))) {
 		fprintf(stderr, "progress: %s\n", buf);
 		p->last_plain_ms = cli_now_ms();
 		p->last_round = round;
+		snprintf(p->last_status, sizeof(p->last_status), "%s", js_str(js_get(st, "status"), ""));
 	}
 	fflush(stderr);
 }
@@ -246,6 +249,7 @@ static void timeline_sample(struct progress *p, const json_t *st)
 }
 
 /* ---- the loop ---- */
+
 
 /* The first Ctrl-C: cancel and say so. */
 static void interrupted_once(struct cli_watch *w, struct progress *p)

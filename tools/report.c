@@ -293,8 +293,8 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	const char *phase = js_str(js_get(st, "error-phase"), "");
 	bool completed = cli_status_is(st, GW_STATUS_COMPLETED);
 	bool dest = !strcmp(js_str(js_get(st, "role"), "source"), "destination");
-	/* A failure shows figures only when something moved before it. */
-	bool moved = num(ram, "transferred") > 0;
+	/* A failure shows figures only when pages moved before it (a handshake is no figure). */
+	bool moved = num(ram, "normal") + num(ram, "duplicate") + num(ram, "xbzrle-pages") > 0;
 	int verified = x && x->verified >= 0 ? x->verified :
 		       completed && js_get(st, "verified") ?
 		       js_bool(js_get(st, "verified"), false) : -1;
@@ -306,9 +306,12 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	if (err[0])
 		fprintf(out, "%-19s%s%s%s%s\n", "error:", err, phase[0] ? " (phase " : "",
 			phase, phase[0] ? ")" : "");
-	if ((v = js_get(st, "total-time")) && (completed || js_num(v, 0) > 0))
-		fprintf(out, "%-19s%.3f ms (setup %.3f ms)\n", completed ? "total time:" : "after:",
-			js_num(v, 0), num(st, "setup-time"));
+	if ((v = js_get(st, "total-time")) && (completed || js_num(v, 0) > 0)) {
+		fprintf(out, "%-19s%.3f ms", completed ? "total time:" : "after:", js_num(v, 0));
+		if (completed || num(st, "setup-time") > 0)
+			fprintf(out, " (setup %.3f ms)", num(st, "setup-time"));
+		fputc('\n', out);
+	}
 	if ((v = js_get(st, "downtime")) && completed && !dest)
 		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", js_num(v, 0),
 			num(st, "expected-downtime"));
@@ -322,20 +325,15 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	if (completed || moved) {
 		print_rounds(out, js_get(st, "round-table"));
 		print_channels(out, st);
-		if (js_get(st, "cpu-user-seconds"))
+		if (num(st, "cpu-user-seconds") + num(st, "cpu-system-seconds") > 0)
 			fprintf(out, "%-19suser %.3f s, system %.3f s\n",
 				dest ? "cpu (destination):" : "cpu (source):",
 				num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
 	}
+	/* Members this file does not know; a failure before any page moved has none worth it. */
 	json_object_foreach((json_t *)st, key, m) {
-		if (in_list(known_top, key))
-			continue;
-		/* The generic dump of a failure shows no zeros either. */
-		if (!completed && !moved && json_is_number(m) && json_number_value(m) == 0)
-			continue;
-		if (!completed && !moved && (json_is_object(m) || json_is_array(m) || json_is_boolean(m)))
-			continue;
-		print_generic(out, key, m);
+		if (!in_list(known_top, key) && (completed || moved))
+			print_generic(out, key, m);
 	}
 	if (completed || verified >= 0)
 		fprintf(out, "%-19s%s%s%s%s\n", "verified:", yes_no(verified),
