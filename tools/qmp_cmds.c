@@ -386,8 +386,9 @@ static int param_from_json(const struct qemu_param *q, json_t *j, int64_t *out, 
 	*out = x * q->scale;
 	return 0;
 type:
-	qmp_error_set(e, "GenericError", "Invalid parameter type for '%s', expected: %s", q->name,
-		      q->kind == QEMU_BOOL ? "boolean" : q->kind == QEMU_CODEC ? "string" : "integer");
+	/* QEMU's words: "expects uint64" for its integers. */
+	qmp_error_set(e, "GenericError", "Parameter '%s' expects %s", q->name,
+		      q->kind == QEMU_BOOL ? "bool" : q->kind == QEMU_CODEC ? "string" : "uint64");
 	return -1;
 }
 
