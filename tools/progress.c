@@ -144,7 +144,7 @@ static void line_text(struct progress *p, const json_t *st, char *buf, size_t le
 	human_bytes(remaining, rem, sizeof(rem));
 	human_bytes(num(st, "ram.transferred"), sent, sizeof(sent));
 	if (!strcmp(status, "active") && !converging && current_round(st) > 0)
-		snprintf(eta, sizeof(eta), "none (not converging)");
+		snprintf(eta, sizeof(eta), "none");
 	else if (p->drain_bps > 0)
 		human_time(remaining / p->drain_bps, eta, sizeof(eta));
 	else
@@ -159,7 +159,9 @@ static void line_text(struct progress *p, const json_t *st, char *buf, size_t le
 		at += (size_t)snprintf(buf + at, len - at, ", throttle %.0f%%",
 				       num(st, "cpu-throttle-percentage"));
 	if (at < len && num(st, "dirty-limit-rate") > 0)
-		snprintf(buf + at, len - at, ", dirty limit on");
+		at += (size_t)snprintf(buf + at, len - at, ", dirty limit on");
+	if (at < len && !converging && strcmp(status, "setup"))
+		snprintf(buf + at, len - at, ", NOT converging");
 }
 
 static void show(struct progress *p, const json_t *st)
