@@ -20,9 +20,10 @@ test: all
 	@scripts/deps.sh test
 	tests/run-all.sh $(BUILD)
 
+# make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures.
 bench: all
 	@scripts/deps.sh bench
-	bench/run.sh $(BUILD) --micro
+	bench/run.sh $(BUILD) --micro --report $(BUILD)/bench-report
 
 # make install [PREFIX=/usr] [DESTDIR=/tmp/stage]: binary, library, headers, pkg-config, docs.
 install: all

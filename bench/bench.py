@@ -342,6 +342,11 @@ class Bench:
                 raise RuntimeError("guest did not write %d pages" % wait_pages)
             mig = [self.godwit, "migrate", "--api", src_api, "--to", url, "--json",
                    "--channels", str(channels), "--compress", codec] + list(extra)
+            if self.args.timelines:
+                os.makedirs(self.args.timelines, exist_ok=True)
+                rec["timeline"] = os.path.join(self.args.timelines, "%03d-%s-%s.csv" % (
+                    self.nrun, group, link.name))
+                mig += ["--timeline", rec["timeline"]]
             dcpu0 = proc_cpu_s(dst.pid)
             t0 = time.monotonic()
             r = subprocess.run(mig, capture_output=True, text=True,
@@ -686,6 +691,8 @@ def main():
     ap.add_argument("--migrate-timeout-s", type=int, default=300)
     ap.add_argument("--no-dst-prealloc", action="store_true",
                     help="destinations allocate RAM as pages arrive (default: preallocated)")
+    ap.add_argument("--timelines", default="",
+                    help="directory: every migration records a --timeline CSV there (plot.py)")
     args = ap.parse_args()
     groups = args.groups.split(",")
 

@@ -3,10 +3,12 @@
 # Usage: scripts/deps.sh [build|test|bench]   (each level includes the previous)
 set -eu
 level=${1:-build}
-pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev"
+# qemu-system-x86 is not here (about 30 packages): the QMP comparison test
+# (tests/integration/qmp.sh qemu) uses it when installed and skips otherwise.
+pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev libjansson-dev scdoc"
 case "$level" in
-test)  pkgs="$pkgs iproute2 python3" ;;
-bench) pkgs="$pkgs iproute2 python3 iperf3 hyperfine" ;;
+test)  pkgs="$pkgs iproute2 python3 socat" ;;
+bench) pkgs="$pkgs iproute2 python3 socat iperf3 hyperfine python3-matplotlib" ;;
 esac
 missing=""
 for p in $pkgs; do

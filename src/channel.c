@@ -98,8 +98,12 @@ static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
 {
 	struct gw_session *s = ch->s;
 
+	enum gw_codec_id codec;
+
 	ch->frames++;
 	ch->pages += f->ph.nr_entries;
+	if (f->raw_bytes && !gw_wire_codec_to_id(f->ph.codec, &codec))
+		__atomic_fetch_add(&ch->codec_bytes[codec], f->raw_bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_normal_pages, f->nr_normal, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_zero_pages, f->nr_zero, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_xbzrle_pages, f->nr_xbzrle, __ATOMIC_RELAXED);
@@ -192,6 +196,8 @@ static void count_received(struct gw_channel *ch, const struct gw_pages_plan *pl
 
 	ch->frames++;
 	ch->pages += plan->ph.nr_entries;
+	if (plan->ph.raw_bytes)
+		__atomic_fetch_add(&ch->codec_bytes[plan->codec], plan->ph.raw_bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_normal_pages, plan->nr_normal, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_xbzrle_pages, plan->nr_xbzrle, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_zero_pages, plan->nr_zero, __ATOMIC_RELAXED);

@@ -47,6 +47,8 @@ struct gw_channel {
 	struct gw_pages_out out;	/* source */
 	struct gw_pages_in in;		/* destination */
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
+	uint64_t codec_bytes[GW_CODEC__COUNT];	/* atomic: page bytes (before compression)
+						   each codec carried, for the statistics */
 	bool end_seen;			/* destination: CHAN_END received and matching */
 };
 

@@ -189,11 +189,13 @@ static int on_round(struct gw_session *s, struct dst_ctx *d, const struct gw_msg
 		dst_populate_start(s);
 	d->round_seen = true;
 	__atomic_store_n(&s->round, m->round, __ATOMIC_RELAXED);
+	/* As the source counts them: precopy rounds done (the final ROUND is number "rounds"). */
 	pthread_mutex_lock(&s->lock);
-	s->stats.rounds = m->round + 1;
+	s->stats.rounds = m->round;
 	pthread_mutex_unlock(&s->lock);
 	gw_debug("mig", "round_start", "round=%u dirty_pages=%llu", m->round,
 		 (unsigned long long)m->dirty_pages);
+	gw_emit_round(s, m->round, m->dirty_pages, false);
 	if (gw_fault_armed(s, GW_FAULT_DST_ROUND_N) && m->round >= gw_fault_arg(s))
 		gw_fault_die(s, GW_FAULT_DST_ROUND_N);
 	if (gw_fault_armed(s, GW_FAULT_DST_STALL) && m->round >= gw_fault_arg(s))
@@ -349,13 +351,58 @@ out:
 	return ret;
 }
 
+void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
+{
+	uint64_t pages, now_ns = gw_now_ns();
+	uint64_t elapsed_ns = s->t_start_ns && now_ns > s->t_start_ns ? now_ns - s->t_start_ns : 0;
+	uint64_t bytes = __atomic_load_n(&s->ctl.bytes_recv, __ATOMIC_RELAXED);
+
+	if (!s->t_start_ns)
+		return;		/* no HELLO yet: nothing received */
+	st->normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
+	st->duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
+	st->xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
+	st->normal_bytes = st->normal_pages * GW_PAGE_BYTES;
+	st->payload_bytes_raw = __atomic_load_n(&s->ctr_raw_bytes, __ATOMIC_RELAXED);
+	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
+	if (s->chans) {
+		st->nr_channels = s->nr_channels;
+		for (unsigned i = 0; i < s->nr_channels && i < GW_STATS_MAX_CHANNELS; i++) {
+			const struct gw_channel *ch = &s->chans[i];
+
+			st->channel_bytes[i] = __atomic_load_n(&ch->conn.bytes_recv, __ATOMIC_RELAXED);
+			bytes += st->channel_bytes[i];
+			for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
+				st->channel_codec_bytes[i][c] =
+					__atomic_load_n(&ch->codec_bytes[c], __ATOMIC_RELAXED);
+		}
+	}
+	/* Once the channels are gone, the last figures taken stay. */
+	if (s->chans || !st->transferred_bytes)
+		st->transferred_bytes = bytes;
+	if (s->status != GW_STATUS_COMPLETED && s->status != GW_STATUS_FAILED &&
+	    s->status != GW_STATUS_CANCELLED && elapsed_ns) {
+		pages = st->normal_pages + st->duplicate_pages + st->xbzrle_pages;
+		st->total_time_ns = elapsed_ns;
+		st->pages_per_second = (uint64_t)((double)pages * 1e9 / (double)elapsed_ns);
+		st->rate_bps = (uint64_t)((double)st->transferred_bytes * 1e9 / (double)elapsed_ns);
+	}
+}
+
 static void dst_end(struct gw_session *s, int ret)
 {
 	enum gw_status status = ret ? GW_STATUS_FAILED : GW_STATUS_COMPLETED;
 	struct gw_error err;
+	bool idle;
 
 	gw_error_get(s, &err);
-	if (ret)
+	pthread_mutex_lock(&s->lock);
+	idle = !s->t_start_ns;
+	pthread_mutex_unlock(&s->lock);
+	/* Stopped before any source arrived (gw_session_cancel): nothing failed. */
+	if (ret == -ECANCELED && idle)
+		status = GW_STATUS_CANCELLED;
+	else if (ret)
 		gw_log(GW_LOG_ERROR, "mig", "mig_failed",
 		       "status=failed phase=%s reason=\"%s\" vm=not_resumed", err.phase, err.msg);
 	pthread_mutex_lock(&s->lock);
@@ -373,6 +420,7 @@ static void dst_end(struct gw_session *s, int ret)
 	s->running = false;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
 }
 
 void *gw_dest_main(void *arg)
@@ -400,8 +448,7 @@ void *gw_dest_main(void *arg)
 	gw_snapshot_free(s->snap);	/* after the populate thread, which protects ahead */
 	s->snap = NULL;
 	pthread_mutex_lock(&s->lock);
-	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
-		s->stats.channel_bytes[i] = s->chans[i].conn.bytes_recv;
+	gw_dst_stats_locked(s, &s->stats);
 	pthread_mutex_unlock(&s->lock);
 	gw_channels_destroy(s);
 	gw_conn_close(&s->ctl);

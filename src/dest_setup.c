@@ -164,6 +164,21 @@ static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
 	return gw_conn_send_msg(&s->ctl, GW_MSG_HELLO_ACK, &ack);
 }
 
+/* What the statistics say of the migration as announced: RAM size, codec asked for. */
+static void publish_layout(struct gw_session *s, const struct gw_msg_hello *h)
+{
+	enum gw_codec_id codec = GW_CODEC_NONE;
+	uint64_t total = 0;
+
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+		total += s->vm.blocks[i].size_bytes;
+	gw_wire_codec_to_id(h->codec, &codec);
+	pthread_mutex_lock(&s->lock);
+	s->stats.ram_total_bytes = total;
+	snprintf(s->stats.codec, sizeof(s->stats.codec), "%s", gw_codec_name(codec));
+	pthread_mutex_unlock(&s->lock);
+}
+
 static int hello_apply(struct gw_session *s, struct gw_msg_hello *h)
 {
 	int fds[GW_MAX_RAM_BLOCKS], nr_fds = 0, ret;
@@ -191,6 +206,7 @@ static int hello_apply(struct gw_session *s, struct gw_msg_hello *h)
 		return gw_fail(s, "setup", ret, false, "sending HELLO_ACK: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "mig", "handshake_done", "channels=%u codec=%u flags=0x%x blocks=%u",
 	       s->nr_channels, h->codec, h->flags, h->nr_blocks);
+	publish_layout(s, h);
 	return 0;
 }
 
@@ -256,6 +272,8 @@ static int admit_channel(struct gw_session *s, int fd, uint64_t timeout_ms)
 	}
 	gw_conn_set_fd(&s->chans[m.chan_hello.index].conn, fd);
 	s->chans[m.chan_hello.index].conn.recv_seq = tmp.recv_seq;
+	/* The CHAN_HELLO counts among the channel's bytes, as on the source. */
+	__atomic_store_n(&s->chans[m.chan_hello.index].conn.bytes_recv, tmp.bytes_recv, __ATOMIC_RELAXED);
 	return (int)m.chan_hello.index;
 }
 

@@ -385,6 +385,7 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 
 		gw_log(GW_LOG_INFO, "mig", "round_start", "round=%u dirty_pages=%llu",
 		       gw_round(s), (unsigned long long)c->dirty_pages);
+		gw_emit_round(s, gw_round(s), c->dirty_pages, false);
 		round_mark(s, &m0);
 		ret = src_send_round(s, c, round_deadline(s, c, m0.t_ns));
 		if (ret)

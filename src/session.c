@@ -286,6 +286,7 @@ void gw_set_status(struct gw_session *s, enum gw_status st)
 	s->stats.status = st;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
 }
 
 int gw_session_cancel(struct gw_session *s)
@@ -293,7 +294,8 @@ int gw_session_cancel(struct gw_session *s)
 	if (!s)
 		return -EINVAL;
 	static const char msg[] = "migration cancelled by request";
-	bool first;
+	static const char idle_msg[] = "no migration received";
+	bool first, idle;
 
 	/* Checked and recorded under one lock: GO cannot slip in between. */
 	pthread_mutex_lock(&s->lock);
@@ -301,11 +303,18 @@ int gw_session_cancel(struct gw_session *s)
 		pthread_mutex_unlock(&s->lock);
 		return -EALREADY;
 	}
+	/* A destination no source reached yet: stopping it is no failure. */
+	idle = s->role == GW_ROLE_DEST && !s->t_start_ns;
 	__atomic_store_n(&s->cancelled, true, __ATOMIC_RELEASE);
-	first = fail_record_locked(s, "cancel", -ECANCELED, false, msg);
+	first = fail_record_locked(s, idle ? "listen" : "cancel", -ECANCELED, false,
+				   idle ? idle_msg : msg);
 	pthread_mutex_unlock(&s->lock);
-	if (first)
+	if (first && idle) {
+		gw_log(GW_LOG_INFO, "mig", "incoming_stopped", "reason=\"%s\"", idle_msg);
+		gw_session_shutdown_conns(s);
+	} else if (first) {
 		fail_notify(s, "cancel", -ECANCELED, false, msg);
+	}
 	return 0;
 }
 
@@ -331,15 +340,19 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
 	snprintf(out->error_phase, sizeof(out->error_phase), "%s", s->err.phase);
 	t_start_ns = s->t_start_ns;
+	if (s->role == GW_ROLE_DEST)
+		gw_dst_stats_locked(s, out);
 	pthread_mutex_unlock(&s->lock);
 	/* Live counters (atomics) between publications. */
 	if (out->status != GW_STATUS_COMPLETED && out->status != GW_STATUS_FAILED &&
-	    out->status != GW_STATUS_CANCELLED) {
+	    out->status != GW_STATUS_CANCELLED && out->status != GW_STATUS_UNKNOWN &&
+	    out->status != GW_STATUS_NONE) {
 		out->normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
 		out->duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
 		out->xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
 		out->normal_bytes = out->normal_pages * GW_PAGE_BYTES;
-		if (t_start_ns && !out->total_time_ns)
+		/* The clock runs until the handover ends (completed sets the final figure). */
+		if (t_start_ns)
 			out->total_time_ns = gw_now_ns() - t_start_ns;
 	}
 }
@@ -372,6 +385,7 @@ int gw_session_resolve(struct gw_session *s, bool destination_runs)
 	s->status = s->stats.status = destination_runs ? GW_STATUS_COMPLETED : GW_STATUS_FAILED;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
 	return 0;
 }
 
@@ -392,7 +406,10 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	memset(&s->err, 0, sizeof(s->err));
 	__atomic_store_n(&s->err.code, 0, __ATOMIC_RELEASE);
 	memset(&s->stats, 0, sizeof(s->stats));
-	s->status = GW_STATUS_SETUP;
+	/* A destination has no migration until a source's HELLO arrives. */
+	s->status = s->role == GW_ROLE_SOURCE ? GW_STATUS_SETUP : GW_STATUS_NONE;
+	s->stats.status = s->status;
+	s->ev_status = GW_STATUS_NONE;
 	s->go_sent = false;
 	__atomic_store_n(&s->cancelled, false, __ATOMIC_RELAXED);
 	s->t_start_ns = s->role == GW_ROLE_SOURCE ? gw_now_ns() : 0;

@@ -115,6 +115,11 @@ struct gw_session {
 	pthread_t populate_thread;
 	bool populate_running;
 
+	/* Events (events.c): the callback, set while no migration runs. */
+	gw_event_fn ev_fn;		/* lock */
+	void *ev_opaque;		/* lock */
+	enum gw_status ev_status;	/* lock: the last status emitted */
+
 	/* Shared rate limiter (live parameter max-bandwidth). */
 	pthread_mutex_t rl_lock;
 	uint64_t rl_next_ns;		/* rl_lock: when the next byte may leave */
@@ -164,6 +169,20 @@ void gw_boot_id(uint8_t out[GW_WIRE_ID_BYTES]);
 uint64_t gw_verify_wait_ms(const struct gw_session *s);
 /* The CLOCK_MONOTONIC deadline @ms from now, for timed waits on s->cond. */
 struct timespec gw_deadline_ms(uint64_t ms);
+
+/*
+ * Destination: the figures of what it received so far (bytes on every
+ * connection, per channel and per codec, the page rate) into @st, from the
+ * connections' atomic counters. Caller holds s->lock (the channel array).
+ */
+void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st);
+
+/*
+ * events.c: tell the embedder's callback (if any) that the status changed
+ * (once per change) or that a round starts. Never with s->lock held.
+ */
+void gw_emit_status(struct gw_session *s);
+void gw_emit_round(struct gw_session *s, uint32_t round, uint64_t dirty_pages, bool final);
 
 /* Source and destination migration threads. */
 void *gw_source_main(void *arg);

@@ -34,12 +34,18 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	uint64_t xbzrle = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
 	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 	struct gw_stats *st = &s->stats;
+	uint64_t pending = 0;
 
 	gw_cpu_times(&user_ns, &sys_ns);
+	/* Pages still to queue, falling as the round goes (c->dirty_pages is the round's start). */
+	pthread_mutex_lock(&s->hint_lock);
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+		pending += gw_bitmap_weight(&c->dirty[i]);
+	pthread_mutex_unlock(&s->hint_lock);
 	pthread_mutex_lock(&s->lock);
 	st->ram_total_bytes = c->ram_pages * GW_PAGE_BYTES;
 	st->transferred_bytes = wire;
-	st->remaining_bytes = c->dirty_pages * GW_PAGE_BYTES;
+	st->remaining_bytes = pending * GW_PAGE_BYTES;
 	st->normal_pages = normal;
 	st->duplicate_pages = zero;
 	st->xbzrle_pages = xbzrle;
@@ -60,8 +66,12 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	if (!c->switched_over)
 		st->expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns;
 	st->nr_channels = s->nr_channels;
-	for (unsigned i = 0; s->chans && i < s->nr_channels; i++)
+	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		st->channel_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
+		for (unsigned k = 0; k < GW_CODEC__COUNT; k++)
+			st->channel_codec_bytes[i][k] =
+				__atomic_load_n(&s->chans[i].codec_bytes[k], __ATOMIC_RELAXED);
+	}
 	st->cpu_user_ns = user_ns - c->cpu_user0_ns;
 	st->cpu_sys_ns = sys_ns - c->cpu_sys0_ns;
 	if (!c->handed_over)
@@ -556,11 +566,13 @@ void *gw_source_main(void *arg)
 	int ret;
 
 	gw_log_set_side(s->side);
+	gw_emit_status(s);	/* setup, set by gw_migrate_start */
 	src_reset(s, local);
 	ret = c ? src_ctx_init(s, c) : gw_fail(s, "setup", -ENOMEM, false, "no memory");
 	if (!ret)
 		ret = setup(s, c, local);
 	if (!ret) {
+		src_publish(s, c);	/* round 0's pages and RAM size before anyone sees "active" */
 		gw_set_status(s, GW_STATUS_ACTIVE);
 		if (!local)
 			ret = src_precopy(s, c);
@@ -591,5 +603,6 @@ void *gw_source_main(void *arg)
 	s->running = false;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
 	return NULL;
 }

@@ -2,10 +2,16 @@
 /*
  * Statistics to JSON, with QEMU query-migrate names where they exist
  * (milliseconds with microsecond precision, mbps) and our own beside them.
- * Units are converted here, at the edge, and nowhere else.
+ * Units are converted here, at the edge, and nowhere else. Debian's
+ * libjansson builds and writes the object; member names and their order
+ * are the contract of docs/api.md.
  */
 #include <errno.h>
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <godwit/params.h>
 #include <godwit/stats.h>
 
 static const char *const status_names[] = {
@@ -30,101 +36,207 @@ const char *gw_verify_name(enum gw_verify v)
 	return (unsigned)v < sizeof(verify_names) / sizeof(verify_names[0]) ? verify_names[v] : "invalid";
 }
 
-static double ms(uint64_t ns)
+/* Milliseconds rounded to the microsecond: the contract's precision. */
+static json_t *ms(uint64_t ns)
 {
-	return (double)ns / 1e6;
+	return json_real((double)((ns + 500) / 1000) / 1000.0);
 }
 
-/* JSON string: escape quotes, backslashes and control characters. */
-static void json_str(FILE *out, const char *s)
+static json_t *u64(uint64_t v)
 {
-	fputc('"', out);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	return json_integer(v > INT64_MAX ? INT64_MAX : (json_int_t)v);
+}
 
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
+/* Round a ratio to 3 decimals, as the contract has always printed it. */
+static json_t *ratio(double v)
+{
+	return json_real(round(v * 1000.0) / 1000.0);
+}
+
+/* A JSON string of engine text; invalid UTF-8 (a peer's reason) becomes '?'. */
+static json_t *text(const char *s)
+{
+	char buf[512];
+	size_t i;
+	json_t *v = json_string(s);
+
+	if (v)
+		return v;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (i = 0; buf[i]; i++)
+		if ((unsigned char)buf[i] >= 0x80)
+			buf[i] = '?';
+	return json_string(buf);
+}
+
+/*
+ * Every member added with set(), which remembers the first failure (no
+ * memory): one check at the end instead of one per member.
+ */
+struct builder {
+	bool failed;
+};
+
+static void set(struct builder *b, json_t *obj, const char *key, json_t *v)
+{
+	if (!obj || !v) {
+		json_decref(v);
+		b->failed = true;
+	} else if (json_object_set_new(obj, key, v)) {	/* drops @v on failure */
+		b->failed = true;
 	}
-	fputc('"', out);
+}
+
+static json_t *ram_object(struct builder *b, const struct gw_stats *st)
+{
+	double mbps = st->total_time_ns ? (double)st->transferred_bytes * 8 / 1e6 /
+					  ((double)st->total_time_ns / 1e9) : 0;
+	json_t *r = json_object();
+
+	set(b, r, "total", u64(st->ram_total_bytes));
+	set(b, r, "transferred", u64(st->transferred_bytes));
+	set(b, r, "remaining", u64(st->remaining_bytes));
+	set(b, r, "duplicate", u64(st->duplicate_pages));
+	set(b, r, "normal", u64(st->normal_pages));
+	set(b, r, "normal-bytes", u64(st->normal_bytes));
+	set(b, r, "dirty-sync-count", u64(st->dirty_sync_count));
+	set(b, r, "mbps", ratio(mbps));
+	set(b, r, "pages-per-second", u64(st->pages_per_second));
+	set(b, r, "dirty-pages-rate", u64(st->dirty_pages_rate));
+	set(b, r, "skipped", u64(st->skipped_pages));
+	set(b, r, "xbzrle-pages", u64(st->xbzrle_pages));
+	set(b, r, "payload-raw-bytes", u64(st->payload_bytes_raw));
+	set(b, r, "payload-wire-bytes", u64(st->payload_bytes_wire));
+	set(b, r, "compression-ratio", ratio(st->payload_bytes_wire ?
+		(double)st->payload_bytes_raw / (double)st->payload_bytes_wire : 1.0));
+	set(b, r, "rate-bps", u64(st->rate_bps));
+	set(b, r, "free-hinted", u64(st->free_hinted_pages));
+	set(b, r, "free-discarded", u64(st->free_discarded_pages));
+	return r;
+}
+
+static json_t *breakdown_object(struct builder *b, const struct gw_downtime_breakdown *bd)
+{
+	json_t *o = json_object();
+
+	set(b, o, "pause", ms(bd->pause_ns));
+	set(b, o, "final-harvest", ms(bd->final_harvest_ns));
+	set(b, o, "final-send", ms(bd->final_send_ns));
+	set(b, o, "state-save", ms(bd->state_save_ns));
+	set(b, o, "state-send", ms(bd->state_send_ns));
+	set(b, o, "dst-load", ms(bd->dst_load_ns));
+	set(b, o, "handover", ms(bd->handover_ns));
+	return o;
+}
+
+static json_t *round_array(struct builder *b, const struct gw_stats *st)
+{
+	json_t *a = json_array();
+
+	for (unsigned i = 0; a && i < st->nr_rounds_kept && i < GW_STATS_MAX_ROUNDS; i++) {
+		const struct gw_round_stats *r = &st->round[i];
+		json_t *o = json_object();
+
+		set(b, o, "round", json_integer(r->round));
+		set(b, o, "duration", ms(r->duration_ns));
+		set(b, o, "dirty-pages", u64(r->dirty_pages));
+		set(b, o, "sent-bytes", u64(r->sent_bytes));
+		set(b, o, "pages", u64(r->normal_pages));
+		set(b, o, "zero-pages", u64(r->zero_pages));
+		set(b, o, "skipped-pages", u64(r->skipped_pages));
+		set(b, o, "rate-bps", u64(r->rate_bps));
+		set(b, o, "expected-downtime", ms(r->expected_downtime_ns));
+		set(b, o, "dirty-rate-pps", u64(r->dirty_rate_pps));
+		set(b, o, "cpu-throttle-percentage", json_integer(r->throttle_pct));
+		set(b, o, "dirty-limit", json_boolean(r->dirty_limit));
+		if (!o || json_array_append_new(a, o))
+			b->failed = true;
+	}
+	return a;
+}
+
+/* Bytes per channel, and per channel the page bytes each codec actually carried. */
+static void channel_members(struct builder *b, json_t *root, const struct gw_stats *st)
+{
+	json_t *bytes = json_array(), *codecs = json_array();
+
+	for (unsigned i = 0; bytes && codecs && i < st->nr_channels && i < GW_STATS_MAX_CHANNELS; i++) {
+		json_t *o = json_object();
+
+		if (json_array_append_new(bytes, u64(st->channel_bytes[i])))
+			b->failed = true;
+		for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
+			if (st->channel_codec_bytes[i][c])
+				set(b, o, gw_codec_name((enum gw_codec_id)c), u64(st->channel_codec_bytes[i][c]));
+		if (!o || json_array_append_new(codecs, o))
+			b->failed = true;
+	}
+	set(b, root, "channel-bytes", bytes);
+	set(b, root, "channel-codecs", codecs);
+}
+
+/* Members of @extra ("\"a\":1,\"b\":2") into @root. 0, or -EINVAL when they do not parse. */
+static int add_extra(json_t *root, const char *extra)
+{
+	json_error_t e;
+	json_t *x;
+	char *wrapped;
+	int ret = 0;
+
+	if (!extra || !extra[0])
+		return 0;
+	if (asprintf(&wrapped, "{%s}", extra) < 0)
+		return -ENOMEM;
+	x = json_loads(wrapped, JSON_REJECT_DUPLICATES, &e);
+	free(wrapped);
+	if (!json_is_object(x))
+		ret = -EINVAL;
+	else if (json_object_update(root, x))
+		ret = -ENOMEM;
+	json_decref(x);
+	return ret;
 }
 
 int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 {
-	const struct gw_downtime_breakdown *bd = &st->downtime;
-	double mbps = st->total_time_ns ? (double)st->transferred_bytes * 8 / 1e6 /
-					  ((double)st->total_time_ns / 1e9) : 0;
+	struct builder b = { false };
+	json_t *root = json_object(), *vt = json_object();
+	int ret;
 
-	fprintf(out, "{\"status\":\"%s\"", gw_status_name(st->status));
-	fprintf(out, ",\"total-time\":%.3f,\"setup-time\":%.3f,\"downtime\":%.3f,\"expected-downtime\":%.3f",
-		ms(st->total_time_ns), ms(st->setup_time_ns), ms(st->downtime_ns),
-		ms(st->expected_downtime_ns));
-	fprintf(out, ",\"ram\":{\"total\":%llu,\"transferred\":%llu,\"remaining\":%llu,\"duplicate\":%llu,"
-		"\"normal\":%llu,\"normal-bytes\":%llu,\"dirty-sync-count\":%llu,\"mbps\":%.3f,"
-		"\"pages-per-second\":%llu,\"dirty-pages-rate\":%llu,\"skipped\":%llu,\"xbzrle-pages\":%llu,"
-		"\"payload-raw-bytes\":%llu,\"payload-wire-bytes\":%llu,\"compression-ratio\":%.3f,"
-		"\"rate-bps\":%llu,\"free-hinted\":%llu,\"free-discarded\":%llu}",
-		(unsigned long long)st->ram_total_bytes, (unsigned long long)st->transferred_bytes,
-		(unsigned long long)st->remaining_bytes, (unsigned long long)st->duplicate_pages,
-		(unsigned long long)st->normal_pages, (unsigned long long)st->normal_bytes,
-		(unsigned long long)st->dirty_sync_count, mbps,
-		(unsigned long long)st->pages_per_second, (unsigned long long)st->dirty_pages_rate,
-		(unsigned long long)st->skipped_pages, (unsigned long long)st->xbzrle_pages,
-		(unsigned long long)st->payload_bytes_raw, (unsigned long long)st->payload_bytes_wire,
-		st->payload_bytes_wire ? (double)st->payload_bytes_raw / (double)st->payload_bytes_wire : 1.0,
-		(unsigned long long)st->rate_bps, (unsigned long long)st->free_hinted_pages,
-		(unsigned long long)st->free_discarded_pages);
-	fprintf(out, ",\"cpu-throttle-percentage\":%u,\"dirty-limit-rate\":%llu,\"rtt\":%.3f,"
-		"\"converging\":%s,\"converge-hint\":",
-		st->throttle_pct, (unsigned long long)st->dirty_limit_bps, ms(st->rtt_ns),
-		st->converging ? "true" : "false");
-	json_str(out, st->converge_hint);
-	fprintf(out, ",\"downtime-breakdown\":{\"pause\":%.3f,\"final-harvest\":%.3f,\"final-send\":%.3f,"
-		"\"state-save\":%.3f,\"state-send\":%.3f,\"dst-load\":%.3f,\"handover\":%.3f},"
-		"\"downtime-measured\":%s",
-		ms(bd->pause_ns), ms(bd->final_harvest_ns), ms(bd->final_send_ns), ms(bd->state_save_ns),
-		ms(bd->state_send_ns), ms(bd->dst_load_ns), ms(bd->handover_ns),
-		st->downtime_measured ? "true" : "false");
-	fprintf(out, ",\"rounds\":%u,\"round-table\":[", st->rounds);
-	for (unsigned i = 0; i < st->nr_rounds_kept && i < GW_STATS_MAX_ROUNDS; i++) {
-		const struct gw_round_stats *r = &st->round[i];
-
-		fprintf(out, "%s{\"round\":%u,\"duration\":%.3f,\"dirty-pages\":%llu,\"sent-bytes\":%llu,"
-			"\"pages\":%llu,\"zero-pages\":%llu,\"skipped-pages\":%llu,\"rate-bps\":%llu,"
-			"\"expected-downtime\":%.3f,\"dirty-rate-pps\":%llu,\"cpu-throttle-percentage\":%u,"
-			"\"dirty-limit\":%s}",
-			i ? "," : "", r->round, ms(r->duration_ns), (unsigned long long)r->dirty_pages,
-			(unsigned long long)r->sent_bytes, (unsigned long long)r->normal_pages,
-			(unsigned long long)r->zero_pages, (unsigned long long)r->skipped_pages,
-			(unsigned long long)r->rate_bps, ms(r->expected_downtime_ns),
-			(unsigned long long)r->dirty_rate_pps, r->throttle_pct,
-			r->dirty_limit ? "true" : "false");
-	}
-	fprintf(out, "],\"channel-bytes\":[");
-	for (unsigned i = 0; i < st->nr_channels && i < GW_STATS_MAX_CHANNELS; i++)
-		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)st->channel_bytes[i]);
-	fprintf(out, "],\"cpu-user-seconds\":%.3f,\"cpu-system-seconds\":%.3f",
-		(double)st->cpu_user_ns / 1e9, (double)st->cpu_sys_ns / 1e9);
-	fprintf(out, ",\"verified\":%s,\"verify\":\"%s\",\"verify-time\":{\"source\":%.3f,"
-		"\"destination\":%.3f},\"verify-faults\":%llu",
-		st->verified ? "true" : "false", gw_verify_name(st->verify), ms(st->verify_src_ns),
-		ms(st->verify_dst_ns), (unsigned long long)st->verify_faults);
-	fprintf(out, ",\"dirty-backend\":");
-	json_str(out, st->dirty_backend);
-	fprintf(out, ",\"compress\":");
-	json_str(out, st->codec[0] ? st->codec : "none");
+	set(&b, root, "status", json_string(gw_status_name(st->status)));
+	set(&b, root, "total-time", ms(st->total_time_ns));
+	set(&b, root, "setup-time", ms(st->setup_time_ns));
+	set(&b, root, "downtime", ms(st->downtime_ns));
+	set(&b, root, "expected-downtime", ms(st->expected_downtime_ns));
+	set(&b, root, "ram", ram_object(&b, st));
+	set(&b, root, "cpu-throttle-percentage", json_integer(st->throttle_pct));
+	set(&b, root, "dirty-limit-rate", u64(st->dirty_limit_bps));
+	set(&b, root, "rtt", ms(st->rtt_ns));
+	set(&b, root, "converging", json_boolean(st->converging));
+	set(&b, root, "converge-hint", text(st->converge_hint));
+	set(&b, root, "downtime-breakdown", breakdown_object(&b, &st->downtime));
+	set(&b, root, "downtime-measured", json_boolean(st->downtime_measured));
+	set(&b, root, "rounds", json_integer(st->rounds));
+	set(&b, root, "round-table", round_array(&b, st));
+	channel_members(&b, root, st);
+	set(&b, root, "cpu-user-seconds", ratio((double)st->cpu_user_ns / 1e9));
+	set(&b, root, "cpu-system-seconds", ratio((double)st->cpu_sys_ns / 1e9));
+	set(&b, root, "verified", json_boolean(st->verified));
+	set(&b, root, "verify", json_string(gw_verify_name(st->verify)));
+	set(&b, vt, "source", ms(st->verify_src_ns));
+	set(&b, vt, "destination", ms(st->verify_dst_ns));
+	set(&b, root, "verify-time", vt);
+	set(&b, root, "verify-faults", u64(st->verify_faults));
+	set(&b, root, "dirty-backend", text(st->dirty_backend));
+	set(&b, root, "compress", text(st->codec[0] ? st->codec : "none"));
 	if (st->error[0] || st->error_code) {
-		fprintf(out, ",\"error-desc\":");
-		json_str(out, st->error);
-		fprintf(out, ",\"error-phase\":");
-		json_str(out, st->error_phase);
-		fprintf(out, ",\"error-code\":%d", st->error_code);
+		set(&b, root, "error-desc", text(st->error));
+		set(&b, root, "error-phase", text(st->error_phase));
+		set(&b, root, "error-code", json_integer(st->error_code));
 	}
-	if (extra && extra[0])
-		fprintf(out, ",%s", extra);
-	fputc('}', out);
-	return ferror(out) ? -EIO : 0;
+	ret = b.failed ? -ENOMEM : add_extra(root, extra);
+	if (!ret && json_dumpf(root, out, JSON_COMPACT | JSON_REAL_PRECISION(15)))
+		ret = -EIO;
+	json_decref(root);
+	return ret ? ret : ferror(out) ? -EIO : 0;
 }

@@ -67,6 +67,7 @@ static int final_pages_queue(struct gw_session *s, struct src_ctx *c, bool local
 	c->t.harvested = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "final_round", "round=%u dirty_pages=%llu",
 	       gw_round(s), (unsigned long long)c->dirty_pages);
+	gw_emit_round(s, gw_round(s), c->dirty_pages, true);
 	ret = src_queue_round(s, c, 0);
 	if (!ret)
 		ret = src_queue_discards(s, c);
@@ -248,6 +249,7 @@ static void publish_downtime(struct gw_session *s, struct src_ctx *c)
 	s->stats.status = s->status = GW_STATUS_COMPLETED;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
 	c->handed_over = true;
 }
 

@@ -8,7 +8,7 @@
  * engine's threads), and serialising them keeps the handler simple.
  */
 #include "api.h"
-#include "json.h"
+#include "usock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,39 +34,127 @@ struct api_server {
 	api_handler_fn fn;		/* called on the server thread only */
 	void *opaque;
 	char *path;
-	dev_t dev;			/* identity of our socket file, so stop */
-	ino_t ino;			/* never unlinks a successor's */
+	struct usock_id id;		/* our socket file, so stop never unlinks a successor's */
 };
 
 
-int api_parse_request(char *line, struct api_request *req, char *err, size_t err_len)
+/* Copy @s into the request's text at *@at; NULL when it is full. */
+static const char *keep(struct api_request *req, size_t *at, const char *s, size_t n)
 {
-	char *save = NULL, *w;
+	char *d = req->text + *at;
+
+	if (*at + n + 1 > sizeof(req->text))
+		return NULL;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	*at += n + 1;
+	return d;
+}
+
+static int add_arg(struct api_request *req, size_t *at, const char *key, size_t key_len,
+		   const char *value, size_t value_len, char *err, size_t err_len)
+{
+	struct api_arg *a;
+
+	if (req->nr_args == API_ARGS_MAX) {
+		snprintf(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
+		return -EINVAL;
+	}
+	a = &req->args[req->nr_args];
+	a->key = keep(req, at, key, key_len);
+	a->value = keep(req, at, value, value_len);
+	if (!a->key || !a->value) {
+		snprintf(err, err_len, "request too long");
+		return -EINVAL;
+	}
+	req->nr_args++;
+	return 0;
+}
+
+/* {"command":"migrate","url":"unix:/x","channels":4}: the same request as words. */
+static int parse_json_request(const char *line, struct api_request *req, char *err, size_t err_len)
+{
+	char perr[160], num[64];
+	const char *key, *cmd;
+	json_t *o, *v;
+	size_t at = 0;
+	int ret = 0;
+
+	o = js_parse(line, strlen(line), perr, sizeof(perr));
+	if (!json_is_object(o)) {
+		snprintf(err, err_len, "bad JSON request: %s", o ? "not an object" : perr);
+		json_decref(o);
+		return -EINVAL;
+	}
+	cmd = js_str(js_get(o, "command"), NULL);
+	if (!cmd || !*cmd) {
+		snprintf(err, err_len, "JSON request without a \"command\" string");
+		json_decref(o);
+		return -EINVAL;
+	}
+	req->cmd = keep(req, &at, cmd, strlen(cmd));
+	json_object_foreach(o, key, v) {
+		const char *val = num;
+
+		if (!strcmp(key, "command"))
+			continue;
+		if (json_is_string(v))
+			val = json_string_value(v);
+		else if (json_is_integer(v))
+			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		else if (json_is_boolean(v))
+			snprintf(num, sizeof(num), "%s", json_is_true(v) ? "yes" : "no");
+		else {
+			snprintf(err, err_len, "member '%s': expected a string, an integer or a boolean", key);
+			ret = -EINVAL;
+			break;
+		}
+		ret = add_arg(req, &at, key, strlen(key), val, strlen(val), err, err_len);
+		if (ret)
+			break;
+	}
+	json_decref(o);
+	return ret;
+}
+
+int api_parse_request(const char *line, struct api_request *req, char *err, size_t err_len)
+{
+	const char *p = line, *w, *eq;
+	size_t at = 0, n;
 
 	memset(req, 0, sizeof(*req));
-	line[strcspn(line, "\r\n")] = '\0';
-	req->cmd = strtok_r(line, " \t", &save);
+	p += strspn(p, " \t");
+	if (*p == '{')
+		return parse_json_request(p, req, err, err_len);
+	for (;;) {
+		p += strspn(p, " \t\r\n");
+		if (!*p)
+			break;
+		w = p;
+		n = strcspn(w, " \t\r\n");
+		p = w + n;
+		if (!req->cmd) {
+			req->cmd = keep(req, &at, w, n);
+			if (!req->cmd)
+				goto too_long;
+			continue;
+		}
+		eq = memchr(w, '=', n);
+		if (!eq || eq == w) {
+			snprintf(err, err_len, "bad argument '%.*s': expected key=value", (int)n, w);
+			return -EINVAL;
+		}
+		if (add_arg(req, &at, w, (size_t)(eq - w), eq + 1, n - (size_t)(eq - w) - 1, err, err_len))
+			return -EINVAL;
+	}
 	if (!req->cmd) {
 		snprintf(err, err_len, "empty request");
 		return -EINVAL;
 	}
-	while ((w = strtok_r(NULL, " \t", &save))) {
-		char *eq = strchr(w, '=');
-
-		if (!eq || eq == w) {
-			snprintf(err, err_len, "bad argument '%s': expected key=value", w);
-			return -EINVAL;
-		}
-		if (req->nr_args == API_ARGS_MAX) {
-			snprintf(err, err_len, "too many arguments (at most %d)", API_ARGS_MAX);
-			return -EINVAL;
-		}
-		*eq = '\0';
-		req->args[req->nr_args].key = w;
-		req->args[req->nr_args].value = eq + 1;
-		req->nr_args++;
-	}
 	return 0;
+too_long:
+	snprintf(err, err_len, "request too long");
+	return -EINVAL;
 }
 
 const char *api_arg(const struct api_request *req, const char *key)
@@ -79,17 +167,31 @@ const char *api_arg(const struct api_request *req, const char *key)
 	return NULL;
 }
 
-void api_reply_error(FILE *out, const char *fmt, ...)
+json_t *api_error(const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
+	json_t *o = json_object();
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fputs("{\"ok\":false,\"error\":", out);
-	json_write_string(out, msg);
-	fputc('}', out);
+	if (o && (js_set_bool(o, "ok", false) || js_set_str(o, "error", msg))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *api_ok(void)
+{
+	json_t *o = json_object();
+
+	if (o && js_set_bool(o, "ok", true)) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
 }
 
 static void set_timeouts(int fd, int timeout_ms)
@@ -119,15 +221,47 @@ static int send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-static void serve_one(struct api_server *srv, int fd)
+static int send_line(int fd, const json_t *v, int flags)
 {
-	char line[API_LINE_MAX + 1];
-	size_t len = 0;
-	char *reply = NULL, err[256];
-	size_t reply_len = 0;
-	struct api_request req;
-	bool too_long = false;
-	FILE *out;
+	char *text = js_dumps(v);
+	size_t len;
+	int ret;
+
+	if (!text)
+		return -ENOMEM;
+	len = strlen(text);
+	text[len] = '\n';	/* over the NUL: the line goes in one send */
+	if (flags & MSG_DONTWAIT) {
+		ssize_t n = send(fd, text, len + 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		/* A partial line would corrupt the stream: the reader is too slow. */
+		ret = n == (ssize_t)(len + 1) ? 0 : n < 0 ? -errno : -EAGAIN;
+	} else {
+		ret = send_all(fd, text, len + 1);
+	}
+	free(text);
+	return ret;
+}
+
+int api_send_json(int fd, const json_t *v)
+{
+	return send_line(fd, v, 0);
+}
+
+int api_send_json_nowait(int fd, const json_t *v)
+{
+	return send_line(fd, v, MSG_DONTWAIT);
+}
+
+/* Serve the request on @fd. True when the handler kept the connection. */
+static bool serve_one(struct api_server *srv, int fd)
+{
+	char line[API_LINE_MAX + 1], err[256];
+	struct api_request *req;
+	bool too_long = false, kept = false, has_nul;
+	json_t *reply = NULL;
+	size_t len = 0, line_len;
+	char *nl;
 
 	set_timeouts(fd, API_IO_TIMEOUT_MS);
 	for (;;) {
@@ -141,29 +275,38 @@ static void serve_one(struct api_server *srv, int fd)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return;		/* timed out or reset: nobody to answer */
+			return false;	/* timed out or reset: nobody to answer */
 		if (n == 0)
 			break;		/* a client may close its side instead of '\n' */
 		len += (size_t)n;
 		if (memchr(line, '\n', len))
 			break;
 	}
-	line[len] = '\0';
 	if (len == 0)
-		return;
-	out = open_memstream(&reply, &reply_len);
-	if (!out)
-		return;
+		return false;
+	nl = memchr(line, '\n', len);
+	line_len = nl ? (size_t)(nl - line) : len;
+	has_nul = memchr(line, '\0', line_len) != NULL;
+	line[line_len] = '\0';
+	req = malloc(sizeof(*req));
+	if (!req)
+		return false;
 	if (too_long)
-		api_reply_error(out, "request longer than %d bytes", API_LINE_MAX);
-	else if (api_parse_request(line, &req, err, sizeof(err)))
-		api_reply_error(out, "%s", err);
-	else
-		srv->fn(srv->opaque, &req, out);
-	fputc('\n', out);
-	if (fclose(out) == 0)
-		send_all(fd, reply, reply_len);
-	free(reply);
+		reply = api_error("request longer than %d bytes", API_LINE_MAX);
+	else if (has_nul)
+		reply = api_error("NUL byte in request");
+	else if (api_parse_request(line, req, err, sizeof(err)))
+		reply = api_error("%s", err);
+	else {
+		reply = srv->fn(srv->opaque, req, fd);
+		kept = reply == NULL;
+	}
+	free(req);
+	if (kept)
+		return true;
+	if (reply)
+		api_send_json(fd, reply);
+	json_decref(reply);
 	if (too_long) {
 		/*
 		 * Closing with unread input would reset the connection and
@@ -174,6 +317,7 @@ static void serve_one(struct api_server *srv, int fd)
 		while (recv(fd, line, sizeof(line), 0) > 0)
 			;
 	}
+	return false;
 }
 
 static void *server_thread(void *arg)
@@ -196,111 +340,43 @@ static void *server_thread(void *arg)
 			break;
 		if (!(pfd[0].revents & POLLIN))
 			continue;
-		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		fd = usock_accept(srv->listen_fd);
 		if (fd < 0)
 			continue;	/* EAGAIN, ECONNABORTED, EMFILE: try again */
-		serve_one(srv, fd);
-		close(fd);
+		if (!serve_one(srv, fd))
+			close(fd);
 	}
 	return NULL;
-}
-
-static int fill_addr(const char *path, struct sockaddr_un *sa)
-{
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	if (!path || !*path || strlen(path) >= sizeof(sa->sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa->sun_path, path);
-	return 0;
-}
-
-/* A socket file at @path that nobody serves is stale: remove it. */
-static int remove_stale(const char *path, const struct sockaddr_un *sa, char *err, size_t err_len)
-{
-	struct stat st;
-	int fd, ret;
-
-	if (lstat(path, &st)) {
-		if (errno == ENOENT)
-			return 0;
-		snprintf(err, err_len, "%s: %s", path, strerror(errno));
-		return -errno;
-	}
-	if (!S_ISSOCK(st.st_mode)) {
-		snprintf(err, err_len, "%s exists and is not a socket", path);
-		return -EEXIST;
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
-	close(fd);
-	if (ret == 0) {
-		snprintf(err, err_len, "%s is in use by a running godwit", path);
-		return -EADDRINUSE;
-	}
-	if (unlink(path) && errno != ENOENT) {
-		snprintf(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	return 0;
 }
 
 struct api_server *api_server_start(const char *path, api_handler_fn fn, void *opaque,
 				    char *err, size_t err_len)
 {
-	struct api_server *srv;
-	struct sockaddr_un sa;
-	struct stat st;
-	mode_t old_mask;
+	struct api_server *srv = calloc(1, sizeof(*srv));
 	int ret;
 
-	ret = fill_addr(path, &sa);
-	if (ret) {
-		snprintf(err, err_len, "API socket path too long or empty: '%s'", path ? path : "");
-		errno = -ret;
-		return NULL;
-	}
-	srv = calloc(1, sizeof(*srv));
 	if (!srv) {
 		snprintf(err, err_len, "out of memory");
+		errno = ENOMEM;
 		return NULL;
 	}
 	srv->listen_fd = -1;
 	srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
 	srv->fn = fn;
 	srv->opaque = opaque;
-	srv->path = strdup(path);
+	srv->path = path ? strdup(path) : NULL;
 	if (!srv->path) {
 		ret = -ENOMEM;
 		snprintf(err, err_len, "out of memory");
 		goto fail;
 	}
-	ret = remove_stale(path, &sa, err, err_len);
-	if (ret)
+	ret = usock_listen(path, &srv->id, err, err_len);
+	if (ret < 0)
 		goto fail;
-	srv->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (srv->listen_fd < 0) {
+	srv->listen_fd = ret;
+	if (pipe2(srv->stop_pipe, O_CLOEXEC)) {
 		ret = -errno;
-		snprintf(err, err_len, "socket: %s", strerror(errno));
-		goto fail;
-	}
-	/* The socket is created 0600: only our user may drive the VM. */
-	old_mask = umask(0177);
-	ret = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
-	umask(old_mask);
-	if (ret) {
-		snprintf(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
-		goto fail;
-	}
-	if (stat(path, &st) == 0) {
-		srv->dev = st.st_dev;
-		srv->ino = st.st_ino;
-	}
-	if (listen(srv->listen_fd, 16) || pipe2(srv->stop_pipe, O_CLOEXEC)) {
-		ret = -errno;
-		snprintf(err, err_len, "listen %s: %s", path, strerror(errno));
+		snprintf(err, err_len, "pipe: %s", strerror(errno));
 		goto fail_unlink;
 	}
 	ret = -pthread_create(&srv->thread, NULL, server_thread, srv);
@@ -311,7 +387,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	return srv;
 
 fail_unlink:
-	unlink(path);
+	usock_unlisten(path, &srv->id);
 fail:
 	if (srv->stop_pipe[0] >= 0) {
 		close(srv->stop_pipe[0]);
@@ -327,15 +403,12 @@ fail:
 
 void api_server_stop(struct api_server *srv)
 {
-	struct stat st;
-
 	if (!srv)
 		return;
 	while (write(srv->stop_pipe[1], "x", 1) < 0 && errno == EINTR)
 		;
 	pthread_join(srv->thread, NULL);
-	if (stat(srv->path, &st) == 0 && st.st_dev == srv->dev && st.st_ino == srv->ino)
-		unlink(srv->path);
+	usock_unlisten(srv->path, &srv->id);
 	close(srv->listen_fd);
 	close(srv->stop_pipe[0]);
 	close(srv->stop_pipe[1]);
@@ -416,24 +489,16 @@ out:
 
 int api_call(const char *path, const char *line, char **reply, int timeout_ms)
 {
-	struct sockaddr_un sa;
 	int64_t deadline = mono_ms() + timeout_ms;
 	char *req = NULL;
 	int fd, ret;
 
 	*reply = NULL;
-	ret = fill_addr(path, &sa);
-	if (ret)
-		return ret;
 	if (strchr(line, '\n'))
 		return -EINVAL;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = usock_connect(path);
 	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		ret = -errno;
-		goto out;
-	}
+		return fd;
 	set_timeouts(fd, timeout_ms);
 	if (asprintf(&req, "%s\n", line) < 0) {
 		ret = -ENOMEM;
@@ -446,4 +511,30 @@ out:
 	free(req);
 	close(fd);
 	return ret;
+}
+
+int api_open_stream(const char *path, const char *line)
+{
+	char *req = NULL;
+	int fd, ret;
+
+	if (strchr(line, '\n'))
+		return -EINVAL;
+	fd = usock_connect(path);
+	if (fd < 0)
+		return fd;
+	set_timeouts(fd, API_IO_TIMEOUT_MS);
+	if (asprintf(&req, "%s\n", line) < 0) {
+		close(fd);
+		return -ENOMEM;
+	}
+	ret = send_all(fd, req, strlen(req));
+	free(req);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	/* Events may be far apart: no receive timeout on a stream. */
+	set_timeouts(fd, 0);
+	return fd;
 }

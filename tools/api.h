@@ -3,9 +3,12 @@
  * The control socket of a running godwit VM (docs/api.md).
  *
  * A UNIX stream socket, mode 0600. One request per connection: the client
- * sends one line "COMMAND key=value ...\n" (at most API_LINE_MAX bytes,
- * values without spaces), the server answers one line of JSON,
- * {"ok":true,...} or {"ok":false,"error":"..."}, and closes.
+ * sends one line (at most API_LINE_MAX bytes), either words
+ * "COMMAND key=value ..." (values without spaces) or one JSON object
+ * {"command":"COMMAND","key":value,...}; the server answers one line of
+ * JSON, {"ok":true,...} or {"ok":false,"error":"..."}, and closes. A
+ * streaming command (events) answers its first line and keeps the
+ * connection, writing one JSON line per event until the client closes.
  *
  * Threads: the server runs its own thread, which alone calls the handler,
  * one request at a time; api_server_stop() is called by the thread that
@@ -16,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include "json.h"
 
 #define API_LINE_MAX 4096	/* request line, newline included */
 #define API_ARGS_MAX 64		/* key=value pairs per request */
@@ -30,21 +34,26 @@ struct api_request {
 	const char *cmd;
 	unsigned nr_args;
 	struct api_arg args[API_ARGS_MAX];
+	char text[API_LINE_MAX + 1];	/* where cmd, keys and values point */
 };
 
 /*
- * Split @line (modified in place: words are NUL-terminated inside it) into
- * a command and key=value pairs. 0, or -EINVAL with a reason in @err.
+ * Split @line into a command and key=value pairs (words), or read it as a
+ * JSON object whose "command" member is the command and whose other
+ * members (strings, numbers, booleans) are the pairs. 0, or -EINVAL with a
+ * reason in @err. @req owns copies of everything; @line is not kept.
  */
-int api_parse_request(char *line, struct api_request *req, char *err, size_t err_len);
+int api_parse_request(const char *line, struct api_request *req, char *err, size_t err_len);
 /* Value of @key in @req, or NULL. */
 const char *api_arg(const struct api_request *req, const char *key);
 
 /*
- * Handles one request: writes exactly one JSON object (no newline) to @out.
- * Runs on the server thread.
+ * Handles one request, on the server thread. Returns the answer (an
+ * object; the server writes it as one line and releases it), or NULL when
+ * the handler answered on @fd itself and keeps the connection (a stream):
+ * from then on the fd is the handler's to write and close.
  */
-typedef void (*api_handler_fn)(void *opaque, const struct api_request *req, FILE *out);
+typedef json_t *(*api_handler_fn)(void *opaque, const struct api_request *req, int fd);
 
 struct api_server;
 
@@ -65,8 +74,19 @@ void api_server_stop(struct api_server *srv);
  * -ETIMEDOUT: no answer within @timeout_ms, -EPROTO: answer malformed).
  */
 int api_call(const char *path, const char *line, char **reply, int timeout_ms);
+/*
+ * Client of a stream: connect, send @line, return the connected socket
+ * (the caller reads JSON lines from it and closes it), or -errno.
+ */
+int api_open_stream(const char *path, const char *line);
 
-/* Write {"ok":false,"error":"<msg>"} to @out. */
-void api_reply_error(FILE *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* {"ok":false,"error":"<msg>"}; NULL only when out of memory. */
+json_t *api_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* {"ok":true} */
+json_t *api_ok(void);
+/* Write @v and a newline on @fd (blocking, no SIGPIPE). 0 or -errno. */
+int api_send_json(int fd, const json_t *v);
+/* The same without waiting: -EAGAIN when the socket buffer is full. */
+int api_send_json_nowait(int fd, const json_t *v);
 
 #endif

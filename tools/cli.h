@@ -2,7 +2,8 @@
 /*
  * Shared pieces of the godwit command line: exit codes, option ids and
  * option sets (run options and migrate options are reused by demo), the
- * API client helpers and the report printer.
+ * control clients (API, QMP), following a migration (progress line,
+ * timeline, Ctrl-C) and the report printer.
  *
  * Everything here runs on the main thread of the tool unless said otherwise.
  */
@@ -17,11 +18,13 @@
 #include <godwit/godwit.h>
 
 #include "json.h"
+#include "cli_parse.h"
 
 enum {
 	CLI_EXIT_OK = 0,
 	CLI_EXIT_FAIL = 1,	/* the operation failed (or, check: mismatch) */
 	CLI_EXIT_USAGE = 2,	/* bad command line (check: n/a) */
+	CLI_EXIT_INTERRUPTED = 130,	/* Ctrl-C: migrate cancelled it, or left without waiting */
 };
 
 #define CLI_API_TIMEOUT_MS 10000	/* one API request/answer */
@@ -64,6 +67,11 @@ enum cli_opt {
 	OPT_RESOLVE,
 	OPT_KEEP_LOGS,
 	OPT_DST_SET,
+	OPT_QMP,
+	OPT_PROGRESS,
+	OPT_TIMELINE,
+	OPT_VERBOSE,
+	OPT_INCOMING_URL,		/* migrate --incoming URL: a deferred destination listens */
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -122,12 +130,20 @@ struct run_opts {
 	const char *memory_file;
 	bool prealloc;			/* allocate and zero RAM at start (-mem-prealloc) */
 	const char *api_path;
-	const char *incoming_url;
+	const char *qmp_path;
+	const char *incoming_url;	/* URL, or "defer" */
 	struct cli_params params;	/* --set */
 	const char *log_level;		/* NULL = default (info) */
 	bool exit_after_migrate;
 };
 void run_opts_init(struct run_opts *o);
+
+/* --progress: when the live progress line is shown (progress.c). */
+enum cli_progress {
+	CLI_PROGRESS_AUTO = 0,		/* on a terminal only: one line redrawn */
+	CLI_PROGRESS_ALWAYS,		/* on a terminal redrawn, else a plain line per second */
+	CLI_PROGRESS_NEVER,
+};
 
 /* Migration options; `demo` shares them. */
 struct migrate_opts {
@@ -136,6 +152,9 @@ struct migrate_opts {
 	bool converge_timeout_given, on_timeout_given;
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
+	const char *incoming;		/* --incoming URL (a deferred destination) */
+	enum cli_progress progress;
+	const char *timeline;		/* --timeline FILE, NULL = none */
 };
 
 /*
@@ -157,31 +176,74 @@ void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((forma
 /* "godwit: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Print the parameter table (name, range, default, live) for --help. */
+/* Print the parameter table (name, values, default, live, QEMU's name) for --help. */
 void cli_print_params(FILE *out);
+/* Parse --progress auto|always|never. 0, or -1 with the error printed. */
+int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd);
 
 /*
  * Send @line to the API at @path, parse the answer. On {"ok":true,...}
- * returns 0 and the object in *@reply (json_free it). Otherwise -errno with
- * a one-line reason in @err (the server's "error" when it refused).
+ * returns 0 and the object in *@reply (json_decref it). Otherwise -errno
+ * with a one-line reason in @err (the server's "error" when it refused).
  */
-int cli_api(const char *path, const char *line, struct json **reply, char *err, size_t err_len);
+int cli_api(const char *path, const char *line, json_t **reply, char *err, size_t err_len);
 
 /* Status names the engine reports, compared by the engine's own spelling. */
-bool cli_status_is(const struct json *st, enum gw_status which);
-bool cli_status_terminal(const struct json *st);	/* completed/failed/cancelled/unknown */
+bool cli_status_is(const json_t *st, enum gw_status which);
+/*
+ * Over and settled: failed, cancelled, unknown, or completed with the
+ * digests compared (verify not pending); and the VM process did what the
+ * end means there ("settled", when the status has it).
+ */
+bool cli_status_terminal(const json_t *st);
 
 /* "CMD [url=URL] name=value ..." for the API (malloc'ed), NULL on ENOMEM. */
 char *cli_params_line(const char *cmd, const char *url, const struct cli_params *ps);
 
 /*
- * Poll "status" on @api every CLI_POLL_INTERVAL_MS until the migration
- * reached a terminal status; the last status object in *@final. Shows a
- * progress line on stderr when @progress. Stops early when *@stop (may be
- * NULL) becomes non-zero: -EINTR. 0 or -errno with @err set.
+ * Where `migrate` and `status` send their requests: a godwit API socket or
+ * a QMP socket (godwit's, or QEMU's own). ctl.c and qmp_client.c.
  */
-int cli_wait_migration(const char *api, bool progress, volatile sig_atomic_t *stop,
-		       struct json **final, char *err, size_t err_len);
+struct cli_ctl;
+/* Open @path as the API (@qmp false) or as QMP. NULL with the reason in @err. */
+struct cli_ctl *cli_ctl_open(const char *path, bool qmp, char *err, size_t err_len);
+void cli_ctl_close(struct cli_ctl *c);
+/* The status object of docs/api.md (from QMP: query-migrate and query-status). 0 or -errno. */
+int cli_ctl_status(struct cli_ctl *c, json_t **st, char *err, size_t err_len);
+/* Start a migration to @url with @ps. 0 or -errno. */
+int cli_ctl_migrate(struct cli_ctl *c, const char *url, const struct cli_params *ps,
+		    char *err, size_t err_len);
+/* Cancel the running migration. 0, -ENOENT (none runs), -errno. */
+int cli_ctl_cancel(struct cli_ctl *c, char *err, size_t err_len);
+/* Change parameters; *@applied "now" or "next-migration". 0 or -errno. */
+int cli_ctl_set(struct cli_ctl *c, const struct cli_params *ps, char *applied, size_t applied_len,
+		char *err, size_t err_len);
+/* Tell a deferred destination where to listen; the bound URL in @bound. 0 or -errno. */
+int cli_ctl_incoming(struct cli_ctl *c, const char *url, char *bound, size_t bound_len,
+		     char *err, size_t err_len);
+/* "the API at PATH" / "the QMP socket at PATH", for messages. */
+const char *cli_ctl_name(const struct cli_ctl *c);
+
+/*
+ * Follow a migration until cli_status_terminal: the live progress line on
+ * stderr (progress.c), the --timeline samples, and Ctrl-C: the first
+ * *@interrupts cancels the migration (when @cancel_on_interrupt) and says
+ * so, a second one leaves at once (-EINTR). The last status in *@final.
+ * 0 or -errno with @err set.
+ */
+struct cli_watch {
+	struct cli_ctl *ctl;
+	enum cli_progress progress;
+	const char *timeline;			/* CSV file, NULL = none */
+	volatile sig_atomic_t *interrupts;	/* Ctrl-C count, NULL = none */
+	bool cancel_on_interrupt;
+	bool interrupted;			/* out: a Ctrl-C asked to cancel */
+};
+int cli_watch_migration(struct cli_watch *w, json_t **final, char *err, size_t err_len);
+/* The progress line of one status (ETA from the average page rate), for `godwit status`. */
+void cli_progress_line(const json_t *st, char *buf, size_t len);
+/* Install the SIGINT/SIGTERM handler that counts into *@counter (no SA_RESTART). */
+void cli_catch_interrupts(volatile sig_atomic_t *counter);
 
 /* Extra facts a report can show beyond the engine's statistics. */
 struct report_extra {
@@ -190,16 +252,17 @@ struct report_extra {
 	const char *verify_detail;	/* e.g. "workload check ok", may be NULL */
 	const char *source_vm_status;
 	const char *destination_vm_status;
+	const char *logs;		/* where the logs are, may be NULL */
 };
 void report_extra_init(struct report_extra *x);
 /* A readable report of a status object (the engine's stats JSON + ours). */
-void report_print(FILE *out, const struct json *st, const struct report_extra *x);
-/* A one-line progress summary (no newline) for polling. */
-void report_progress_line(FILE *out, const struct json *st);
+void report_print(FILE *out, const json_t *st, const struct report_extra *x);
 
 /* Milliseconds since an arbitrary point, CLOCK_MONOTONIC. */
 int64_t cli_now_ms(void);
 void cli_sleep_ms(unsigned ms);
+/* Sleep @ms, or less when *@counter (may be NULL) moves away from @seen (a signal came). */
+void cli_sleep_ms_interruptible(unsigned ms, volatile sig_atomic_t *counter, sig_atomic_t seen);
 
 int cmd_run(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
@@ -207,5 +270,8 @@ int cmd_status(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_quit(int argc, char **argv);
+int cmd_params(int argc, char **argv);
+int cmd_events(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 #endif

@@ -5,6 +5,7 @@
  * are checked against 64 bits exactly instead of wrapping.
  */
 #include "cli_parse.h"
+#include "qemu_names.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -258,6 +259,30 @@ static const struct named_value policy_names[] = {
 	{ "keep-going", GW_CONVERGE_KEEP_GOING }, { "cancel", GW_CONVERGE_CANCEL },
 	{ "force", GW_CONVERGE_FORCE }, { NULL, 0 },
 };
+static const struct named_value dirty_limit_start_names[] = {
+	{ "no-converge", GW_DIRTY_LIMIT_ON_NO_CONVERGE }, { "start", GW_DIRTY_LIMIT_FROM_START },
+	{ NULL, 0 },
+};
+
+/*
+ * The names an enum or boolean parameter takes, NULL for a number. Every
+ * on/off parameter (range 0..1) without names of its own takes yes/no.
+ */
+static const struct named_value *value_names(enum gw_param p)
+{
+	const struct gw_param_info *pi = gw_param_info(p);
+
+	switch (p) {
+	case GW_PARAM_DIRTY_BACKEND:
+		return dirty_names;
+	case GW_PARAM_CONVERGE_POLICY:
+		return policy_names;
+	case GW_PARAM_DIRTY_LIMIT_START:
+		return dirty_limit_start_names;
+	default:
+		return pi && pi->min == 0 && pi->max == 1 ? bool_names : NULL;
+	}
+}
 
 static bool lookup_name(const struct named_value *t, const char *s, int64_t *v)
 {
@@ -270,11 +295,45 @@ static bool lookup_name(const struct named_value *t, const char *s, int64_t *v)
 	return false;
 }
 
+const char *cli_param_value_name(enum gw_param p, int64_t v)
+{
+	const struct named_value *t = value_names(p);
+
+	if (p == GW_PARAM_COMPRESS)
+		return gw_codec_name((enum gw_codec_id)v);
+	if (t == bool_names)
+		return v == 1 ? "yes" : v == 0 ? "no" : NULL;
+	for (; t && t->name; t++)
+		if (t->value == v)
+			return t->name;
+	return NULL;
+}
+
+void cli_param_value_names(enum gw_param p, char *buf, size_t len)
+{
+	const struct named_value *t = value_names(p);
+	size_t at = 0;
+
+	buf[0] = '\0';
+	if (p == GW_PARAM_COMPRESS) {
+		for (int c = 0; c < GW_CODEC__COUNT && at < len; c++)
+			at += (size_t)snprintf(buf + at, len - at, "%s%s", c ? "|" : "",
+					       gw_codec_name((enum gw_codec_id)c));
+		return;
+	}
+	if (t == bool_names) {
+		snprintf(buf, len, "yes|no");
+		return;
+	}
+	for (unsigned i = 0; t && t[i].name && at < len; i++)
+		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "|" : "", t[i].name);
+}
+
 int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 			  char *err, size_t err_len)
 {
 	const struct gw_param_info *pi = gw_param_info(p);
-	const struct named_value *names = NULL;
+	const struct named_value *names = value_names(p);
 	const char *pname = pi ? pi->name : "?";
 	uint64_t u;
 	int64_t v;
@@ -288,22 +347,11 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 		snprintf(err, err_len, "%s: empty value", pname);
 		return -EINVAL;
 	}
-	if (pi->min == 0 && pi->max == 1)
-		names = bool_names;	/* every on/off parameter takes yes/no, on/off, true/false */
-	switch (p) {
-	case GW_PARAM_DIRTY_BACKEND:
-		names = dirty_names;
-		break;
-	case GW_PARAM_CONVERGE_POLICY:
-		names = policy_names;
-		break;
-	default:
-		break;
-	}
 	if (p == GW_PARAM_COMPRESS && !isdigit((unsigned char)*s)) {
 		ret = gw_codec_by_name(s);
 		if (ret < 0) {
-			snprintf(err, err_len, "%s: unknown codec '%s'", pname, s);
+			snprintf(err, err_len, "%s: unknown codec '%s' (none, zstd, lz4, zlib, isal, auto)",
+				 pname, s);
 			return -EINVAL;
 		}
 		v = ret;
@@ -337,6 +385,91 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 	return 0;
 }
 
+int cli_param_lookup(const char *name, enum gw_param *p, const struct qemu_param **alias)
+{
+	const struct qemu_param *q;
+
+	*alias = NULL;
+	if (!gw_param_by_name(name, p))
+		return 0;
+	q = qemu_param_by_name(name);
+	if (!q)
+		return -ENOENT;
+	*p = q->p;
+	*alias = q;
+	return 0;
+}
+
+void cli_param_suggest(const char *name, char *buf, size_t len)
+{
+	const char *best = NULL;
+	unsigned best_d, cap = strlen(name) / 3 > 2 ? (unsigned)strlen(name) / 3 : 2;
+
+	best_d = cap + 1;
+	for (int i = 0; i < GW_PARAM__COUNT; i++) {
+		const struct gw_param_info *pi = gw_param_info((enum gw_param)i);
+		unsigned d = pi && pi->name ? qemu_edit_distance(name, pi->name, cap) : cap + 1;
+
+		if (d < best_d)
+			best_d = d, best = pi->name;
+	}
+	for (const struct qemu_param *q = qemu_params; q->name; q++) {
+		unsigned d = qemu_edit_distance(name, q->name, cap);
+
+		if (d < best_d)
+			best_d = d, best = q->name;
+	}
+	/* A prefix of a name ("downtime") is a near miss too. */
+	if (!best) {
+		for (int i = 0; i < GW_PARAM__COUNT && !best; i++) {
+			const struct gw_param_info *pi = gw_param_info((enum gw_param)i);
+
+			if (pi && pi->name && strlen(name) >= 4 && !strncmp(pi->name, name, strlen(name)))
+				best = pi->name;
+		}
+	}
+	if (best)
+		snprintf(buf, len, " (did you mean '%s'? 'godwit params' lists them all)", best);
+	else
+		snprintf(buf, len, " ('godwit params' lists them all)");
+}
+
+/* @s in QEMU's unit for @q, into godwit's value (scaled, checked). */
+static int parse_alias_value(const struct qemu_param *q, const char *s, int64_t *value,
+			     char *err, size_t err_len)
+{
+	const struct gw_param_info *pi = gw_param_info(q->p);
+	uint64_t u;
+	int64_t v;
+	int ret;
+
+	if (q->kind != QEMU_INT)
+		return cli_parse_param_value(q->p, s, value, err, err_len);
+	if (!s || !*s || *s == '-') {
+		snprintf(err, err_len, "%s: bad value '%s'", q->name, s ? s : "");
+		return -EINVAL;
+	}
+	ret = strcmp(q->unit, "bytes") && strcmp(q->unit, "bytes/s") ?
+	      cli_parse_int(s, 0, INT64_MAX, &v) : cli_parse_size(s, &u);
+	if (!ret && (!strcmp(q->unit, "bytes") || !strcmp(q->unit, "bytes/s")))
+		v = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
+	if (ret == -EINVAL || v < 0) {
+		snprintf(err, err_len, "%s: bad value '%s' (%s)", q->name, s,
+			 q->unit[0] ? q->unit : "an integer");
+		return -EINVAL;
+	}
+	if (ret || (q->scale > 1 && v > INT64_MAX / q->scale) || v * q->scale < pi->min ||
+	    v * q->scale > pi->max) {
+		snprintf(err, err_len, "%s=%s (QEMU's name, %s) is %s=%s%" PRId64 ": out of range [%" PRId64
+			 ", %" PRId64 "]", q->name, s, q->unit[0] ? q->unit : "no unit", pi->name,
+			 ret || (q->scale > 1 && v > INT64_MAX / q->scale) ? ">" : "",
+			 ret ? INT64_MAX : v * q->scale, pi->min, pi->max);
+		return -ERANGE;
+	}
+	*value = v * q->scale;
+	return 0;
+}
+
 int cli_parse_param(const char *assign, enum gw_param *p, int64_t *value,
 		    char *err, size_t err_len)
 {
@@ -355,11 +488,23 @@ int cli_parse_param(const char *assign, enum gw_param *p, int64_t *value,
 	}
 	memcpy(name, assign, n);
 	name[n] = '\0';
-	if (gw_param_by_name(name, p)) {
-		snprintf(err, err_len, "unknown parameter '%s'", name);
+	return cli_parse_named_param(name, eq + 1, p, value, err, err_len);
+}
+
+int cli_parse_named_param(const char *name, const char *s, enum gw_param *p, int64_t *value,
+			  char *err, size_t err_len)
+{
+	const struct qemu_param *alias;
+	char hint[128];
+
+	if (cli_param_lookup(name, p, &alias)) {
+		cli_param_suggest(name, hint, sizeof(hint));
+		snprintf(err, err_len, "unknown parameter '%s'%s", name, hint);
 		return -ENOENT;
 	}
-	return cli_parse_param_value(*p, eq + 1, value, err, err_len);
+	if (alias)
+		return parse_alias_value(alias, s, value, err, err_len);
+	return cli_parse_param_value(*p, s, value, err, err_len);
 }
 
 const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len)

@@ -45,21 +45,39 @@ int cli_parse_codec(const char *spec, enum gw_codec_id *codec, int64_t *level);
 /*
  * The value of parameter @p. Besides integers (size suffixes allowed, e.g.
  * max-bandwidth-bps=100M) it accepts names where the parameter is an enum:
- * compress=zstd, dirty-backend=uffd-wp, converge-policy=force, and
- * yes/no/on/off/true/false for local and verify. The result is checked
- * against the parameter's bounds. 0, -EINVAL (syntax), -ERANGE (bounds).
- * @err (may be NULL) receives a one-line reason.
+ * compress=zstd, dirty-backend=uffd-wp, converge-policy=force,
+ * dirty-limit-start=start, and yes/no/on/off/true/false for the boolean
+ * ones. The result is checked against the parameter's bounds.
+ * 0, -EINVAL (syntax), -ERANGE (bounds). @err receives a one-line reason.
  */
 int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 			  char *err, size_t err_len);
 
+struct qemu_param;
 /*
- * "PARAM=VALUE" with PARAM a name of the parameter table
- * (gw_param_info()->name). 0, -ENOENT (unknown parameter), -EINVAL, -ERANGE;
- * @err receives a one-line reason.
+ * A parameter by godwit's name, or by QEMU's (then *@alias says how its
+ * value reads: QEMU's unit, e.g. downtime-limit in ms). 0 or -ENOENT.
  */
+int cli_param_lookup(const char *name, enum gw_param *p, const struct qemu_param **alias);
+/* " (did you mean 'X'? ...)" for an unknown @name: the nearest name of either kind. */
+void cli_param_suggest(const char *name, char *buf, size_t len);
+
+/*
+ * NAME and VALUE: NAME godwit's (gw_param_info()->name) or QEMU's
+ * (qemu_names.h: the value is then in QEMU's unit and converted). 0,
+ * -ENOENT (unknown parameter: @err suggests the nearest name), -EINVAL,
+ * -ERANGE; @err receives a one-line reason.
+ */
+int cli_parse_named_param(const char *name, const char *value, enum gw_param *p,
+			  int64_t *out, char *err, size_t err_len);
+/* "PARAM=VALUE": cli_parse_named_param on the two halves. */
 int cli_parse_param(const char *assign, enum gw_param *p, int64_t *value,
 		    char *err, size_t err_len);
+
+/* The name of value @v of an enum or boolean parameter ("zstd", "yes"), or NULL. */
+const char *cli_param_value_name(enum gw_param p, int64_t v);
+/* "none|zstd|lz4|..." for an enum or boolean parameter, "" for a number. */
+void cli_param_value_names(enum gw_param p, char *buf, size_t len);
 
 /* Human-readable byte count into @buf ("1.50 GiB", "512 B"); returns @buf. */
 const char *cli_fmt_bytes(uint64_t bytes, char *buf, size_t len);

@@ -4,12 +4,14 @@
  * (demo_child.c), in steps:
  *
  *   parse     run options (the VM), migrate options, the demo's own
- *   prepare   a private directory for the API sockets, the listen URL, logs
+ *   prepare   a private directory for the API sockets and the two logs
+ *             (kept: the report says where), the listen URL
  *   start     destination: godwit run --incoming URL --api DIR/dst.sock
  *             (URL defaults to tcp:127.0.0.1:0; its stdout line "incoming
  *             <url>" tells the port it bound); source: godwit run --api
  *             DIR/src.sock <run options>, until its vm-status is running
- *   migrate   through the source's API, polling to the end
+ *   migrate   through the source's API, followed to the end with the
+ *             progress line (Ctrl-C cancels it, a second one leaves)
  *   observe   destination: guest progress sampled every ~200 ms until it
  *             moved (10 s at most), the workload's verification result
  *   report    text or --json
@@ -39,7 +41,8 @@ struct demo {
 	/* Options. */
 	struct run_opts ro;		/* the source VM's (and the destination's size) */
 	struct migrate_opts mo;
-	const char *keep_logs;		/* NULL: children log to stderr */
+	const char *keep_logs;		/* --keep-logs DIR, NULL: the private directory */
+	bool verbose;			/* children log to stderr too (as they go) */
 	const char *listen_url;		/* --to, or the default, or local_url */
 	bool dst_prealloc;		/* destination created with --memory --prealloc */
 	bool local;			/* --local: RAM fds over a unix: socket */
@@ -51,11 +54,12 @@ struct demo {
 	char tmpdir[PATH_MAX];		/* "" until created */
 	char local_url[PATH_MAX + 16];	/* unix:TMPDIR/mig.sock */
 	int dst_out[2];			/* the destination's stdout */
-	int src_log, dst_log;		/* STDERR_FILENO or --keep-logs files */
+	int src_log, dst_log;		/* STDERR_FILENO (--verbose) or the log files */
+	char logs[2 * PATH_MAX + 16];	/* "DIR/src.log, DIR/dst.log", "" with --verbose */
 
 	/* Results. */
 	char url[512];			/* where the destination listens */
-	struct json *final;		/* the source's last status */
+	json_t *final;		/* the source's last status */
 	bool completed;
 	int verified;			/* 1 every check that ran passed, 0 not */
 	int progress;			/* guest progress on the destination: 1, 0, -1 n/a */
@@ -71,13 +75,14 @@ static void demo_usage(FILE *out)
 		"Run a destination and a source on this host, migrate once, report.\n"
 		"\n"
 		"Run options (for the source; the destination takes the source's layout):\n"
-		"  --memory SIZE (default 1G) --vcpus N --accel kvm|soft|auto --seed N\n"
-		"  --workload SPEC (default verify) --fill zero|mix|random|text|none\n"
-		"  --memory-file PATH (source only) --log-level error|warn|info|debug\n"
-		"Migrate options: --channels N --compress ALG[:LEVEL] --xbzrle[=SIZE]\n"
-		"  --downtime-limit MS --max-bandwidth RATE --converge-timeout MS\n"
-		"  --on-timeout cancel|force --local --no-verify --set PARAM=VALUE\n"
-		"  --auto-converge --dirty-limit RATE --dirty-limit-start\n"
+		"  --memory SIZE (default 1G) --vcpus N (default 1) --accel kvm|soft|auto (default auto)\n"
+		"  --seed N (default 1) --workload SPEC (default verify)\n"
+		"  --fill zero|mix|random|text|none (default none) --memory-file PATH (source only)\n"
+		"  --prealloc (source; default off) --log-level error|warn|info|debug (default info)\n"
+		"Migrate options (defaults as in 'godwit migrate --help'): --channels N\n"
+		"  --compress ALG[:LEVEL] --xbzrle[=SIZE] --downtime-limit MS --max-bandwidth RATE\n"
+		"  --converge-timeout MS --on-timeout cancel|force|keep-going --local --no-verify\n"
+		"  --set PARAM=VALUE --auto-converge --dirty-limit RATE --dirty-limit-start\n"
 		"Demo options:\n"
 		"  --to URL          where the destination listens (default tcp:127.0.0.1:0,\n"
 		"                    with --local a unix: socket in a private directory)\n"
@@ -86,9 +91,13 @@ static void demo_usage(FILE *out)
 		"                    allocates RAM as pages arrive (default: it is created with\n"
 		"                    the source's --memory and --prealloc, before migrating)\n"
 		"  --json            print one JSON object: the statistics plus verified,\n"
-		"                    guest-progress, source-vm-status, destination-vm-status\n"
+		"                    guest-progress, source-vm-status, destination-vm-status, logs\n"
+		"                    (default: a progress line on a terminal, then the report)\n"
 		"  --keep-logs DIR   write the children's logs to DIR/src.log and DIR/dst.log\n"
-		"                    (default: they go to stderr)\n"
+		"                    (default: in the demo's own directory under $TMPDIR or /tmp,\n"
+		"                    kept; the report says where)\n"
+		"  --verbose         the children's logs go to stderr as they are written instead\n"
+		"  --progress auto|always|never   the progress line (default auto: on a terminal)\n"
 		"\n"
 		"Exit status: 0 if the migration completed, was verified and the guest made\n"
 		"progress on the destination; 1 otherwise; 2 bad usage.\n");
@@ -126,6 +135,11 @@ static int demo_opt_apply(struct demo *d, int c, const char *arg)
 	case OPT_KEEP_LOGS:
 		d->keep_logs = arg;
 		return 0;
+	case OPT_VERBOSE:
+		d->verbose = true;
+		return 0;
+	case OPT_PROGRESS:
+		return cli_parse_progress(arg, &d->mo.progress, "demo");
 	case OPT_NO_DST_PREALLOC:
 		d->dst_prealloc = false;
 		return 0;
@@ -157,6 +171,8 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "keep-logs", required_argument, NULL, OPT_KEEP_LOGS },
+		{ "verbose", no_argument, NULL, OPT_VERBOSE },
+		{ "progress", required_argument, NULL, OPT_PROGRESS },
 		{ "dst-set", required_argument, NULL, OPT_DST_SET },
 		{ "no-dst-prealloc", no_argument, NULL, OPT_NO_DST_PREALLOC },
 		{ NULL, 0, NULL, 0 },
@@ -225,15 +241,18 @@ static int demo_prepare(struct demo *d)
 	}
 	if (!d->listen_url)
 		d->listen_url = "tcp:127.0.0.1:0";
-	if (d->keep_logs) {
-		if (mkdir(d->keep_logs, 0755) && errno != EEXIST) {
+	if (!d->verbose) {
+		const char *dir = d->keep_logs ? d->keep_logs : d->tmpdir;
+
+		if (d->keep_logs && mkdir(d->keep_logs, 0755) && errno != EEXIST) {
 			cli_error("demo: cannot create %s: %s", d->keep_logs, strerror(errno));
 			return -1;
 		}
-		d->src_log = demo_open_log(d->keep_logs, "src");
-		d->dst_log = demo_open_log(d->keep_logs, "dst");
+		d->src_log = demo_open_log(dir, "src");
+		d->dst_log = demo_open_log(dir, "dst");
 		if (d->src_log < 0 || d->dst_log < 0)
 			return -1;
+		snprintf(d->logs, sizeof(d->logs), "%s/src.log, %s/dst.log", dir, dir);
 	}
 	if (pipe2(d->dst_out, O_CLOEXEC)) {
 		cli_error("demo: pipe: %s", strerror(errno));
@@ -284,6 +303,8 @@ static void src_args(struct demo *d)
 	demo_argv_add(a, "--seed=%" PRIu64, d->ro.seed);
 	if (d->ro.memory_file)
 		demo_argv_add(a, "--memory-file=%s", d->ro.memory_file);
+	if (d->ro.prealloc)
+		demo_argv_add(a, "--prealloc");
 	if (d->ro.log_level)
 		demo_argv_add(a, "--log-level=%s", d->ro.log_level);
 }
@@ -325,24 +346,29 @@ static int demo_start(struct demo *d)
 	return 0;
 }
 
-/* Ask the source to migrate, wait for the end. 0, or -1 printed. */
+/* Ask the source to migrate, follow it to the end. 0, or -1 printed. */
 static int demo_migrate(struct demo *d)
 {
-	struct json *r = NULL;
-	char err[512], *line;
+	struct cli_watch w = {
+		.progress = d->mo.json && d->mo.progress == CLI_PROGRESS_AUTO ? CLI_PROGRESS_NEVER :
+			    d->mo.progress,
+		.interrupts = &demo_stop, .cancel_on_interrupt = true,
+	};
+	char err[512];
+	int ret;
 
 	if (!d->mo.json)
-		fprintf(stderr, "godwit demo: migrating to %s\n", d->url);
-	line = cli_params_line("migrate", d->url, &d->mo.params);
-	if (!line || cli_api(d->src.api, line, &r, err, sizeof(err))) {
-		cli_error("demo: migrate: %s", line ? err : "out of memory");
-		free(line);
+		fprintf(stderr, "godwit demo: migrating to %s%s%s\n", d->url,
+			d->logs[0] ? "; logs: " : "", d->logs);
+	w.ctl = cli_ctl_open(d->src.api, false, err, sizeof(err));
+	if (!w.ctl || cli_ctl_migrate(w.ctl, d->url, &d->mo.params, err, sizeof(err))) {
+		cli_error("demo: migrate: %s", err);
+		cli_ctl_close(w.ctl);
 		return -1;
 	}
-	free(line);
-	json_free(r);
-	if (cli_wait_migration(d->src.api, !d->mo.json && isatty(STDERR_FILENO), &demo_stop,
-			       &d->final, err, sizeof(err))) {
+	ret = cli_watch_migration(&w, &d->final, err, sizeof(err));
+	cli_ctl_close(w.ctl);
+	if (ret) {
 		cli_error("demo: while migrating: %s", err);
 		return -1;
 	}
@@ -353,25 +379,25 @@ static int demo_migrate(struct demo *d)
 /* No automatic check result on the destination yet: ask for one. */
 static void ask_check(struct demo *d)
 {
-	struct json *r;
+	json_t *r;
 	char err[512];
 	const char *res;
 
 	if (cli_api(d->dst.api, "check", &r, err, sizeof(err)))
 		return;
-	res = json_str(json_get(r, "result"), "n/a");
+	res = js_str(js_get(r, "result"), "n/a");
 	if (!strcmp(res, "mismatch"))
 		snprintf(d->dst_check, sizeof(d->dst_check), "failed: %s",
-			 json_str(json_get(r, "message"), ""));
+			 js_str(js_get(r, "message"), ""));
 	else
 		snprintf(d->dst_check, sizeof(d->dst_check), "%s", res);
-	json_free(r);
+	json_decref(r);
 }
 
 /* After completion: does the guest run on the destination, and did its check pass? */
 static void demo_observe(struct demo *d)
 {
-	struct json *st = NULL;
+	json_t *st = NULL;
 	int64_t deadline_ms;
 	char err[512];
 
@@ -380,8 +406,8 @@ static void demo_observe(struct demo *d)
 		d->progress = 0;
 		return;
 	}
-	d->p1 = (uint64_t)json_num(json_get(st, "guest-progress-count"), 0);
-	json_free(st);
+	d->p1 = (uint64_t)js_num(js_get(st, "guest-progress-count"), 0);
+	json_decref(st);
 	/*
 	 * The guest may start late (the verify workload first checks all its
 	 * RAM, slower on a busy host): sample until it moved or the deadline,
@@ -392,10 +418,10 @@ static void demo_observe(struct demo *d)
 		cli_sleep_ms(DEMO_PROGRESS_GAP_MS);
 		if (cli_api(d->dst.api, "status", &st, err, sizeof(err)))
 			break;
-		d->p2 = (uint64_t)json_num(json_get(st, "guest-progress-count"), 0);
+		d->p2 = (uint64_t)js_num(js_get(st, "guest-progress-count"), 0);
 		snprintf(d->dst_check, sizeof(d->dst_check), "%s",
-			 json_str(json_get(st, "verify-check"), "n/a"));
-		json_free(st);
+			 js_str(js_get(st, "verify-check"), "n/a"));
+		json_decref(st);
 	} while (d->p2 <= d->p1 && cli_now_ms() < deadline_ms && !demo_stop);
 	d->progress = d->p2 > d->p1;
 	if (!strcmp(d->dst_check, "n/a"))
@@ -409,8 +435,8 @@ static void demo_observe(struct demo *d)
  */
 static void demo_verdict(struct demo *d)
 {
-	bool digest = json_bool(json_get(d->final, "verified"), false);
-	const char *verify = json_str(json_get(d->final, "verify"), "off");
+	bool digest = js_bool(js_get(d->final, "verified"), false);
+	const char *verify = js_str(js_get(d->final, "verify"), "off");
 	int run = 0, bad = 0;
 
 	if (d->verify_on && strcmp(verify, gw_verify_name(GW_VERIFY_OFF))) {
@@ -432,24 +458,29 @@ static int demo_report(struct demo *d)
 {
 	static const char *const skip[] = {
 		"ok", "role", "vm-status", "verified", "verify-check", "guest-progress-count",
-		"incoming-url", NULL,
+		"incoming-url", "settled", NULL,
 	};
 	char src_vs[64], dst_vs[64];
 
 	demo_vm_status_now(&d->src, src_vs, sizeof(src_vs));
 	demo_vm_status_now(&d->dst, dst_vs, sizeof(dst_vs));
 	if (d->mo.json) {
-		putchar('{');
-		if (json_write_members(stdout, d->final, skip))
-			putchar(',');
-		printf("\"verified\":%s,\"guest-progress\":%s,\"source-vm-status\":",
-		       d->verified ? "true" : "false", d->progress > 0 ? "true" : "false");
-		json_write_string(stdout, src_vs);
-		fputs(",\"destination-vm-status\":", stdout);
-		json_write_string(stdout, dst_vs);
-		fputs(",\"destination-verify-check\":", stdout);
-		json_write_string(stdout, d->dst_check);
-		printf(",\"guest-progress-samples\":[%" PRIu64 ",%" PRIu64 "]}\n", d->p1, d->p2);
+		json_t *out = js_copy_without(d->final, skip);
+
+		if (out) {
+			js_set_bool(out, "verified", d->verified);
+			js_set_bool(out, "guest-progress", d->progress > 0);
+			js_set_str(out, "source-vm-status", src_vs);
+			js_set_str(out, "destination-vm-status", dst_vs);
+			js_set_str(out, "destination-verify-check", d->dst_check);
+			json_object_set_new(out, "guest-progress-samples",
+					    json_pack("[I,I]", (json_int_t)d->p1, (json_int_t)d->p2));
+			if (d->logs[0])
+				js_set_str(out, "logs", d->logs);
+			js_write(stdout, out);
+			putchar('\n');
+		}
+		json_decref(out);
 	} else {
 		struct report_extra x;
 
@@ -459,6 +490,7 @@ static int demo_report(struct demo *d)
 		x.guest_progress = d->progress;
 		x.source_vm_status = src_vs;
 		x.destination_vm_status = dst_vs;
+		x.logs = d->logs[0] ? d->logs : NULL;
 		report_print(stdout, d->final, &x);
 	}
 	fflush(stdout);
@@ -467,7 +499,7 @@ static int demo_report(struct demo *d)
 
 static void demo_teardown(struct demo *d)
 {
-	json_free(d->final);
+	json_decref(d->final);
 	demo_child_stop(&d->src, !demo_stop);
 	demo_child_stop(&d->dst, !demo_stop);
 	for (unsigned i = 0; i < 2; i++)
@@ -481,7 +513,9 @@ static void demo_teardown(struct demo *d)
 	unlink(d->dst.api);
 	if (d->listen_url == d->local_url)
 		unlink(d->local_url + 5);
-	rmdir(d->tmpdir);
+	/* The directory stays while it holds the logs. */
+	if (!d->logs[0] || d->keep_logs)
+		rmdir(d->tmpdir);
 	demo_argv_free(&d->sa);
 	demo_argv_free(&d->da);
 }
@@ -502,8 +536,10 @@ static int demo_run(struct demo *d)
 		ret = demo_report(d);
 	}
 	demo_teardown(d);
-	if (demo_stop && ret != CLI_EXIT_OK)
+	if (demo_stop && ret != CLI_EXIT_OK) {
 		fprintf(stderr, "godwit demo: interrupted; both children stopped\n");
+		ret = CLI_EXIT_INTERRUPTED;
+	}
 	return ret;
 }
 

@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * godwit migrate: talk to a running VM's API socket.
- *   --to URL        start a migration, then poll status until it ends
+ * godwit migrate: talk to a running VM's API socket (or QMP socket).
+ *   --to URL        start a migration, then follow it to its end (progress
+ *                   line, --timeline, Ctrl-C cancels) and report
  *   --cancel        cancel the running migration
  *   --set P=V ...   (or --max-bandwidth / --downtime-limit without --to)
  *                   change parameters, live ones take effect at once
+ *   --incoming URL  a destination started with --incoming defer listens
+ *   --resolve ...   settle an unknown outcome
  */
 #include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,93 +40,73 @@ char *cli_params_line(const char *cmd, const char *url, const struct cli_params 
 	return line;
 }
 
-int cli_wait_migration(const char *api, bool progress, volatile sig_atomic_t *stop,
-		       struct json **final, char *err, size_t err_len)
-{
-	bool shown = false;
-	int ret;
-
-	*final = NULL;
-	for (;;) {
-		struct json *st;
-
-		if (stop && *stop) {
-			snprintf(err, err_len, "interrupted");
-			ret = -EINTR;
-			break;
-		}
-		ret = cli_api(api, "status", &st, err, err_len);
-		if (ret)
-			break;
-		if (cli_status_terminal(st)) {
-			*final = st;
-			break;
-		}
-		if (progress) {
-			fputc('\r', stderr);
-			report_progress_line(stderr, st);
-			fputs("\033[K", stderr);
-			shown = true;
-		}
-		json_free(st);
-		cli_sleep_ms(CLI_POLL_INTERVAL_MS);
-	}
-	if (shown)
-		fputc('\n', stderr);
-	return ret;
-}
-
 static void migrate_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: godwit migrate --api PATH --to URL [OPTIONS]   start a migration and wait for it\n"
-		"       godwit migrate --api PATH --cancel             cancel the running migration\n"
+		"usage: godwit migrate (--api PATH | --qmp PATH) --to URL [OPTIONS]   migrate, follow, report\n"
+		"       godwit migrate (--api PATH | --qmp PATH) --cancel             cancel the running migration\n"
+		"       godwit migrate (--api PATH | --qmp PATH) --set PARAM=VALUE    change parameters\n"
+		"       godwit migrate (--api PATH | --qmp PATH) --incoming URL       a destination started with\n"
+		"                      --incoming defer listens on URL now\n"
 		"       godwit migrate --api PATH --resolve source|destination\n"
 		"                      after an 'unknown' outcome (go sent, resumed lost) or a verify\n"
 		"                      mismatch, say where the VM runs once you asked (or stopped) the\n"
 		"                      destination: 'source' resumes it here\n"
-		"       godwit migrate --api PATH --set PARAM=VALUE    change parameters (live ones at once)\n"
 		"\n"
+		"  --api PATH                the VM's godwit API socket (godwit run --api)\n"
+		"  --qmp PATH                or its QMP socket (godwit run --qmp, or QEMU's -qmp): parameters\n"
+		"                            go by QEMU's names; those QEMU has no name for are refused\n"
 		"  --to URL                  destination: tcp:HOST:PORT or unix:PATH\n"
-		"  --channels N              data connections\n"
-		"  --compress ALG[:LEVEL]    zstd, lz4, zlib, isal, auto or none\n"
-		"  --xbzrle[=CACHE_SIZE]     delta-encode re-sent pages (default cache 64M)\n"
-		"  --downtime-limit MS       switch over when the expected downtime fits\n"
-		"  --max-bandwidth RATE      bytes per second over all channels (K/M/G), 0 = none\n"
-		"  --converge-timeout MS     give up converging after this long ...\n"
-		"  --on-timeout cancel|force ... and cancel (default) or switch over anyway\n"
-		"  --local                   same host: pass RAM by file descriptor (unix: only)\n"
-		"  --no-verify               skip the RAM digest comparison (it runs after resume)\n"
-		"  --auto-converge           throttle the vCPUs while the guest outruns the link\n"
-		"  --dirty-limit RATE        cap each vCPU's dirty rate (bytes/s, K/M/G) when\n"
-		"                            precopy does not converge ...\n"
+		"  --channels N              data connections (default 1)\n"
+		"  --compress ALG[:LEVEL]    zstd, lz4, zlib, isal, auto or none (default none)\n"
+		"  --xbzrle[=CACHE_SIZE]     delta-encode re-sent pages (default off; cache 64M when given)\n"
+		"  --downtime-limit MS       switch over when the expected downtime fits (default 300)\n"
+		"  --max-bandwidth RATE      bytes per second over all channels, K/M/G/T (default 0 = none)\n"
+		"  --converge-timeout MS     give up converging after this long (default 0 = never) ...\n"
+		"  --on-timeout cancel|force|keep-going  ... and then (default cancel)\n"
+		"  --local                   same host: pass RAM by file descriptor (unix: only; default off)\n"
+		"  --no-verify               skip the RAM digest comparison (default: compared after resume)\n"
+		"  --auto-converge           throttle the vCPUs while the guest outruns the link (default off)\n"
+		"  --dirty-limit RATE        cap each vCPU's dirty rate (bytes/s, K/M/G/T) when precopy\n"
+		"                            does not converge (default 0 = off) ...\n"
 		"  --dirty-limit-start       ... or from the start\n"
-		"  --set PARAM=VALUE         any parameter below (repeatable)\n"
-		"  --detach                  return once the migration started\n"
+		"  --set PARAM=VALUE         any parameter below, by godwit's or QEMU's name (repeatable)\n"
+		"  --detach                  return once the migration started (default: follow it)\n"
+		"  --progress auto|always|never  the live progress line on stderr: auto (default) on a\n"
+		"                            terminal only; always: also plain lines when not a terminal\n"
+		"  --timeline FILE           write a CSV sample every 100 ms and per round (bench/plot.py;\n"
+		"                            default: none)\n"
 		"  --json                    print the final statistics as one JSON object\n"
 		"\n"
-		"Exit status: 0 completed, 1 failed/cancelled/unknown or error, 2 bad usage.\n\n");
+		"Ctrl-C while following cancels the migration (the source keeps its VM); a second\n"
+		"Ctrl-C leaves without waiting.\n"
+		"Exit status: 0 completed, 1 failed/cancelled/unknown or error, 2 bad usage,\n"
+		"130 interrupted by Ctrl-C.\n\n");
 	cli_print_params(out);
 }
 
-/* The command line into @o and @api. -1 to go on, else the exit code (help, bad usage). */
-static int parse_args(int argc, char **argv, struct migrate_opts *o, const char **api)
+/* The command line into @o, @path, @qmp. -1 to go on, else the exit code (help, bad usage). */
+static int parse_args(int argc, char **argv, struct migrate_opts *o, const char **path, bool *qmp)
 {
 	static const struct option longopts[] = {
 		CLI_OPT_HELP,
 		CLI_MIGRATE_PARAM_OPTS,
 		{ "api", required_argument, NULL, OPT_API },
+		{ "qmp", required_argument, NULL, OPT_QMP },
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "cancel", no_argument, NULL, OPT_CANCEL },
 		{ "resolve", required_argument, NULL, OPT_RESOLVE },
+		{ "incoming", required_argument, NULL, OPT_INCOMING_URL },
 		{ "detach", no_argument, NULL, OPT_DETACH },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "progress", required_argument, NULL, OPT_PROGRESS },
+		{ "timeline", required_argument, NULL, OPT_TIMELINE },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *api = NULL, *qmp_path = NULL;
 	int c;
 
 	memset(o, 0, sizeof(*o));
-	*api = NULL;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (c == OPT_HELP) {
@@ -133,8 +117,8 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 			cli_bad_option("migrate", c, argv);
 			return CLI_EXIT_USAGE;
 		}
-		if (c == OPT_API) {
-			*api = optarg;
+		if (c == OPT_API || c == OPT_QMP) {
+			*(c == OPT_API ? &api : &qmp_path) = optarg;
 			continue;
 		}
 		if (migrate_opt_apply(o, c, optarg, "migrate"))
@@ -144,10 +128,21 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 		cli_usage_error("migrate", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (!*api) {
-		cli_usage_error("migrate", "--api PATH is required");
+	if (!api == !qmp_path) {
+		cli_usage_error("migrate", api ? "give --api PATH or --qmp PATH, not both" :
+				"--api PATH (or --qmp PATH) is required");
 		return CLI_EXIT_USAGE;
 	}
+	if (o->resolve && qmp_path) {
+		cli_usage_error("migrate", "--resolve is a godwit API request: give --api PATH");
+		return CLI_EXIT_USAGE;
+	}
+	if ((o->timeline || o->detach) && !o->to) {
+		cli_usage_error("migrate", "%s goes with --to URL", o->detach ? "--detach" : "--timeline");
+		return CLI_EXIT_USAGE;
+	}
+	*path = api ? api : qmp_path;
+	*qmp = qmp_path != NULL;
 	migrate_opts_finish(o);
 	return -1;
 }
@@ -155,10 +150,10 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 /* --resolve source|destination after an unknown outcome or a verify mismatch. */
 static int do_resolve(const struct migrate_opts *o, const char *api)
 {
-	struct json *reply;
+	json_t *reply;
 	char req[64], err[512];
 
-	if (o->to || o->params.nr || o->cancel) {
+	if (o->to || o->params.nr || o->cancel || o->incoming) {
 		cli_usage_error("migrate", "--resolve takes no other option");
 		return CLI_EXIT_USAGE;
 	}
@@ -167,79 +162,85 @@ static int do_resolve(const struct migrate_opts *o, const char *api)
 		cli_error("resolve: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	json_free(reply);
+	json_decref(reply);
 	printf(o->json ? "{\"resolved\":\"%s\"}\n" : "resolved: the VM runs on the %s\n", o->resolve);
 	return CLI_EXIT_OK;
 }
 
-static int do_cancel(const struct migrate_opts *o, const char *api)
+static int do_cancel(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
-	struct json *reply;
 	char err[512];
 
-	if (o->to || o->params.nr) {
-		cli_usage_error("migrate", "--cancel takes no --to or parameters");
+	if (o->to || o->params.nr || o->incoming) {
+		cli_usage_error("migrate", "--cancel takes no --to, --incoming or parameters");
 		return CLI_EXIT_USAGE;
 	}
-	if (cli_api(api, "cancel", &reply, err, sizeof(err))) {
+	if (cli_ctl_cancel(ctl, err, sizeof(err))) {
 		cli_error("cancel: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	json_free(reply);
-	if (!o->json)
-		printf("cancel requested\n");
+	printf(o->json ? "{\"cancel\":\"requested\"}\n" : "cancel requested\n");
+	return CLI_EXIT_OK;
+}
+
+static int do_incoming(const struct migrate_opts *o, struct cli_ctl *ctl)
+{
+	char err[512], bound[PATH_MAX + 16];
+
+	if (o->to || o->params.nr) {
+		cli_usage_error("migrate", "--incoming takes no --to or parameters (give those to 'godwit run')");
+		return CLI_EXIT_USAGE;
+	}
+	if (cli_ctl_incoming(ctl, o->incoming, bound, sizeof(bound), err, sizeof(err))) {
+		cli_error("incoming: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	if (o->json)
+		printf("{\"incoming\":\"%s\"}\n", bound);
 	else
-		printf("{\"cancel\":\"requested\"}\n");
+		printf("incoming %s\n", bound);
 	return CLI_EXIT_OK;
 }
 
 /* Parameters without --to: applied now (live ones) or to the next migration. */
-static int do_set(const struct migrate_opts *o, const char *api)
+static int do_set(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
-	struct json *reply;
-	char err[512], *line;
+	char err[512], applied[32];
 
 	if (!o->params.nr) {
-		cli_usage_error("migrate", "nothing to do: give --to URL, --cancel or --set PARAM=VALUE");
+		cli_usage_error("migrate", "nothing to do: give --to URL, --cancel, --incoming URL or --set PARAM=VALUE");
 		return CLI_EXIT_USAGE;
 	}
-	line = cli_params_line("set", NULL, &o->params);
-	if (!line || cli_api(api, line, &reply, err, sizeof(err))) {
-		cli_error("set: %s", line ? err : "out of memory");
-		free(line);
+	if (cli_ctl_set(ctl, &o->params, applied, sizeof(applied), err, sizeof(err))) {
+		cli_error("set: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	if (o->json) {
-		json_write(stdout, reply);
-		putchar('\n');
-	} else {
-		printf("set: applied %s\n", json_str(json_get(reply, "applied"), "?"));
-	}
-	json_free(reply);
-	free(line);
+	if (o->json)
+		printf("{\"applied\":\"%s\"}\n", applied);
+	else
+		printf("set: applied %s\n", applied);
 	return CLI_EXIT_OK;
 }
 
-/* --to URL: start the migration, then (unless --detach) wait for it and report. */
-static int do_migrate(const struct migrate_opts *o, const char *api)
+/* --to URL: start the migration, then (unless --detach) follow it and report. */
+static int do_migrate(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
-	static const char *const skip_ok[] = { "ok", NULL };
-	struct json *reply = NULL, *st = NULL;
-	char err[512], *line;
+	static const char *const skip_ok[] = { "ok", "settled", NULL };
+	static volatile sig_atomic_t interrupts;
+	struct cli_watch w = {
+		.ctl = ctl, .progress = o->json ? CLI_PROGRESS_NEVER : o->progress,
+		.timeline = o->timeline, .interrupts = &interrupts, .cancel_on_interrupt = true,
+	};
+	json_t *st = NULL;
+	char err[512];
 	int ret;
 
-	line = cli_params_line("migrate", o->to, &o->params);
-	if (!line) {
-		cli_error("out of memory");
-		return CLI_EXIT_FAIL;
-	}
-	ret = cli_api(api, line, &reply, err, sizeof(err));
-	free(line);
-	if (ret) {
+	if (o->progress == CLI_PROGRESS_ALWAYS)
+		w.progress = CLI_PROGRESS_ALWAYS;	/* asked for, even with --json (on stderr) */
+	if (cli_ctl_migrate(ctl, o->to, &o->params, err, sizeof(err))) {
 		cli_error("migrate: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	json_free(reply);
 	if (o->detach) {
 		if (o->json)
 			printf("{\"migrate\":\"started\"}\n");
@@ -247,29 +248,38 @@ static int do_migrate(const struct migrate_opts *o, const char *api)
 			printf("migration to %s started\n", o->to);
 		return CLI_EXIT_OK;
 	}
-	ret = cli_wait_migration(api, !o->json && isatty(STDERR_FILENO), NULL, &st, err, sizeof(err));
+	cli_catch_interrupts(&interrupts);
+	ret = cli_watch_migration(&w, &st, err, sizeof(err));
+	if (ret == -EINTR)
+		return CLI_EXIT_INTERRUPTED;
 	if (ret) {
-		cli_error("while waiting for the migration: %s", err);
+		cli_error("while following the migration: %s", err);
 		return CLI_EXIT_FAIL;
 	}
 	if (o->json) {
-		putchar('{');
-		json_write_members(stdout, st, skip_ok);
-		puts("}");
+		json_t *out = js_copy_without(st, skip_ok);
+
+		js_write(stdout, out);
+		putchar('\n');
+		json_decref(out);
 	} else {
 		struct report_extra x;
 
 		report_extra_init(&x);
-		x.source_vm_status = json_str(json_get(st, "vm-status"), NULL);
+		x.source_vm_status = js_str(js_get(st, "vm-status"), NULL);
 		report_print(stdout, st, &x);
 	}
 	ret = cli_status_is(st, GW_STATUS_COMPLETED) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-	if (!strcmp(json_str(json_get(st, "verify"), "off"), gw_verify_name(GW_VERIFY_MISMATCH))) {
+	if (!strcmp(js_str(js_get(st, "verify"), "off"), gw_verify_name(GW_VERIFY_MISMATCH))) {
 		cli_error("VERIFY MISMATCH: the destination's RAM differs from the source's; the source "
 			  "keeps its copy paused: stop the destination, then --resolve source");
 		ret = CLI_EXIT_FAIL;
 	}
-	json_free(st);
+	if (w.interrupted && cli_status_is(st, GW_STATUS_CANCELLED)) {
+		cli_error("migration cancelled (Ctrl-C); the source keeps running its VM");
+		ret = CLI_EXIT_INTERRUPTED;
+	}
+	json_decref(st);
 	fflush(stdout);
 	return ret;
 }
@@ -277,17 +287,30 @@ static int do_migrate(const struct migrate_opts *o, const char *api)
 int cmd_migrate(int argc, char **argv)
 {
 	struct migrate_opts o;
-	const char *api;
-	int ret = parse_args(argc, argv, &o, &api);
+	struct cli_ctl *ctl;
+	const char *path;
+	char err[512];
+	bool qmp;
+	int ret = parse_args(argc, argv, &o, &path, &qmp);
 
 	if (ret >= 0)
 		return ret;
 	signal(SIGPIPE, SIG_IGN);
 	if (o.resolve)
-		return do_resolve(&o, api);
+		return do_resolve(&o, path);
+	ctl = cli_ctl_open(path, qmp, err, sizeof(err));
+	if (!ctl) {
+		cli_error("migrate: %s", err);
+		return CLI_EXIT_FAIL;
+	}
 	if (o.cancel)
-		return do_cancel(&o, api);
-	if (!o.to)
-		return do_set(&o, api);
-	return do_migrate(&o, api);
+		ret = do_cancel(&o, ctl);
+	else if (o.incoming)
+		ret = do_incoming(&o, ctl);
+	else if (!o.to)
+		ret = do_set(&o, ctl);
+	else
+		ret = do_migrate(&o, ctl);
+	cli_ctl_close(ctl);
+	return ret;
 }

@@ -7,7 +7,11 @@
  *
  * Destination mode (--incoming URL): the VM waits for one migration; the
  * bound URL is printed as "incoming <url>" on stdout as soon as the socket
- * listens.
+ * listens. With --incoming defer it listens when asked (API "incoming",
+ * QMP migrate-incoming), and prints the same line then.
+ *
+ * --qmp PATH serves QEMU's Machine Protocol beside (or instead of) the
+ * godwit API (qmp_cmds.c).
  *
  * The VM's backend comes from the table of vmm.h: --accel NAME takes that
  * backend if it probes, --accel auto the first that probes; each one
@@ -16,6 +20,7 @@
  * Threads: see run.h.
  */
 #include "run.h"
+#include "run_events.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -50,17 +55,27 @@ static void run_usage(FILE *out)
 		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"                         | balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]\n"
+		"                         (default idle)\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
-		"  --memory-file PATH     map RAM from this file instead of a memfd\n"
+		"  --memory-file PATH     map RAM from this file (default: a memfd)\n"
 		"  --prealloc             allocate and zero all RAM at start, like QEMU's -mem-prealloc\n"
-		"                         (a destination given --memory is then ready before migrating)\n"
-		"  --api PATH             serve the control socket here (see docs/api.md)\n"
-		"  --incoming URL         be a destination: listen on URL (tcp:HOST:PORT, port 0 = any;\n"
-		"                         unix:PATH) and print 'incoming <bound-url>' on stdout\n"
-		"  --set PARAM=VALUE      migration parameter for this VM's sessions (repeatable)\n"
-		"  --log-level error|warn|info|debug\n"
+		"                         (default off; a destination given --memory is then ready\n"
+		"                         before migrating)\n"
+		"  --api PATH             serve the godwit control socket here (default: none; docs/api.md)\n"
+		"  --qmp PATH             serve a QMP (QEMU Machine Protocol) socket here (default: none;\n"
+		"                         docs/qmp.md)\n"
+		"  --incoming URL|defer   be a destination: listen on URL (tcp:HOST:PORT, port 0 = any;\n"
+		"                         unix:PATH) and print 'incoming <bound-url>' on stdout; 'defer'\n"
+		"                         waits for the URL from the API (incoming) or QMP (migrate-incoming)\n"
+		"  --set PARAM=VALUE      migration parameter for this VM's sessions (repeatable; godwit's\n"
+		"                         names or QEMU's, e.g. downtime-limit=300 in ms)\n"
+		"  --log-level error|warn|info|debug   (default info)\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
+		"                         (default: keep serving)\n"
+		"\n"
+		"Exit status: 0 after quit or a signal (an idle destination: 'no migration received'),\n"
+		"1 when the VM cannot start or an incoming migration failed, 2 bad usage.\n"
 		"\n", names);
 	cli_print_params(out);
 }
@@ -131,6 +146,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		CLI_OPT_HELP,
 		CLI_RUN_VM_OPTS,
 		{ "api", required_argument, NULL, OPT_API },
+		{ "qmp", required_argument, NULL, OPT_QMP },
 		{ "incoming", required_argument, NULL, OPT_INCOMING },
 		{ "set", required_argument, NULL, OPT_SET },
 		{ "exit-after-migrate", no_argument, NULL, OPT_EXIT_AFTER_MIGRATE },
@@ -197,7 +213,7 @@ static int create_vm(struct run_state *rs, const struct run_opts *o, struct vmm_
 /* A source starts its VM; a destination makes its session. 0, or -1 with the error printed. */
 static int start_role(struct run_state *rs)
 {
-	unsigned i;
+	char err[RUN_ERR_MAX];
 	int ret;
 
 	if (!rs->dest) {
@@ -206,17 +222,17 @@ static int start_role(struct run_state *rs)
 			cli_error("cannot start the VM: %s", strerror(-ret));
 		return ret ? -1 : 0;
 	}
+	if (rs->defer)
+		return 0;	/* the session comes with the URL */
 	rs->sess = gw_session_new(GW_ROLE_DEST, rs->be->info(rs->vm), rs->be->engine_ops, rs->vm);
 	if (!rs->sess) {
 		cli_error("cannot create the destination session: %s", strerror(errno));
 		return -1;
 	}
 	rs->sess_role = GW_ROLE_DEST;
-	for (i = 0; i < rs->base.nr; i++) {
-		ret = gw_session_set(rs->sess, rs->base.v[i].p, rs->base.v[i].value);
-		if (ret)
-			gw_log(GW_LOG_WARN, "cli", "param_rejected", "name=%s value=%" PRId64 " err=%d",
-			       gw_param_info(rs->base.v[i].p)->name, rs->base.v[i].value, ret);
+	if (run_session_prepare(rs, rs->sess, &rs->base, err, sizeof(err))) {
+		cli_error("destination session: %s", err);
+		return -1;
 	}
 	return 0;
 }
@@ -233,7 +249,10 @@ static int listen_incoming(struct run_state *rs, const char *url)
 	printf("incoming %s\n", gw_incoming_url(rs->sess));
 	fflush(stdout);
 	pthread_mutex_lock(&rs->lock);
+	__atomic_store_n(&rs->migrating, true, __ATOMIC_RELEASE);
 	ret = run_watcher_start(rs);
+	if (ret)
+		__atomic_store_n(&rs->migrating, false, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&rs->lock);
 	if (ret) {
 		cli_error("cannot start the watcher thread: %s", strerror(-ret));
@@ -252,7 +271,7 @@ static int wait_for_quit(struct run_state *rs, const sigset_t *sigs)
 		if (sig >= 0 || errno != EINTR)
 			break;
 	}
-	gw_log(GW_LOG_INFO, "cli", "shutdown", "signal=%s", sig == SIGUSR1 ? "quit" : strsignal(sig));
+	gw_log(GW_LOG_INFO, "cli", "shutdown", "by=%s", sig == SIGUSR1 ? "quit" : sig == SIGINT ? "SIGINT" : "SIGTERM");
 	pthread_mutex_lock(&rs->lock);
 	ret = rs->exit_code;
 	pthread_mutex_unlock(&rs->lock);
@@ -268,8 +287,13 @@ static int end_session(struct run_state *rs, int ret)
 	pthread_mutex_unlock(&rs->lock);
 	if (rs->watcher_started)
 		pthread_join(rs->watcher, NULL);
-	if (rs->dest && ret == CLI_EXIT_OK && rs->be->state(rs->vm) == VMM_INCOMING)
-		ret = CLI_EXIT_FAIL;	/* interrupted before any migration arrived */
+	/* The watcher may have set it (a failed incoming migration). */
+	pthread_mutex_lock(&rs->lock);
+	if (ret == CLI_EXIT_OK)
+		ret = rs->exit_code;
+	pthread_mutex_unlock(&rs->lock);
+	if (ret == CLI_EXIT_OK && rs->dest && rs->defer && !rs->sess)
+		fprintf(stderr, "godwit: no migration received\n");
 	gw_session_free(rs->sess);
 	return ret;
 }
@@ -280,6 +304,7 @@ int cmd_run(int argc, char **argv)
 	struct run_state rs;
 	struct vmm_config cfg;
 	struct api_server *api = NULL;
+	struct run_qmp *qmp = NULL;
 	sigset_t sigs;
 	char err[256], spec[VMM_WORKLOAD_SPEC_MAX];
 	int ret;
@@ -292,15 +317,26 @@ int cmd_run(int argc, char **argv)
 	pthread_mutex_init(&rs.lock, NULL);
 	rs.opts = &o;
 	rs.dest = o.incoming_url != NULL;
+	rs.defer = rs.dest && !strcmp(o.incoming_url, "defer");
+	rs.exit_on_error = true;
 	rs.base = o.params;
+	rs.qemu = (struct run_qemu_caps){ .events = false, .xbzrle_cache_bytes = 64ll << 20,
+					  .multifd_channels = 2, .dirty_limit_bps = 1ll << 20 };
+	rs.events = run_events_new();
+	if (!rs.events) {
+		cli_error("out of memory");
+		return CLI_EXIT_FAIL;
+	}
 	gw_log_set_side(rs.dest ? "dst" : "src");
 	if (o.log_level)
 		set_log_level(o.log_level);
-	rs.be = choose_backend(o.accel);
-	if (!rs.be || create_vm(&rs, &o, &cfg))
-		return CLI_EXIT_FAIL;
-
 	ret = CLI_EXIT_FAIL;
+	rs.be = choose_backend(o.accel);
+	if (!rs.be || create_vm(&rs, &o, &cfg)) {
+		run_events_free(rs.events);
+		return CLI_EXIT_FAIL;
+	}
+
 	if (start_role(&rs))
 		goto out_vm;
 	if (o.api_path) {
@@ -311,18 +347,28 @@ int cmd_run(int argc, char **argv)
 		}
 		gw_log(GW_LOG_INFO, "cli", "api_listen", "path=%s", o.api_path);
 	}
-	if (rs.dest && listen_incoming(&rs, o.incoming_url))
+	if (o.qmp_path) {
+		qmp = run_qmp_start(&rs, o.qmp_path, err, sizeof(err));
+		if (!qmp) {
+			cli_error("QMP: %s", err);
+			goto out_api;
+		}
+		gw_log(GW_LOG_INFO, "cli", "qmp_listen", "path=%s", o.qmp_path);
+	}
+	if (rs.dest && !rs.defer && listen_incoming(&rs, o.incoming_url))
 		goto out_api;
 	rs.be->workload(rs.vm, spec, sizeof(spec));
 	gw_log(GW_LOG_INFO, "cli", "vm_ready", "vm=%s memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s",
 	       run_vm_status(&rs), cfg.memory_bytes, cfg.nr_vcpus, vmm_fill_name(cfg.fill), spec);
 	ret = wait_for_quit(&rs, &sigs);
 out_api:
+	run_qmp_stop(&rs, qmp);
 	api_server_stop(api);
 out_sess:
 	ret = end_session(&rs, ret);
 out_vm:
 	rs.be->destroy(rs.vm);
+	run_events_free(rs.events);
 	pthread_mutex_destroy(&rs.lock);
 	return ret;
 }

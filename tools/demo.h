@@ -19,7 +19,7 @@
 
 #define DEMO_ARGS_MAX 96
 
-/* Set by SIGINT / SIGTERM once demo_catch_signals() ran. */
+/* Counts SIGINT / SIGTERM once demo_catch_signals() ran. */
 extern volatile sig_atomic_t demo_stop;
 void demo_catch_signals(void);
 
@@ -53,7 +53,7 @@ int demo_read_incoming(int fd, struct child *dst, char *url, size_t url_len);
  * *@st_out when not NULL). 0, or -errno with the reason in @err.
  */
 int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
-			struct json **st_out, char *err, size_t err_len);
+			json_t **st_out, char *err, size_t err_len);
 /* vm-status of @c now, into @buf ("gone" when the process has exited). */
 void demo_vm_status_now(struct child *c, char *buf, size_t len);
 /* DIR/NAME.log for writing, or -1 with the error printed. */

@@ -21,21 +21,9 @@
 
 volatile sig_atomic_t demo_stop;
 
-static void on_signal(int sig)
-{
-	(void)sig;
-	demo_stop = 1;
-}
-
 void demo_catch_signals(void)
 {
-	struct sigaction act;
-
-	memset(&act, 0, sizeof(act));
-	act.sa_handler = on_signal;
-	sigemptyset(&act.sa_mask);
-	sigaction(SIGINT, &act, NULL);
-	sigaction(SIGTERM, &act, NULL);
+	cli_catch_interrupts(&demo_stop);
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -119,14 +107,14 @@ void demo_child_exit_text(const struct child *c, char *buf, size_t len)
 
 void demo_child_stop(struct child *c, bool ask)
 {
-	struct json *r = NULL;
+	json_t *r = NULL;
 	char err[256];
 	int64_t deadline;
 
 	if (demo_child_gone(c))
 		return;
 	if (ask && !cli_api(c->api, "quit", &r, err, sizeof(err)))
-		json_free(r);
+		json_decref(r);
 	else
 		kill(c->pid, SIGTERM);
 	deadline = cli_now_ms() + DEMO_QUIT_GRACE_MS;
@@ -185,12 +173,12 @@ int demo_read_incoming(int fd, struct child *dst, char *url, size_t url_len)
 }
 
 int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
-			struct json **st_out, char *err, size_t err_len)
+			json_t **st_out, char *err, size_t err_len)
 {
 	int64_t deadline = cli_now_ms() + timeout_ms;
 
 	for (;;) {
-		struct json *st = NULL;
+		json_t *st = NULL;
 
 		if (demo_stop) {
 			snprintf(err, err_len, "interrupted");
@@ -204,16 +192,16 @@ int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
 			return -ECHILD;
 		}
 		if (!cli_api(c->api, "status", &st, err, err_len)) {
-			if (!strcmp(json_str(json_get(st, "vm-status"), ""), want)) {
+			if (!strcmp(js_str(js_get(st, "vm-status"), ""), want)) {
 				if (st_out)
 					*st_out = st;
 				else
-					json_free(st);
+					json_decref(st);
 				return 0;
 			}
 			snprintf(err, err_len, "the %s VM is %s, not %s", c->name,
-				 json_str(json_get(st, "vm-status"), "?"), want);
-			json_free(st);
+				 js_str(js_get(st, "vm-status"), "?"), want);
+			json_decref(st);
 		}
 		if (cli_now_ms() > deadline)
 			return -ETIMEDOUT;
@@ -223,15 +211,15 @@ int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
 
 void demo_vm_status_now(struct child *c, char *buf, size_t len)
 {
-	struct json *st;
+	json_t *st;
 	char err[256];
 
 	if (demo_child_gone(c) || cli_api(c->api, "status", &st, err, sizeof(err))) {
 		snprintf(buf, len, "gone");
 		return;
 	}
-	snprintf(buf, len, "%s", json_str(json_get(st, "vm-status"), "?"));
-	json_free(st);
+	snprintf(buf, len, "%s", js_str(js_get(st, "vm-status"), "?"));
+	json_decref(st);
 }
 
 int demo_open_log(const char *dir, const char *name)

@@ -3,12 +3,16 @@
  * godwit: the command line. One binary, subcommands in the spirit of
  * ch-remote and QEMU's monitor:
  *
- *   godwit run      a VM (source, or destination with --incoming), serving an API socket
+ *   godwit run      a VM (source, or destination with --incoming), serving an API
+ *                   socket and/or a QMP socket
  *   godwit migrate  ask a running VM to migrate, cancel it or tune it while it runs
  *   godwit status   migration statistics and the VM's state
+ *   godwit events   follow a running VM's events
+ *   godwit params   the parameter table, or a running VM's parameters
  *   godwit check    run the workload's verification now
  *   godwit demo     both ends on this host, one migration, one report
  *   godwit quit     stop a running VM process
+ *   godwit version  the version
  *
  * Exit codes: 0 success, 1 failure, 2 bad command line.
  */
@@ -22,17 +26,20 @@ static void usage(FILE *out)
 		"usage: godwit COMMAND [OPTIONS]   (godwit COMMAND --help for details)\n"
 		"\n"
 		"Commands:\n"
-		"  run       run a VM: a source, or a destination with --incoming URL\n"
-		"  migrate   migrate a running VM (--to URL), --cancel it, or --set a live parameter\n"
+		"  run       run a VM: a source, or a destination with --incoming URL|defer\n"
+		"  migrate   migrate a running VM (--to URL), --cancel it, --set a parameter,\n"
+		"            or tell a deferred destination where to listen (--incoming URL)\n"
 		"  status    migration statistics and VM state of a running VM\n"
+		"  events    follow a running VM's events as JSON lines\n"
+		"  params    the migration parameters (with --api: a running VM's values)\n"
 		"  check     verify the guest workload's memory now\n"
 		"  demo      run both ends on this host and migrate once\n"
-		"  quit      stop a running VM process (--api PATH)\n"
-		"  params    list the migration parameters\n"
+		"  quit      stop a running VM process\n"
 		"  version   print the version\n"
 		"\n"
 		"Sizes accept K/M/G/T suffixes (powers of 1024); rates are bytes per second.\n"
-		"URLs: tcp:HOST:PORT, unix:PATH.\n");
+		"URLs: tcp:HOST:PORT, unix:PATH.\n"
+		"Exit status: 0 success, 1 failure, 2 bad command line (each command says more).\n");
 }
 
 int main(int argc, char **argv)
@@ -44,9 +51,12 @@ int main(int argc, char **argv)
 		{ "run", cmd_run },
 		{ "migrate", cmd_migrate },
 		{ "status", cmd_status },
+		{ "events", cmd_events },
+		{ "params", cmd_params },
 		{ "check", cmd_check },
 		{ "demo", cmd_demo },
 		{ "quit", cmd_quit },
+		{ "version", cmd_version },
 	};
 	const char *cmd;
 	size_t i;
@@ -60,14 +70,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return CLI_EXIT_OK;
 	}
-	if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-		printf("godwit %d.%d\n", GW_VERSION_MAJOR, GW_VERSION_MINOR);
-		return CLI_EXIT_OK;
-	}
-	if (!strcmp(cmd, "params")) {
-		cli_print_params(stdout);
-		return CLI_EXIT_OK;
-	}
+	if (!strcmp(cmd, "--version"))
+		return cmd_version(1, argv + 1);
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(cmd, cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);

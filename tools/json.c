@@ -1,487 +1,187 @@
 /* SPDX-License-Identifier: MIT */
-/* Small JSON reader/writer for the godwit tool (see json.h). RFC 8259 grammar. */
+/* Helpers over libjansson for the godwit tool (see json.h). */
 #include "json.h"
 
-#include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define JSON_DEPTH_MAX 64
-
-struct parser {
-	const char *p;
-	const char *start;
-	char *err;
-	size_t err_len;
-	bool failed;
-};
-
-static void perr(struct parser *ps, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void perr(struct parser *ps, const char *fmt, ...)
+json_t *js_parse(const char *text, size_t len, char *err, size_t err_len)
 {
-	va_list ap;
-	int n;
-
-	if (ps->failed)
-		return;
-	ps->failed = true;
-	if (!ps->err || !ps->err_len)
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(ps->err, ps->err_len, fmt, ap);
-	va_end(ap);
-	if (n >= 0 && (size_t)n < ps->err_len)
-		snprintf(ps->err + n, ps->err_len - (size_t)n, " at offset %td",
-			 ps->p - ps->start);
-}
-
-static void skip_ws(struct parser *ps)
-{
-	while (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r')
-		ps->p++;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-	unsigned v = 0;
-	int i;
-
-	for (i = 0; i < 4; i++) {
-		int c = p[i];
-
-		v <<= 4;
-		if (c >= '0' && c <= '9')
-			v |= (unsigned)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v |= (unsigned)(c - 'a' + 10);
-		else if (c >= 'A' && c <= 'F')
-			v |= (unsigned)(c - 'A' + 10);
-		else
-			return -1;
-	}
-	*out = v;
-	return 0;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-	if (cp < 0x80) {
-		o[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		o[0] = (char)(0xc0 | (cp >> 6));
-		o[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		o[0] = (char)(0xe0 | (cp >> 12));
-		o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		o[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	o[0] = (char)(0xf0 | (cp >> 18));
-	o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	o[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
-}
-
-/* At the opening quote. The decoded string is never longer than its source. */
-static char *parse_string(struct parser *ps)
-{
-	const char *p = ps->p + 1, *q;
-	char *out, *o;
-
-	for (q = p; *q && *q != '"'; q++)
-		if (*q == '\\' && q[1])
-			q++;
-	if (*q != '"') {
-		perr(ps, "unterminated string");
-		return NULL;
-	}
-	out = malloc((size_t)(q - p) + 1);
-	if (!out) {
-		perr(ps, "out of memory");
-		return NULL;
-	}
-	for (o = out; p < q; p++) {
-		unsigned cp, lo;
-
-		if ((unsigned char)*p < 0x20) {
-			ps->p = p;
-			perr(ps, "control character in string");
-			goto fail;
-		}
-		if (*p != '\\') {
-			*o++ = *p;
-			continue;
-		}
-		p++;
-		switch (*p) {
-		case '"': *o++ = '"'; break;
-		case '\\': *o++ = '\\'; break;
-		case '/': *o++ = '/'; break;
-		case 'b': *o++ = '\b'; break;
-		case 'f': *o++ = '\f'; break;
-		case 'n': *o++ = '\n'; break;
-		case 'r': *o++ = '\r'; break;
-		case 't': *o++ = '\t'; break;
-		case 'u':
-			if (q - p < 5 || hex4(p + 1, &cp)) {
-				ps->p = p;
-				perr(ps, "bad \\u escape");
-				goto fail;
-			}
-			p += 4;
-			/* A surrogate pair is 12 source bytes for 4 output bytes. */
-			if (cp >= 0xd800 && cp < 0xdc00 && q - p >= 7 && p[1] == '\\' &&
-			    p[2] == 'u' && !hex4(p + 3, &lo) && lo >= 0xdc00 && lo < 0xe000) {
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-				p += 6;
-			} else if (cp >= 0xd800 && cp < 0xe000) {
-				cp = 0xfffd;	/* lone surrogate */
-			}
-			o += put_utf8(o, cp);
-			break;
-		default:
-			ps->p = p;
-			perr(ps, "bad escape");
-			goto fail;
-		}
-	}
-	*o = '\0';
-	ps->p = q + 1;
-	return out;
-fail:
-	free(out);
-	return NULL;
-}
-
-static bool parse_number(struct parser *ps, struct json *v)
-{
-	const char *p = ps->p, *s = p;
-
-	if (*p == '-')
-		p++;
-	if (*p == '0')
-		p++;
-	else if (isdigit((unsigned char)*p))
-		while (isdigit((unsigned char)*p))
-			p++;
-	else
-		goto bad;
-	if (*p == '.') {
-		p++;
-		if (!isdigit((unsigned char)*p))
-			goto bad;
-		while (isdigit((unsigned char)*p))
-			p++;
-	}
-	if (*p == 'e' || *p == 'E') {
-		p++;
-		if (*p == '+' || *p == '-')
-			p++;
-		if (!isdigit((unsigned char)*p))
-			goto bad;
-		while (isdigit((unsigned char)*p))
-			p++;
-	}
-	v->str = strndup(s, (size_t)(p - s));
-	if (!v->str) {
-		perr(ps, "out of memory");
-		return false;
-	}
-	v->number = strtod(v->str, NULL);
-	ps->p = p;
-	return true;
-bad:
-	perr(ps, "bad number");
-	return false;
-}
-
-static struct json *parse_value(struct parser *ps, int depth);
-
-static bool parse_container(struct parser *ps, struct json *v, int depth)
-{
-	char close = v->type == JSON_OBJECT ? '}' : ']';
-	struct json **tail = &v->child;
-
-	ps->p++;
-	skip_ws(ps);
-	if (*ps->p == close) {
-		ps->p++;
-		return true;
-	}
-	for (;;) {
-		char *key = NULL;
-		struct json *m;
-
-		skip_ws(ps);
-		if (v->type == JSON_OBJECT) {
-			if (*ps->p != '"') {
-				perr(ps, "expected member name");
-				return false;
-			}
-			key = parse_string(ps);
-			if (!key)
-				return false;
-			skip_ws(ps);
-			if (*ps->p != ':') {
-				free(key);
-				perr(ps, "expected ':'");
-				return false;
-			}
-			ps->p++;
-		}
-		m = parse_value(ps, depth + 1);
-		if (!m) {
-			free(key);
-			return false;
-		}
-		m->key = key;
-		*tail = m;
-		tail = &m->next;
-		skip_ws(ps);
-		if (*ps->p == ',') {
-			ps->p++;
-			continue;
-		}
-		if (*ps->p == close) {
-			ps->p++;
-			return true;
-		}
-		perr(ps, "expected ',' or '%c'", close);
-		return false;
-	}
-}
-
-static struct json *parse_value(struct parser *ps, int depth)
-{
-	struct json *v;
-	bool ok = true;
-
-	if (depth > JSON_DEPTH_MAX) {
-		perr(ps, "nested too deeply");
-		return NULL;
-	}
-	skip_ws(ps);
-	v = calloc(1, sizeof(*v));
-	if (!v) {
-		perr(ps, "out of memory");
-		return NULL;
-	}
-	switch (*ps->p) {
-	case '{':
-		v->type = JSON_OBJECT;
-		ok = parse_container(ps, v, depth);
-		break;
-	case '[':
-		v->type = JSON_ARRAY;
-		ok = parse_container(ps, v, depth);
-		break;
-	case '"':
-		v->type = JSON_STRING;
-		v->str = parse_string(ps);
-		ok = v->str != NULL;
-		break;
-	case 't':
-	case 'f':
-	case 'n':
-		if (!strncmp(ps->p, "true", 4)) {
-			v->type = JSON_BOOL;
-			v->boolean = true;
-			ps->p += 4;
-		} else if (!strncmp(ps->p, "false", 5)) {
-			v->type = JSON_BOOL;
-			ps->p += 5;
-		} else if (!strncmp(ps->p, "null", 4)) {
-			v->type = JSON_NULL;
-			ps->p += 4;
-		} else {
-			perr(ps, "unexpected token");
-			ok = false;
-		}
-		break;
-	default:
-		v->type = JSON_NUMBER;
-		ok = parse_number(ps, v);
-		break;
-	}
-	if (!ok) {
-		json_free(v);
-		return NULL;
-	}
-	return v;
-}
-
-struct json *json_parse(const char *text, char *err, size_t err_len)
-{
-	struct parser ps = { .p = text, .start = text, .err = err, .err_len = err_len };
-	struct json *v;
+	json_error_t e;
+	json_t *v;
 
 	if (!text) {
-		perr(&ps, "no input");
+		snprintf(err, err_len, "no input");
 		return NULL;
 	}
-	v = parse_value(&ps, 0);
+	/* JSON_DECODE_ANY: a bare value is valid JSON; callers check the type they want. */
+	v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
 	if (!v)
-		return NULL;
-	skip_ws(&ps);
-	if (*ps.p) {
-		perr(&ps, "trailing characters");
-		json_free(v);
-		return NULL;
-	}
+		snprintf(err, err_len, "%s at line %d column %d", e.text, e.line, e.column);
 	return v;
 }
 
-void json_free(struct json *v)
+json_t *js_get(const json_t *obj, const char *key)
 {
-	while (v) {
-		struct json *next = v->next;
-
-		json_free(v->child);
-		free(v->key);
-		free(v->str);
-		free(v);
-		v = next;
-	}
+	return json_is_object(obj) ? json_object_get(obj, key) : NULL;
 }
 
-const struct json *json_get(const struct json *obj, const char *key)
-{
-	const struct json *m;
-
-	if (!obj || obj->type != JSON_OBJECT)
-		return NULL;
-	for (m = obj->child; m; m = m->next)
-		if (!strcmp(m->key, key))
-			return m;
-	return NULL;
-}
-
-const struct json *json_path(const struct json *root, const char *path)
+json_t *js_path(const json_t *root, const char *path)
 {
 	char part[128];
-	const char *dot;
+	json_t *v = (json_t *)root;
 
-	while (root && path) {
-		size_t n;
+	while (v && path) {
+		const char *dot = strchr(path, '.');
+		size_t n = dot ? (size_t)(dot - path) : strlen(path);
 
-		dot = strchr(path, '.');
-		n = dot ? (size_t)(dot - path) : strlen(path);
 		if (n >= sizeof(part))
 			return NULL;
 		memcpy(part, path, n);
 		part[n] = '\0';
-		root = json_get(root, part);
+		v = js_get(v, part);
 		path = dot ? dot + 1 : NULL;
 	}
-	return root;
+	return v;
 }
 
-double json_num(const struct json *v, double def)
+double js_num(const json_t *v, double def)
 {
-	return v && v->type == JSON_NUMBER ? v->number : def;
+	return json_is_number(v) ? json_number_value(v) : def;
 }
 
-const char *json_str(const struct json *v, const char *def)
+const char *js_str(const json_t *v, const char *def)
 {
-	return v && v->type == JSON_STRING ? v->str : def;
+	return json_is_string(v) ? json_string_value(v) : def;
 }
 
-bool json_bool(const struct json *v, bool def)
+bool js_bool(const json_t *v, bool def)
 {
-	return v && v->type == JSON_BOOL ? v->boolean : def;
+	return json_is_boolean(v) ? json_is_true(v) : def;
 }
 
-double json_path_num(const struct json *root, const char *path, double def)
+double js_path_num(const json_t *root, const char *path, double def)
 {
-	return json_num(json_path(root, path), def);
+	return js_num(js_path(root, path), def);
 }
 
-const char *json_path_str(const struct json *root, const char *path, const char *def)
+const char *js_path_str(const json_t *root, const char *path, const char *def)
 {
-	return json_str(json_path(root, path), def);
+	return js_str(js_path(root, path), def);
 }
 
-void json_write_string(FILE *out, const char *s)
+/* Length of the valid UTF-8 sequence at @p (at most @left bytes), 0 if invalid. */
+static size_t utf8_len(const unsigned char *p, size_t left)
 {
-	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t n, i;
+	unsigned cp;
 
-	fputc('"', out);
-	for (; *p; p++) {
-		switch (*p) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '\t': fputs("\\t", out); break;
-		default:
-			if (*p < 0x20)
-				fprintf(out, "\\u%04x", *p);
-			else
-				fputc(*p, out);
-		}
-	}
-	fputc('"', out);
-}
-
-void json_write(FILE *out, const struct json *v)
-{
-	const struct json *m;
-
-	if (!v) {
-		fputs("null", out);
-		return;
-	}
-	switch (v->type) {
-	case JSON_NULL: fputs("null", out); break;
-	case JSON_BOOL: fputs(v->boolean ? "true" : "false", out); break;
-	case JSON_NUMBER: fputs(v->str, out); break;
-	case JSON_STRING: json_write_string(out, v->str); break;
-	case JSON_ARRAY:
-		fputc('[', out);
-		for (m = v->child; m; m = m->next) {
-			json_write(out, m);
-			if (m->next)
-				fputc(',', out);
-		}
-		fputc(']', out);
-		break;
-	case JSON_OBJECT:
-		fputc('{', out);
-		json_write_members(out, v, NULL);
-		fputc('}', out);
-		break;
-	}
-}
-
-unsigned json_write_members(FILE *out, const struct json *obj, const char *const *skip)
-{
-	const struct json *m;
-	unsigned n = 0;
-
-	if (!obj || obj->type != JSON_OBJECT)
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf)
+		n = 2, cp = p[0] & 0x1f;
+	else if (p[0] >= 0xe0 && p[0] <= 0xef)
+		n = 3, cp = p[0] & 0x0f;
+	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+		n = 4, cp = p[0] & 0x07;
+	else
 		return 0;
-	for (m = obj->child; m; m = m->next) {
-		const char *const *k;
-		bool skipped = false;
-
-		for (k = skip; k && *k; k++)
-			if (!strcmp(*k, m->key))
-				skipped = true;
-		if (skipped)
-			continue;
-		if (n++)
-			fputc(',', out);
-		json_write_string(out, m->key);
-		fputc(':', out);
-		json_write(out, m);
+	if (n > left)
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
 	}
+	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
 	return n;
+}
+
+json_t *js_string(const char *s)
+{
+	size_t len, i, n;
+	char *copy;
+	json_t *v;
+
+	if (!s)
+		s = "";
+	len = strlen(s);
+	v = json_stringn(s, len);
+	if (v)
+		return v;
+	/* Invalid UTF-8 (or out of memory): replace every bad byte. */
+	copy = malloc(len + 1);
+	if (!copy)
+		return NULL;
+	for (i = 0; i < len; i += n) {
+		n = utf8_len((const unsigned char *)s + i, len - i);
+		if (n == 0) {
+			copy[i] = '?';
+			n = 1;
+		} else {
+			memcpy(copy + i, s + i, n);
+		}
+	}
+	v = json_stringn(copy, len);
+	free(copy);
+	return v;
+}
+
+static int set_new(json_t *obj, const char *key, json_t *v)
+{
+	return v && json_object_set_new(obj, key, v) == 0 ? 0 : -ENOMEM;
+}
+
+int js_set_str(json_t *obj, const char *key, const char *s)
+{
+	return set_new(obj, key, js_string(s));
+}
+
+int js_set_int(json_t *obj, const char *key, long long v)
+{
+	return set_new(obj, key, json_integer(v));
+}
+
+int js_set_real(json_t *obj, const char *key, double v)
+{
+	return set_new(obj, key, json_real(v));
+}
+
+int js_set_bool(json_t *obj, const char *key, bool v)
+{
+	return set_new(obj, key, json_boolean(v));
+}
+
+int js_write(FILE *out, const json_t *v)
+{
+	return json_dumpf(v, out, JS_DUMP_FLAGS | JSON_ENCODE_ANY) ? -EIO : 0;
+}
+
+char *js_dumps(const json_t *v)
+{
+	return json_dumps(v, JS_DUMP_FLAGS | JSON_ENCODE_ANY);
+}
+
+json_t *js_copy_without(const json_t *obj, const char *const *skip)
+{
+	json_t *copy = json_object(), *v;
+	const char *key;
+
+	if (!copy || !json_is_object(obj))
+		return copy;
+	json_object_foreach((json_t *)obj, key, v) {
+		const char *const *k;
+
+		for (k = skip; k && *k && strcmp(*k, key); k++)
+			;
+		if ((!k || !*k) && json_object_set(copy, key, v)) {
+			json_decref(copy);
+			return NULL;
+		}
+	}
+	return copy;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "qemu_names.h"
 #include "vmm.h"
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -185,7 +186,14 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	case OPT_API:
 		o->api_path = arg;
 		return 0;
+	case OPT_QMP:
+		o->qmp_path = arg;
+		return 0;
 	case OPT_INCOMING:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or defer)", arg);
+			return -1;
+		}
 		o->incoming_url = arg;
 		return 0;
 	case OPT_SET:
@@ -330,6 +338,18 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	case OPT_CANCEL:
 		o->cancel = true;
 		return 0;
+	case OPT_PROGRESS:
+		return cli_parse_progress(arg, &o->progress, cmd);
+	case OPT_TIMELINE:
+		o->timeline = arg;
+		return 0;
+	case OPT_INCOMING_URL:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			return -1;
+		}
+		o->incoming = arg;
+		return 0;
 	case OPT_RESOLVE:
 		if (strcmp(arg, "source") && strcmp(arg, "destination")) {
 			cli_usage_error(cmd, "--resolve takes 'source' or 'destination' (where the VM runs)");
@@ -349,25 +369,64 @@ void migrate_opts_finish(struct migrate_opts *o)
 		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
 }
 
+/* "1000..600000000" ("0.." without a bound), or the value names of parameter @p. */
+static void param_values(enum gw_param p, const struct gw_param_info *pi, char *buf, size_t len)
+{
+	cli_param_value_names(p, buf, len);
+	if (buf[0])
+		return;
+	if (pi->max == INT64_MAX)
+		snprintf(buf, len, "%" PRId64 "..", pi->min);
+	else
+		snprintf(buf, len, "%" PRId64 "..%" PRId64, pi->min, pi->max);
+}
+
 void cli_print_params(FILE *out)
 {
+	char values[96], def[32];
 	int p;
 
-	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating):\n");
+	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating;\n"
+		"a QEMU name is an alias whose value is in QEMU's unit):\n");
+	fprintf(out, "  %-26s %-5s %-24s %-10s %s\n", "name", "when", "values", "default", "QEMU name");
 	for (p = 0; p < GW_PARAM__COUNT; p++) {
 		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
+		const struct qemu_param *q = qemu_param_of((enum gw_param)p);
+		const char *dn;
 
 		if (!pi || !pi->name)
 			continue;
-		fprintf(out, "  %-22s %-5s default %-10" PRId64 " [%" PRId64 ", %" PRId64 "]  %s\n",
-			pi->name, pi->live ? "live" : "setup", pi->def, pi->min, pi->max,
-			pi->help ? pi->help : "");
+		param_values((enum gw_param)p, pi, values, sizeof(values));
+		dn = cli_param_value_name((enum gw_param)p, pi->def);
+		if (dn)
+			snprintf(def, sizeof(def), "%s", dn);
+		else
+			snprintf(def, sizeof(def), "%" PRId64, pi->def);
+		fprintf(out, "  %-26s %-5s %-24s %-10s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
+			values, def, q ? q->name : "-", q && q->unit[0] ? " (" : "",
+			q && q->unit[0] ? q->unit : "", q && q->unit[0] ? ")" : "");
+		fprintf(out, "      %s\n", pi->help ? pi->help : "");
 	}
 }
 
-int cli_api(const char *path, const char *line, struct json **reply, char *err, size_t err_len)
+int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd)
 {
-	struct json *j;
+	if (!strcmp(arg, "auto"))
+		*out = CLI_PROGRESS_AUTO;
+	else if (!strcmp(arg, "always"))
+		*out = CLI_PROGRESS_ALWAYS;
+	else if (!strcmp(arg, "never"))
+		*out = CLI_PROGRESS_NEVER;
+	else {
+		cli_usage_error(cmd, "--progress: expected auto, always or never, got '%s'", arg);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_api(const char *path, const char *line, json_t **reply, char *err, size_t err_len)
+{
+	json_t *j;
 	char *text = NULL, perr[128];
 	int ret;
 
@@ -384,37 +443,38 @@ int cli_api(const char *path, const char *line, struct json **reply, char *err, 
 			snprintf(err, err_len, "API %s: %s", path, strerror(-ret));
 		return ret;
 	}
-	j = json_parse(text, perr, sizeof(perr));
-	if (!j || j->type != JSON_OBJECT) {
+	j = js_parse(text, strlen(text), perr, sizeof(perr));
+	if (!json_is_object(j)) {
 		snprintf(err, err_len, "API %s: malformed answer (%s): %.200s", path,
 			 j ? "not an object" : perr, text);
-		json_free(j);
+		json_decref(j);
 		free(text);
 		return -EPROTO;
 	}
 	free(text);
-	if (!json_bool(json_get(j, "ok"), false)) {
-		snprintf(err, err_len, "%s", json_str(json_get(j, "error"), "request refused"));
-		json_free(j);
+	if (!js_bool(js_get(j, "ok"), false)) {
+		snprintf(err, err_len, "%s", js_str(js_get(j, "error"), "request refused"));
+		json_decref(j);
 		return -EINVAL;
 	}
 	*reply = j;
 	return 0;
 }
 
-bool cli_status_is(const struct json *st, enum gw_status which)
+bool cli_status_is(const json_t *st, enum gw_status which)
 {
-	const char *s = json_str(json_get(st, "status"), NULL);
+	const char *s = js_str(js_get(st, "status"), NULL);
 	const char *name = gw_status_name(which);
 
 	return s && name && !strcmp(s, name);
 }
 
-/* Over: failed, cancelled, unknown, or completed with the digests compared (verify not pending). */
-bool cli_status_terminal(const struct json *st)
+bool cli_status_terminal(const json_t *st)
 {
-	const char *verify = json_str(json_get(st, "verify"), "off");
+	const char *verify = js_str(js_get(st, "verify"), "off");
 
+	if (!js_bool(js_get(st, "settled"), true))
+		return false;
 	if (cli_status_is(st, GW_STATUS_COMPLETED))
 		return strcmp(verify, gw_verify_name(GW_VERIFY_PENDING)) != 0;
 	return cli_status_is(st, GW_STATUS_FAILED) || cli_status_is(st, GW_STATUS_CANCELLED) ||
@@ -435,4 +495,13 @@ void cli_sleep_ms(unsigned ms)
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+void cli_sleep_ms_interruptible(unsigned ms, volatile sig_atomic_t *counter, sig_atomic_t seen)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		if (counter && *counter != seen)
+			return;
 }

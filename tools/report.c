@@ -5,6 +5,10 @@
  * pages) plus the API's own members. Members this file does not know are
  * still printed, generically, so that new engine statistics show up
  * without a change here.
+ *
+ * What is printed depends on what happened: a failure shows its reason,
+ * its phase and the figures that mean something (what was sent before it
+ * failed), never a block of zeros; a destination shows what it received.
  */
 #include "cli.h"
 #include "cli_parse.h"
@@ -16,17 +20,20 @@
 static const char *const known_top[] = {
 	"ok", "status", "error-desc", "error-phase", "error-code", "total-time", "setup-time",
 	"downtime", "expected-downtime", "ram", "downtime-breakdown", "rounds", "round-table",
-	"channel-bytes", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend", "compress",
-	"role", "vm-status", "workload", "guest-progress-count", "verify-check", "incoming-url",
-	"verified", "guest-progress", "source-vm-status", "destination-vm-status",
+	"channel-bytes", "channel-codecs", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend",
+	"compress", "role", "vm-status", "workload", "guest-progress-count", "verify-check",
+	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
-	"dirty-limit-rate", "rtt", "converging", "converge-hint", NULL,
+	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
 	"dirty-sync-count", "mbps", "pages-per-second", "dirty-pages-rate", "skipped",
 	"xbzrle-pages", "payload-raw-bytes", "payload-wire-bytes", "compression-ratio",
-	"rate-bps", "free-hinted", "free-discarded", NULL,
+	"rate-bps", "free-hinted", "free-discarded",
+	/* QEMU's own (godwit status --qmp against QEMU) */
+	"postcopy-requests", "page-size", "multifd-bytes", "precopy-bytes", "downtime-bytes",
+	"postcopy-bytes", "dirty-sync-missed-zero-copy", NULL,
 };
 
 static bool in_list(const char *const *list, const char *s)
@@ -44,41 +51,50 @@ void report_extra_init(struct report_extra *x)
 	x->guest_progress = -1;
 }
 
-static void print_scalar(FILE *out, const struct json *v)
+static void print_scalar(FILE *out, const json_t *v)
 {
-	if (v->type == JSON_STRING)
-		fputs(v->str, out);
+	if (json_is_string(v))
+		fputs(json_string_value(v), out);
 	else
-		json_write(out, v);
+		js_write(out, v);
+}
+
+static int col_width(const char *key)
+{
+	return (int)(strlen(key) > 10 ? strlen(key) : 10);
 }
 
 /* An array of objects as a table, columns from the first element. */
-static void print_table(FILE *out, const char *name, const struct json *arr)
+static void print_table(FILE *out, const char *name, const json_t *arr)
 {
-	const struct json *row, *col;
+	const json_t *first = json_array_get(arr, 0), *row, *v;
+	const char *key;
+	size_t i;
 
-	if (!arr->child)
+	if (!json_is_object(first))
 		return;
 	fprintf(out, "%s:\n ", name);
-	for (col = arr->child->child; col; col = col->next)
-		fprintf(out, " %*s", (int)(strlen(col->key) > 10 ? strlen(col->key) : 10), col->key);
+	json_object_foreach((json_t *)first, key, v)
+		fprintf(out, " %*s", col_width(key), key);
 	fputc('\n', out);
-	for (row = arr->child; row; row = row->next) {
-		const struct json *hdr = arr->child->child;
+	json_array_foreach(arr, i, row) {
+		const json_t *hv;
 
 		fputc(' ', out);
-		for (; hdr; hdr = hdr->next) {
-			const struct json *v = json_get(row, hdr->key);
-			int w = (int)(strlen(hdr->key) > 10 ? strlen(hdr->key) : 10);
+		json_object_foreach((json_t *)first, key, hv) {
+			int w = col_width(key);
 
+			v = js_get(row, key);
 			if (!v)
 				fprintf(out, " %*s", w, "-");
-			else if (v->type == JSON_NUMBER && v->number != (double)(int64_t)v->number)
-				fprintf(out, " %*.3f", w, v->number);
-			else if (v->type == JSON_STRING)
-				fprintf(out, " %*s", w, v->str);
-			else if (v->type == JSON_NUMBER)
-				fprintf(out, " %*s", w, v->str);
+			else if (json_is_real(v))
+				fprintf(out, " %*.3f", w, json_real_value(v));
+			else if (json_is_integer(v))
+				fprintf(out, " %*" JSON_INTEGER_FORMAT, w, json_integer_value(v));
+			else if (json_is_string(v))
+				fprintf(out, " %*s", w, json_string_value(v));
+			else if (json_is_boolean(v))
+				fprintf(out, " %*s", w, json_is_true(v) ? "true" : "false");
 			else
 				fprintf(out, " %*s", w, "?");
 		}
@@ -86,25 +102,28 @@ static void print_table(FILE *out, const char *name, const struct json *arr)
 	}
 }
 
-static void print_generic(FILE *out, const struct json *m)
+static void print_generic(FILE *out, const char *key, const json_t *m)
 {
-	const struct json *c;
+	const char *ck;
+	json_t *c;
+	bool first = true;
 
-	if (m->type == JSON_ARRAY && m->child && m->child->type == JSON_OBJECT) {
-		print_table(out, m->key, m);
+	if (json_is_array(m) && json_is_object(json_array_get(m, 0))) {
+		print_table(out, key, m);
 		return;
 	}
-	fprintf(out, "%-19s", m->key);
-	if (m->type == JSON_OBJECT) {
-		for (c = m->child; c; c = c->next) {
-			fprintf(out, "%s%s ", c == m->child ? "" : ", ", c->key);
-			if (c->type == JSON_OBJECT || c->type == JSON_ARRAY)
-				json_write(out, c);
+	fprintf(out, "%-19s", key);
+	if (json_is_object(m)) {
+		json_object_foreach((json_t *)m, ck, c) {
+			fprintf(out, "%s%s ", first ? "" : ", ", ck);
+			first = false;
+			if (json_is_object(c) || json_is_array(c))
+				js_write(out, c);
 			else
 				print_scalar(out, c);
 		}
-	} else if (m->type == JSON_ARRAY) {
-		json_write(out, m);
+	} else if (json_is_array(m)) {
+		js_write(out, m);
 	} else {
 		print_scalar(out, m);
 	}
@@ -116,160 +135,213 @@ static const char *yes_no(int v)
 	return v < 0 ? "n/a" : v ? "yes" : "no";
 }
 
-static double num(const struct json *o, const char *key)
+static double num(const json_t *o, const char *key)
 {
-	return json_num(json_get(o, key), 0);
+	return js_num(js_get(o, key), 0);
 }
 
-static void print_breakdown(FILE *out, const struct json *b)
+static void print_breakdown(FILE *out, const json_t *b)
 {
-	const struct json *m;
+	const char *key;
+	json_t *m;
 	bool first = true;
 
-	if (!b || b->type != JSON_OBJECT)
+	if (!json_is_object(b))
 		return;
 	fprintf(out, "%-19s", "  breakdown:");
-	for (m = b->child; m; m = m->next) {
-		if (m->type != JSON_NUMBER)
+	json_object_foreach((json_t *)b, key, m) {
+		if (!json_is_number(m))
 			continue;
-		fprintf(out, "%s%s %.3f", first ? "" : ", ", m->key, m->number);
+		fprintf(out, "%s%s %.3f", first ? "" : ", ", key, json_number_value(m));
 		first = false;
 	}
 	fputs(" ms\n", out);
 }
 
-static void print_rounds(FILE *out, const struct json *table)
+static void print_rounds(FILE *out, const json_t *table)
 {
-	const struct json *r;
+	const json_t *r;
 	char b[32];
+	size_t i;
 
-	if (!table || table->type != JSON_ARRAY || !table->child)
+	if (!json_array_size(table))
 		return;
 	fprintf(out, "  %5s %12s %12s %12s %11s %12s %16s %9s\n", "round", "duration-ms",
 		"dirty-pages", "sent", "rate-MiB/s", "dirty-MiB/s", "exp-downtime-ms", "throttle");
-	for (r = table->child; r; r = r->next)
+	json_array_foreach(table, i, r)
 		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %12.1f %16.3f %8.0f%%%s\n",
 			num(r, "round"), num(r, "duration"), num(r, "dirty-pages"),
 			cli_fmt_bytes((uint64_t)num(r, "sent-bytes"), b, sizeof(b)),
 			num(r, "rate-bps") / 1048576.0,
 			num(r, "dirty-rate-pps") * GW_PAGE_BYTES / 1048576.0, num(r, "expected-downtime"),
 			num(r, "cpu-throttle-percentage"),
-			json_bool(json_get(r, "dirty-limit"), false) ? " +dirty-limit" : "");
+			js_bool(js_get(r, "dirty-limit"), false) ? " +dirty-limit" : "");
 }
 
-/* Throttle, dirty limit, round trip; why it does not converge, if so. */
-static void print_convergence(FILE *out, const struct json *st)
+/* Throttle, dirty limit, round trip; why it does not converge, if so. Source only. */
+static void print_convergence(FILE *out, const json_t *st)
 {
-	const char *hint = json_str(json_get(st, "converge-hint"), "");
+	const char *hint = js_str(js_get(st, "converge-hint"), "");
 	char b[32];
 
-	if (!json_get(st, "cpu-throttle-percentage"))
+	if (!js_get(st, "cpu-throttle-percentage") || !js_get(st, "rtt"))
 		return;
 	fprintf(out, "%-19sthrottle %.0f%%, dirty limit %s, rtt %.3f ms, %s\n", "convergence:",
 		num(st, "cpu-throttle-percentage"),
 		num(st, "dirty-limit-rate") > 0 ?
 		cli_fmt_bytes((uint64_t)num(st, "dirty-limit-rate"), b, sizeof(b)) : "off",
-		num(st, "rtt"), json_bool(json_get(st, "converging"), true) ? "converging" : "not converging");
+		num(st, "rtt"), js_bool(js_get(st, "converging"), true) ? "converging" : "not converging");
 	if (hint[0])
 		fprintf(out, "%-19s%s\n", "  why:", hint);
 }
 
-void report_print(FILE *out, const struct json *st, const struct report_extra *x)
+/* "rounds:" in the numbering of the round table and the progress line. */
+static void print_rounds_line(FILE *out, const json_t *st, bool completed)
 {
-	const struct json *ram = json_get(st, "ram"), *m, *v;
-	const char *err = json_str(json_get(st, "error-desc"), "");
-	const char *phase = json_str(json_get(st, "error-phase"), "");
-	bool completed = cli_status_is(st, GW_STATUS_COMPLETED);
-	int verified = x && x->verified >= 0 ? x->verified :
-		       completed && json_get(st, "verified") ?
-		       json_bool(json_get(st, "verified"), false) : -1;
-	char b1[32], b2[32], b3[32];
+	double n = num(st, "rounds");
 
-	fprintf(out, "%-19s%s\n", "status:", json_str(json_get(st, "status"), "?"));
+	if (!js_get(st, "rounds") || (n == 0 && !completed))
+		return;
+	if (n == 0)
+		fprintf(out, "%-19sno precopy round, the final one (round 0) with the VM paused\n", "rounds:");
+	else if (n == 1)
+		fprintf(out, "%-19s1 precopy (round 0)%s\n", "rounds:",
+			completed ? ", then the final one (round 1) with the VM paused" : "");
+	else if (completed)
+		fprintf(out, "%-19s%.0f precopy (rounds 0-%.0f), then the final one (round %.0f) with the VM paused\n",
+			"rounds:", n, n - 1, n);
+	else
+		fprintf(out, "%-19s%.0f precopy (rounds 0-%.0f)\n", "rounds:", n, n - 1);
+}
+
+/* "#0 1.00 GiB (lz4 80%, none 20%), #1 ..." */
+static void print_channels(FILE *out, const json_t *st)
+{
+	const json_t *bytes = js_get(st, "channel-bytes"), *codecs = js_get(st, "channel-codecs");
+	char b[32];
+	size_t i;
+
+	if (!json_array_size(bytes))
+		return;
+	fprintf(out, "%-19s", "channels:");
+	for (i = 0; i < json_array_size(bytes); i++) {
+		const json_t *cu = json_array_get(codecs, i), *v;
+		double all = 0;
+		const char *key;
+		bool first = true;
+
+		fprintf(out, "%s#%zu %s", i ? ", " : "", i,
+			cli_fmt_bytes((uint64_t)js_num(json_array_get(bytes, i), 0), b, sizeof(b)));
+		json_object_foreach((json_t *)cu, key, v)
+			all += js_num(v, 0);
+		json_object_foreach((json_t *)cu, key, v) {
+			if (all <= 0)
+				break;
+			fprintf(out, "%s%s %.0f%%", first ? " (" : ", ", key, 100.0 * js_num(v, 0) / all);
+			first = false;
+		}
+		if (!first)
+			fputc(')', out);
+	}
+	fputc('\n', out);
+}
+
+/* What moved: bytes, rate, pages, compression, dirty tracking. */
+static void print_ram(FILE *out, const json_t *st, const json_t *ram, bool dest)
+{
+	char b1[32], b2[32], b3[32];
+	const char *key;
+	json_t *m;
+
+	fprintf(out, "%-19s%s of %s RAM%s%s%s\n", dest ? "received:" : "transferred:",
+		cli_fmt_bytes((uint64_t)num(ram, "transferred"), b1, sizeof(b1)),
+		cli_fmt_bytes((uint64_t)num(ram, "total"), b2, sizeof(b2)),
+		dest ? "" : " (remaining ", dest ? "" : cli_fmt_bytes((uint64_t)num(ram, "remaining"), b3, sizeof(b3)),
+		dest ? "" : ")");
+	fprintf(out, "%-19s%.1f Mbit/s (%.1f MiB/s), %.0f pages/s\n", "throughput:",
+		num(ram, "mbps"), num(ram, "mbps") * 1e6 / 8 / 1048576.0, num(ram, "pages-per-second"));
+	fprintf(out, "%-19snormal %.0f, zero %.0f, skipped %.0f, xbzrle %.0f\n", "pages:",
+		num(ram, "normal"), num(ram, "duplicate"), num(ram, "skipped"), num(ram, "xbzrle-pages"));
+	if (num(ram, "free-hinted") > 0 || num(ram, "free-discarded") > 0)
+		fprintf(out, "%-19s%.0f pages not sent, %.0f sent before and zeroed at the end\n",
+			"free-page hints:", num(ram, "free-hinted"), num(ram, "free-discarded"));
+	if (js_get(st, "compress"))
+		fprintf(out, "%-19s%s%s, ratio %.3f (page payload %s -> %s)\n", "compression:",
+			js_str(js_get(st, "compress"), "none"), dest ? " (as the source asked)" : "",
+			js_num(js_get(ram, "compression-ratio"), 1),
+			cli_fmt_bytes((uint64_t)num(ram, "payload-raw-bytes"), b1, sizeof(b1)),
+			cli_fmt_bytes((uint64_t)num(ram, "payload-wire-bytes"), b2, sizeof(b2)));
+	if (!dest && js_get(st, "dirty-backend"))
+		fprintf(out, "%-19s%s, %.0f syncs, %.0f pages/s dirtied at the last\n", "dirty tracking:",
+			js_str(js_get(st, "dirty-backend"), "?"), num(ram, "dirty-sync-count"),
+			num(ram, "dirty-pages-rate"));
+	json_object_foreach((json_t *)ram, key, m) {
+		if (in_list(known_ram, key))
+			continue;
+		fputs("  ram.", out);
+		print_generic(out, key, m);
+	}
+}
+
+void report_print(FILE *out, const json_t *st, const struct report_extra *x)
+{
+	const json_t *ram = js_get(st, "ram"), *v;
+	const char *err = js_str(js_get(st, "error-desc"), "");
+	const char *phase = js_str(js_get(st, "error-phase"), "");
+	bool completed = cli_status_is(st, GW_STATUS_COMPLETED);
+	bool dest = !strcmp(js_str(js_get(st, "role"), "source"), "destination");
+	/* A failure shows figures only when pages moved before it (a handshake is no figure). */
+	bool moved = num(ram, "normal") + num(ram, "duplicate") + num(ram, "xbzrle-pages") > 0;
+	int verified = x && x->verified >= 0 ? x->verified :
+		       completed && js_get(st, "verified") ?
+		       js_bool(js_get(st, "verified"), false) : -1;
+	const char *key;
+	json_t *m;
+
+	fprintf(out, "%-19s%s%s\n", "status:", js_str(js_get(st, "status"), "?"),
+		dest ? " (destination)" : "");
 	if (err[0])
 		fprintf(out, "%-19s%s%s%s%s\n", "error:", err, phase[0] ? " (phase " : "",
 			phase, phase[0] ? ")" : "");
-	if ((v = json_get(st, "total-time")))
-		fprintf(out, "%-19s%.3f ms (setup %.3f ms)\n", "total time:", json_num(v, 0),
-			num(st, "setup-time"));
-	if ((v = json_get(st, "downtime")) && completed)
-		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", json_num(v, 0),
-			num(st, "expected-downtime"));
-	if (completed)
-		print_breakdown(out, json_get(st, "downtime-breakdown"));
-	if (ram) {
-		fprintf(out, "%-19s%s of %s RAM (remaining %s)\n", "transferred:",
-			cli_fmt_bytes((uint64_t)num(ram, "transferred"), b1, sizeof(b1)),
-			cli_fmt_bytes((uint64_t)num(ram, "total"), b2, sizeof(b2)),
-			cli_fmt_bytes((uint64_t)num(ram, "remaining"), b3, sizeof(b3)));
-		fprintf(out, "%-19s%.1f Mbit/s (%.1f MiB/s), %.0f pages/s\n", "throughput:",
-			num(ram, "mbps"), num(ram, "mbps") * 1e6 / 8 / 1048576.0,
-			num(ram, "pages-per-second"));
-		fprintf(out, "%-19snormal %.0f, zero %.0f, skipped %.0f, xbzrle %.0f\n", "pages:",
-			num(ram, "normal"), num(ram, "duplicate"), num(ram, "skipped"),
-			num(ram, "xbzrle-pages"));
-		if (num(ram, "free-hinted") > 0 || num(ram, "free-discarded") > 0)
-			fprintf(out, "%-19s%.0f pages not sent, %.0f sent before and zeroed at the end\n",
-				"free-page hints:", num(ram, "free-hinted"), num(ram, "free-discarded"));
-		fprintf(out, "%-19s%s, ratio %.3f (page payload %s -> %s)\n", "compression:",
-			json_str(json_get(st, "compress"), "none"), json_num(json_get(ram, "compression-ratio"), 1),
-			cli_fmt_bytes((uint64_t)num(ram, "payload-raw-bytes"), b1, sizeof(b1)),
-			cli_fmt_bytes((uint64_t)num(ram, "payload-wire-bytes"), b2, sizeof(b2)));
-		fprintf(out, "%-19s%s, %.0f syncs, %.0f pages/s dirtied at the last\n", "dirty tracking:",
-			json_str(json_get(st, "dirty-backend"), "?"), num(ram, "dirty-sync-count"),
-			num(ram, "dirty-pages-rate"));
-		for (m = ram->child; m; m = m->next) {
-			if (in_list(known_ram, m->key))
-				continue;
-			fputs("  ram.", out);
-			print_generic(out, m);
-		}
-	}
-	print_convergence(out, st);
-	if ((v = json_get(st, "rounds")))
-		fprintf(out, "%-19s%.0f precopy (+ the final one, paused)\n", "rounds:", json_num(v, 0));
-	print_rounds(out, json_get(st, "round-table"));
-	if ((v = json_get(st, "channel-bytes")) && v->type == JSON_ARRAY && v->child) {
-		unsigned i = 0;
-
-		fprintf(out, "%-19s", "channels:");
-		for (m = v->child; m; m = m->next, i++)
-			fprintf(out, "%s#%u %s", i ? ", " : "", i,
-				cli_fmt_bytes((uint64_t)json_num(m, 0), b1, sizeof(b1)));
+	if ((v = js_get(st, "total-time")) && (completed || js_num(v, 0) > 0)) {
+		fprintf(out, "%-19s%.3f ms", completed ? "total time:" : "after:", js_num(v, 0));
+		if (completed || num(st, "setup-time") > 0)
+			fprintf(out, " (setup %.3f ms)", num(st, "setup-time"));
 		fputc('\n', out);
 	}
-	if (json_get(st, "cpu-user-seconds"))
-		fprintf(out, "%-19suser %.3f s, system %.3f s\n", "cpu (source):",
-			num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
-	for (m = st->child; m; m = m->next)
-		if (!in_list(known_top, m->key))
-			print_generic(out, m);
-	fprintf(out, "%-19s%s%s%s%s\n", "verified:", yes_no(verified),
-		x && x->verify_detail ? " (" : "", x && x->verify_detail ? x->verify_detail : "",
-		x && x->verify_detail ? ")" : "");
+	if ((v = js_get(st, "downtime")) && completed && !dest)
+		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", js_num(v, 0),
+			num(st, "expected-downtime"));
+	if (completed && !dest)
+		print_breakdown(out, js_get(st, "downtime-breakdown"));
+	if (ram && (completed || moved))
+		print_ram(out, st, ram, dest);
+	if (!dest && (completed || moved))
+		print_convergence(out, st);
+	print_rounds_line(out, st, completed);
+	if (completed || moved) {
+		print_rounds(out, js_get(st, "round-table"));
+		print_channels(out, st);
+		if (num(st, "cpu-user-seconds") + num(st, "cpu-system-seconds") > 0)
+			fprintf(out, "%-19suser %.3f s, system %.3f s\n",
+				dest ? "cpu (destination):" : "cpu (source):",
+				num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
+	}
+	/* Members this file does not know; a failure before any page moved has none worth it. */
+	json_object_foreach((json_t *)st, key, m) {
+		if (!in_list(known_top, key) && (completed || moved))
+			print_generic(out, key, m);
+	}
+	if (completed || verified >= 0)
+		fprintf(out, "%-19s%s%s%s%s\n", "verified:", yes_no(verified),
+			x && x->verify_detail ? " (" : "", x && x->verify_detail ? x->verify_detail : "",
+			x && x->verify_detail ? ")" : "");
 	if (x && x->guest_progress >= 0)
 		fprintf(out, "%-19s%s\n", "guest progress:", yes_no(x->guest_progress));
 	if (x && x->source_vm_status)
 		fprintf(out, "%-19s%s\n", "source vm:", x->source_vm_status);
 	if (x && x->destination_vm_status)
 		fprintf(out, "%-19s%s\n", "destination vm:", x->destination_vm_status);
-}
-
-void report_progress_line(FILE *out, const struct json *st)
-{
-	char t[32], r[32];
-
-	fprintf(out, "%s: %.0f ms, transferred %s, remaining %s, rounds %.0f, link %.0f MiB/s, "
-		"dirtied %.0f MiB/s, expected downtime %.1f ms, throttle %.0f%%%s",
-		json_str(json_get(st, "status"), "?"), json_num(json_get(st, "total-time"), 0),
-		cli_fmt_bytes((uint64_t)json_path_num(st, "ram.transferred", 0), t, sizeof(t)),
-		cli_fmt_bytes((uint64_t)json_path_num(st, "ram.remaining", 0), r, sizeof(r)),
-		json_path_num(st, "ram.dirty-sync-count", 0),
-		json_path_num(st, "ram.rate-bps", 0) / 1048576.0,
-		json_path_num(st, "ram.dirty-pages-rate", 0) * GW_PAGE_BYTES / 1048576.0,
-		json_num(json_get(st, "expected-downtime"), 0),
-		json_num(json_get(st, "cpu-throttle-percentage"), 0),
-		json_num(json_get(st, "dirty-limit-rate"), 0) > 0 ? ", dirty limit on" : "");
-	if (!json_bool(json_get(st, "converging"), true))
-		fputs(", NOT converging", out);
+	if (x && x->logs)
+		fprintf(out, "%-19s%s\n", "logs:", x->logs);
 }

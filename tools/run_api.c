@@ -1,303 +1,232 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * godwit run: the requests of its API socket (docs/api.md): status,
- * migrate, set, cancel, check, resolve, quit. One request at a time, on the
- * API server's thread; each writes exactly one JSON object.
+ * params, events, migrate, incoming, set, cancel, check, resolve, quit.
+ * One request at a time, on the API server's thread; each answers one JSON
+ * object (events then keeps the connection as a stream).
  *
- * Threads: see run.h. Handlers take rs->lock for the session fields and
- * call the VM backend, which serialises itself.
+ * Threads: see run.h. The work is run_ops.c's; this file reads requests
+ * and words answers.
  */
 #include "run.h"
+#include "run_events.h"
 #include "cli_parse.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-/* Caller holds rs->lock. "ok", "failed: ...", or "n/a". */
-static void verify_check_text(struct run_state *rs, char *buf, size_t len)
+static json_t *handle_status(struct run_state *rs)
 {
-	char msg[RUN_CHECK_MSG_MAX];
-	int r;
+	json_t *o = run_status(rs);
 
-	if (rs->check[0]) {
-		snprintf(buf, len, "%s", rs->check);
-		return;
-	}
-	msg[0] = '\0';
-	r = rs->be->post_migration_check(rs->vm, msg, sizeof(msg));
-	if (r > 0)
-		snprintf(buf, len, "ok");
-	else if (r < 0)
-		snprintf(buf, len, "failed: %s", msg[0] ? msg : "mismatch");
-	else
-		snprintf(buf, len, "n/a");
-}
+	if (!o)
+		return api_error("out of memory");
+	/* "ok" first, as every answer has it. */
+	{
+		json_t *r = api_ok();
 
-static void handle_status(struct run_state *rs, FILE *out)
-{
-	struct gw_stats *st = calloc(1, sizeof(*st));
-	char vc[RUN_CHECK_MSG_MAX + 16];
-	char *extra = NULL;
-	size_t extra_len = 0;
-	FILE *x;
-	char wl[VMM_WORKLOAD_SPEC_MAX];
-
-	if (!st) {
-		api_reply_error(out, "out of memory");
-		return;
+		if (!r || json_object_update(r, o)) {
+			json_decref(r);
+			json_decref(o);
+			return api_error("out of memory");
+		}
+		json_decref(o);
+		return r;
 	}
-	x = open_memstream(&extra, &extra_len);
-	if (!x) {
-		free(st);
-		api_reply_error(out, "out of memory");
-		return;
-	}
-	pthread_mutex_lock(&rs->lock);
-	if (rs->sess)
-		gw_session_stats(rs->sess, st);
-	else
-		st->status = GW_STATUS_NONE;
-	verify_check_text(rs, vc, sizeof(vc));
-	fprintf(x, "\"ok\":true,\"role\":\"%s\",\"vm-status\":",
-		rs->sess && rs->sess_role == GW_ROLE_DEST ? "destination" : "source");
-	json_write_string(x, run_vm_status(rs));
-	rs->be->workload(rs->vm, wl, sizeof(wl));
-	fputs(",\"workload\":", x);
-	json_write_string(x, wl);
-	fprintf(x, ",\"guest-progress-count\":%" PRIu64 ",\"verify-check\":",
-		rs->be->progress(rs->vm));
-	json_write_string(x, vc);
-	if (rs->sess && rs->sess_role == GW_ROLE_DEST) {
-		fputs(",\"incoming-url\":", x);
-		json_write_string(x, gw_incoming_url(rs->sess));
-	}
-	pthread_mutex_unlock(&rs->lock);
-	if (fclose(x)) {
-		free(st);
-		api_reply_error(out, "out of memory");
-		return;
-	}
-	gw_stats_json(st, extra, out);
-	free(extra);
-	free(st);
 }
 
 /*
- * The PARAM=VALUE pairs of an API request (all but @skip_key) into @ps.
- * On a bad pair: an error reply, -1.
+ * The PARAM=VALUE pairs of a request (all but @skip) into @ps: godwit's
+ * names or QEMU's (values then in QEMU's units). NULL, or the error answer.
  */
-static int request_params(const struct api_request *req, const char *skip_key,
-			  struct cli_params *ps, FILE *out)
+static json_t *request_params(const struct api_request *req, const char *const *skip,
+			      struct cli_params *ps)
 {
 	char err[256];
 
 	for (unsigned i = 0; i < req->nr_args; i++) {
+		const char *const *k;
 		enum gw_param p;
 		int64_t v;
 
-		if (skip_key && !strcmp(req->args[i].key, skip_key))
+		for (k = skip; k && *k && strcmp(*k, req->args[i].key); k++)
+			;
+		if (k && *k)
 			continue;
-		if (gw_param_by_name(req->args[i].key, &p)) {
-			api_reply_error(out, "unknown parameter '%s'", req->args[i].key);
-			return -1;
-		}
-		if (cli_parse_param_value(p, req->args[i].value, &v, err, sizeof(err))) {
-			api_reply_error(out, "%s", err);
-			return -1;
-		}
-		cli_params_put(ps, p, v);
+		if (cli_parse_named_param(req->args[i].key, req->args[i].value, &p, &v, err, sizeof(err)))
+			return api_error("%s", err);
+		if (cli_params_put(ps, p, v))
+			return api_error("too many parameters");
 	}
-	return 0;
+	return NULL;
 }
 
-/* Caller holds rs->lock. Why a new outgoing migration cannot start (reply sent), or false. */
-static bool migrate_refused(struct run_state *rs, FILE *out)
+static json_t *handle_migrate(struct run_state *rs, const struct api_request *req)
 {
-	enum vmm_state vs;
-
-	if (rs->migrating) {
-		api_reply_error(out, "a migration is already running");
-		return true;
-	}
-	if (rs->sess && rs->sess_role == GW_ROLE_SOURCE) {
-		struct gw_stats *st = calloc(1, sizeof(*st));
-		bool unknown, mismatch;
-
-		if (!st) {
-			api_reply_error(out, "out of memory");
-			return true;
-		}
-		gw_session_stats(rs->sess, st);
-		unknown = st->status == GW_STATUS_UNKNOWN;
-		mismatch = st->status == GW_STATUS_COMPLETED && st->verify == GW_VERIFY_MISMATCH &&
-			   rs->be->state(rs->vm) == VMM_PAUSED;
-		free(st);
-		/* The destination may run this VM now: two copies must never run. */
-		if (unknown) {
-			api_reply_error(out, "the last migration's outcome is unknown (go sent, no answer): "
-					"ask the destination; this VM stays paused and cannot migrate");
-			return true;
-		}
-		if (mismatch) {
-			api_reply_error(out, "the last migration's RAM digests differ and the destination runs "
-					"the VM: resolve it first (godwit migrate --resolve source|destination)");
-			return true;
-		}
-	}
-	vs = rs->be->state(rs->vm);
-	if (vs != VMM_RUNNING && vs != VMM_PAUSED) {
-		api_reply_error(out, "the VM is %s: nothing to migrate", vmm_state_name(vs));
-		return true;
-	}
-	return false;
-}
-
-/* A source session with @ps, migrating to @url; NULL with the reply sent. */
-static struct gw_session *source_start(struct run_state *rs, const struct cli_params *ps,
-				       const char *url, FILE *out)
-{
-	struct gw_session *s = gw_session_new(GW_ROLE_SOURCE, rs->be->info(rs->vm),
-					      rs->be->engine_ops, rs->vm);
-	char why[256];
-	int ret;
-
-	if (!s) {
-		api_reply_error(out, "cannot create a migration session: %s", strerror(errno));
-		return NULL;
-	}
-	for (unsigned i = 0; i < ps->nr; i++) {
-		ret = gw_session_set(s, ps->v[i].p, ps->v[i].value);
-		if (ret) {
-			api_reply_error(out, "%s=%" PRId64 ": %s", gw_param_info(ps->v[i].p)->name,
-					ps->v[i].value, strerror(-ret));
-			gw_session_free(s);
-			return NULL;
-		}
-	}
-	ret = gw_migrate_start(s, url);
-	if (ret) {
-		gw_session_error(s, why, sizeof(why));
-		api_reply_error(out, "cannot start the migration to %s: %s", url,
-				why[0] ? why : strerror(-ret));
-		gw_session_free(s);
-		return NULL;
-	}
-	return s;
-}
-
-static void handle_migrate(struct run_state *rs, const struct api_request *req, FILE *out)
-{
-	struct cli_params ps = rs->base;
+	static const char *const skip[] = { "url", NULL };
+	struct cli_params ps = { 0 };
 	const char *url = api_arg(req, "url");
-	struct gw_session *s;
-	int ret;
+	char err[RUN_ERR_MAX];
+	json_t *r;
 
-	if (!url || !*url) {
-		api_reply_error(out, "migrate needs url=tcp:HOST:PORT or url=unix:PATH");
-		return;
+	if (!url || !*url)
+		return api_error("migrate needs url=tcp:HOST:PORT or url=unix:PATH");
+	r = request_params(req, skip, &ps);
+	if (r)
+		return r;
+	if (run_migrate(rs, url, &ps, err, sizeof(err)))
+		return api_error("%s", err);
+	r = api_ok();
+	if (r && js_set_str(r, "url", url)) {
+		json_decref(r);
+		r = NULL;
 	}
-	if (request_params(req, "url", &ps, out))
-		return;
-
-	pthread_mutex_lock(&rs->lock);
-	if (migrate_refused(rs, out))
-		goto out;
-	/* A session migrates once: a finished one (failed, or the incoming
-	 * one of a VM that now runs here) is replaced by a fresh source. */
-	run_watcher_join(rs);
-	s = source_start(rs, &ps, url, out);
-	if (!s)
-		goto out;
-	gw_session_free(rs->sess);
-	rs->sess = s;
-	rs->sess_role = GW_ROLE_SOURCE;
-	ret = run_watcher_start(rs);
-	if (ret) {
-		/* Without a watcher nobody would mark the end: give up now. */
-		gw_session_cancel(s);
-		gw_session_wait(s);
-		api_reply_error(out, "cannot start the watcher thread: %s", strerror(-ret));
-		goto out;
-	}
-	gw_log(GW_LOG_INFO, "cli", "migrate_requested", "url=%s", url);
-	fputs("{\"ok\":true,\"url\":", out);
-	json_write_string(out, url);
-	fputc('}', out);
-out:
-	pthread_mutex_unlock(&rs->lock);
+	return r;
 }
-static void handle_set(struct run_state *rs, const struct api_request *req, FILE *out)
+
+static json_t *handle_incoming(struct run_state *rs, const struct api_request *req)
+{
+	const char *url = api_arg(req, "url"), *eoe = api_arg(req, "exit-on-error");
+	char err[RUN_ERR_MAX];
+	bool exit_on_error = true;
+	json_t *r;
+
+	if (!url || !*url)
+		return api_error("incoming needs url=tcp:HOST:PORT or url=unix:PATH");
+	if (eoe) {
+		if (!strcmp(eoe, "no") || !strcmp(eoe, "false") || !strcmp(eoe, "off"))
+			exit_on_error = false;
+		else if (strcmp(eoe, "yes") && strcmp(eoe, "true") && strcmp(eoe, "on"))
+			return api_error("exit-on-error takes yes or no, not '%s'", eoe);
+	}
+	for (unsigned i = 0; i < req->nr_args; i++)
+		if (strcmp(req->args[i].key, "url") && strcmp(req->args[i].key, "exit-on-error"))
+			return api_error("incoming takes url= and exit-on-error=, not '%s'", req->args[i].key);
+	if (run_incoming(rs, url, exit_on_error, err, sizeof(err)))
+		return api_error("%s", err);
+	pthread_mutex_lock(&rs->lock);
+	r = api_ok();
+	if (r && js_set_str(r, "url", gw_incoming_url(rs->sess))) {
+		json_decref(r);
+		r = NULL;
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return r;
+}
+
+static json_t *handle_set(struct run_state *rs, const struct api_request *req)
 {
 	struct cli_params ps = { 0 };
-	unsigned i;
-	int ret;
+	char err[RUN_ERR_MAX];
+	bool now;
+	json_t *r;
 
-	if (!req->nr_args) {
-		api_reply_error(out, "set needs PARAM=VALUE pairs");
-		return;
+	if (!req->nr_args)
+		return api_error("set needs PARAM=VALUE pairs");
+	r = request_params(req, NULL, &ps);
+	if (r)
+		return r;
+	if (run_set(rs, &ps, &now, err, sizeof(err)))
+		return api_error("%s", err);
+	r = api_ok();
+	if (r && js_set_str(r, "applied", now ? "now" : "next-migration")) {
+		json_decref(r);
+		r = NULL;
 	}
-	if (request_params(req, NULL, &ps, out))
-		return;
-	pthread_mutex_lock(&rs->lock);
-	/* Check every pair first so that a refusal changes nothing. */
-	if (rs->migrating) {
-		for (i = 0; i < ps.nr; i++) {
-			if (!gw_param_info(ps.v[i].p)->live) {
-				api_reply_error(out, "%s is a setup parameter: it cannot change while a migration runs",
-						gw_param_info(ps.v[i].p)->name);
-				goto out;
-			}
-		}
-	}
-	for (i = 0; i < ps.nr; i++) {
-		if (rs->migrating) {
-			ret = gw_session_set(rs->sess, ps.v[i].p, ps.v[i].value);
-			if (ret) {
-				api_reply_error(out, "%s=%" PRId64 ": %s", gw_param_info(ps.v[i].p)->name,
-						ps.v[i].value, strerror(-ret));
-				goto out;
-			}
-		}
-		cli_params_put(&rs->base, ps.v[i].p, ps.v[i].value);
-		gw_log(GW_LOG_INFO, "cli", "param_set", "name=%s value=%" PRId64 " live=%d",
-		       gw_param_info(ps.v[i].p)->name, ps.v[i].value, rs->migrating);
-	}
-	fprintf(out, "{\"ok\":true,\"applied\":%s}", rs->migrating ? "\"now\"" : "\"next-migration\"");
-out:
-	pthread_mutex_unlock(&rs->lock);
+	return r;
 }
 
-static void handle_cancel(struct run_state *rs, FILE *out)
+/* Every parameter as a migration started now would get it: value, default, live, QEMU's name. */
+static json_t *handle_params(struct run_state *rs)
 {
-	int ret;
+	int64_t v[GW_PARAM__COUNT];
+	json_t *r = api_ok(), *list = json_object();
+	int bad = !r || !list;
 
-	pthread_mutex_lock(&rs->lock);
-	if (!rs->migrating) {
-		api_reply_error(out, "no migration is running");
-		goto out;
+	run_params_now(rs, v);
+	for (int p = 0; !bad && p < GW_PARAM__COUNT; p++) {
+		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
+		const char *name = cli_param_value_name((enum gw_param)p, v[p]);
+		json_t *o = json_object();
+
+		bad |= !o;
+		if (bad)
+			break;
+		bad |= js_set_int(o, "value", v[p]);
+		if (name)
+			bad |= js_set_str(o, "name", name);
+		bad |= js_set_int(o, "default", pi->def);
+		bad |= js_set_bool(o, "live", pi->live);
+		bad |= json_object_set_new(list, pi->name, o);
 	}
-	ret = gw_session_cancel(rs->sess);
-	if (ret)
-		api_reply_error(out, "cannot cancel: %s (the handover may already be under way)",
-				strerror(-ret));
-	else
-		fputs("{\"ok\":true}", out);
-out:
+	pthread_mutex_lock(&rs->lock);
+	if (!bad)
+		bad |= js_set_str(r, "applies-to", rs->migrating && rs->sess_role == GW_ROLE_SOURCE ?
+				  "running-migration" : "next-migration");
 	pthread_mutex_unlock(&rs->lock);
+	if (!bad)
+		bad |= json_object_set_new(r, "parameters", list) != 0;
+	else
+		json_decref(list);
+	if (bad) {
+		json_decref(r);
+		return api_error("out of memory");
+	}
+	return r;
 }
 
-static void handle_check(struct run_state *rs, FILE *out)
+/* Keep the connection: one JSON line per event from now on. */
+static json_t *handle_events(struct run_state *rs, const struct api_request *req, int fd)
+{
+	json_t *r;
+
+	if (req->nr_args)
+		return api_error("events takes no arguments");
+	r = api_ok();
+	if (!r || js_set_str(r, "stream", "events") || api_send_json(fd, r)) {
+		json_decref(r);
+		return api_error("out of memory");
+	}
+	json_decref(r);
+	shutdown(fd, SHUT_RD);
+	if (run_events_add_stream(rs->events, fd))
+		close(fd);
+	return NULL;
+}
+
+static json_t *handle_cancel(struct run_state *rs)
+{
+	char err[RUN_ERR_MAX];
+
+	if (run_cancel(rs, err, sizeof(err)))
+		return api_error("%s", err);
+	return api_ok();
+}
+
+static json_t *check_answer(const char *result, const char *message)
+{
+	json_t *r = api_ok();
+
+	if (r && (js_set_str(r, "result", result) || (message && js_set_str(r, "message", message)))) {
+		json_decref(r);
+		r = NULL;
+	}
+	return r;
+}
+
+static json_t *handle_check(struct run_state *rs)
 {
 	char msg[RUN_CHECK_MSG_MAX] = "";
 	enum vmm_state vs = rs->be->state(rs->vm);
 	int ret;
 
 	if (vs == VMM_INCOMING || vs == VMM_CREATED) {
-		fprintf(out, "{\"ok\":true,\"result\":\"n/a\",\"message\":\"the VM is %s\"}",
-			vmm_state_name(vs));
-		return;
+		snprintf(msg, sizeof(msg), "the VM is %s", vmm_state_name(vs));
+		return check_answer("n/a", msg);
 	}
 	ret = rs->be->check(rs->vm, msg, sizeof(msg));
 	pthread_mutex_lock(&rs->lock);
@@ -306,77 +235,75 @@ static void handle_check(struct run_state *rs, FILE *out)
 	else if (ret == -EIO)
 		snprintf(rs->check, sizeof(rs->check), "failed: %s", msg);
 	pthread_mutex_unlock(&rs->lock);
-	if (ret == 0) {
-		fputs("{\"ok\":true,\"result\":\"ok\"}", out);
-	} else if (ret == -EIO) {
-		fputs("{\"ok\":true,\"result\":\"mismatch\",\"message\":", out);
-		json_write_string(out, msg);
-		fputc('}', out);
-	} else if (ret == -EOPNOTSUPP) {
-		fputs("{\"ok\":true,\"result\":\"n/a\",\"message\":", out);
-		json_write_string(out, "this workload has nothing to verify (use --workload verify)");
-		fputc('}', out);
-	} else {
-		api_reply_error(out, "check failed: %s", strerror(-ret));
-	}
-	gw_log(GW_LOG_INFO, "cli", "check", "ret=%d msg=\"%s\"", ret, msg);
+	gw_log(GW_LOG_INFO, "cli", "check", "result=%s detail=\"%s\"",
+	       ret == 0 ? "ok" : ret == -EIO ? "mismatch" : ret == -EOPNOTSUPP ? "n/a" : "error",
+	       ret == 0 || ret == -EIO ? msg : ret == -EOPNOTSUPP ? "nothing to verify" : strerror(-ret));
+	if (ret == 0)
+		return check_answer("ok", NULL);
+	if (ret == -EIO)
+		return check_answer("mismatch", msg);
+	if (ret == -EOPNOTSUPP)
+		return check_answer("n/a", "this workload has nothing to verify (use --workload verify)");
+	return api_error("check failed: %s", strerror(-ret));
 }
 
 /* After an unknown outcome: the operator says where the VM runs. */
-static void handle_resolve(struct run_state *rs, const struct api_request *req, FILE *out)
+static json_t *handle_resolve(struct run_state *rs, const struct api_request *req)
 {
-	const char *runs = NULL;
+	const char *runs = api_arg(req, "runs");
+	json_t *r;
 	int ret;
 
-	for (unsigned i = 0; i < req->nr_args; i++)
-		if (!strcmp(req->args[i].key, "runs"))
-			runs = req->args[i].value;
-	if (!runs || (strcmp(runs, "source") && strcmp(runs, "destination"))) {
-		api_reply_error(out, "resolve needs runs=source or runs=destination");
-		return;
-	}
+	if (!runs || (strcmp(runs, "source") && strcmp(runs, "destination")))
+		return api_error("resolve needs runs=source or runs=destination");
 	pthread_mutex_lock(&rs->lock);
 	if (!rs->sess || rs->sess_role != GW_ROLE_SOURCE || rs->migrating) {
-		api_reply_error(out, "no finished outgoing migration to resolve");
+		r = api_error("no finished outgoing migration to resolve");
 	} else {
 		ret = gw_session_resolve(rs->sess, !strcmp(runs, "destination"));
 		if (ret == -EINVAL)
-			api_reply_error(out, "the last migration's outcome is neither unknown nor a verify mismatch: nothing to resolve");
+			r = api_error("the last migration's outcome is neither unknown nor a verify mismatch: nothing to resolve");
 		else if (ret)
-			api_reply_error(out, "resuming the VM failed: %s", strerror(-ret));
+			r = api_error("resuming the VM failed: %s", strerror(-ret));
 		else {
 			if (!strcmp(runs, "destination"))
 				rs->be->set_postmigrate(rs->vm);
-			fputs("{\"ok\":true}", out);
+			r = api_ok();
 		}
 	}
 	pthread_mutex_unlock(&rs->lock);
+	return r;
 }
 
-void run_api_handler(void *opaque, const struct api_request *req, FILE *out)
+json_t *run_api_handler(void *opaque, const struct api_request *req, int fd)
 {
 	struct run_state *rs = opaque;
 
 	/* The API thread logs as the side this process plays. */
 	gw_log_set_side(rs->dest ? "dst" : "src");
-	if (!strcmp(req->cmd, "status")) {
-		handle_status(rs, out);
-	} else if (!strcmp(req->cmd, "migrate")) {
-		handle_migrate(rs, req, out);
-	} else if (!strcmp(req->cmd, "set")) {
-		handle_set(rs, req, out);
-	} else if (!strcmp(req->cmd, "cancel")) {
-		handle_cancel(rs, out);
-	} else if (!strcmp(req->cmd, "check")) {
-		handle_check(rs, out);
-	} else if (!strcmp(req->cmd, "resolve")) {
-		handle_resolve(rs, req, out);
-	} else if (!strcmp(req->cmd, "quit")) {
-		fputs("{\"ok\":true}", out);
+	if (!strcmp(req->cmd, "status"))
+		return handle_status(rs);
+	if (!strcmp(req->cmd, "params"))
+		return handle_params(rs);
+	if (!strcmp(req->cmd, "events"))
+		return handle_events(rs, req, fd);
+	if (!strcmp(req->cmd, "migrate"))
+		return handle_migrate(rs, req);
+	if (!strcmp(req->cmd, "incoming"))
+		return handle_incoming(rs, req);
+	if (!strcmp(req->cmd, "set"))
+		return handle_set(rs, req);
+	if (!strcmp(req->cmd, "cancel"))
+		return handle_cancel(rs);
+	if (!strcmp(req->cmd, "check"))
+		return handle_check(rs);
+	if (!strcmp(req->cmd, "resolve"))
+		return handle_resolve(rs, req);
+	if (!strcmp(req->cmd, "quit")) {
 		gw_log(GW_LOG_INFO, "cli", "quit_requested", "from=api");
 		run_request_quit();
-	} else {
-		api_reply_error(out, "unknown command '%s' (status, migrate, cancel, set, check, resolve, quit)",
-				req->cmd);
+		return api_ok();
 	}
+	return api_error("unknown command '%s' (status, params, events, migrate, incoming, cancel, "
+			 "set, check, resolve, quit)", req->cmd);
 }

@@ -107,6 +107,37 @@ GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_
 GW_EXPORT int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm,
 			     char *why, size_t why_len);
 
+/* What gw_session_set_event_fn's callback is told. */
+enum gw_event_type {
+	GW_EVENT_STATUS = 1,		/* the migration's status changed (to ev->status) */
+	GW_EVENT_ROUND = 2,		/* a round starts: precopy, or the final one (paused) */
+};
+
+struct gw_event {
+	enum gw_event_type type;
+	enum gw_role role;		/* of the session */
+	enum gw_status status;		/* the status now */
+	uint32_t round;			/* the round (0 = the first pass over RAM); for
+					   STATUS the round in progress */
+	uint64_t dirty_pages;		/* ROUND: pages to send in it (source), announced (destination) */
+	bool final;			/* ROUND, source: the final round, vCPUs paused */
+	uint64_t mono_ns;		/* CLOCK_MONOTONIC when it happened */
+};
+
+typedef void (*gw_event_fn)(void *opaque, const struct gw_event *ev);
+
+/*
+ * Call @fn (NULL: no more) for the events of this session's migrations, as
+ * they happen: every status change once (setup, active, device, ...,
+ * completed or failed), every round start. It runs on the engine's
+ * migration thread (for gw_session_resolve, on its caller's), one event at
+ * a time and in order, with no engine lock held: it may call
+ * gw_session_stats(), must not call gw_session_free(), and should return
+ * quickly (the migration waits meanwhile). 0, -EBUSY while a migration
+ * runs, -EINVAL.
+ */
+GW_EXPORT int gw_session_set_event_fn(struct gw_session *s, gw_event_fn fn, void *opaque);
+
 /* Snapshot of the statistics; safe while running. */
 GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);
 

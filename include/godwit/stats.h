@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <godwit/export.h>
+#include <godwit/params.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -114,6 +115,9 @@ struct gw_stats {
 	struct gw_round_stats round[GW_STATS_MAX_ROUNDS];
 	unsigned nr_channels;
 	uint64_t channel_bytes[GW_STATS_MAX_CHANNELS];
+	/* Page bytes (before compression) each codec carried on each channel, as
+	 * actually used: with compress=auto the codec changes batch by batch. */
+	uint64_t channel_codec_bytes[GW_STATS_MAX_CHANNELS][GW_CODEC__COUNT];
 
 	struct gw_downtime_breakdown downtime;
 	bool downtime_measured;		/* one clock on both ends (else resume time estimated) */

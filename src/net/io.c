@@ -26,7 +26,7 @@ void gw_conn_set_fd(struct gw_conn *c, int fd)
 	c->fd = fd;
 	c->send_seq = c->recv_seq = 0;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
-	c->bytes_recv = 0;
+	__atomic_store_n(&c->bytes_recv, 0, __ATOMIC_RELAXED);
 #ifdef GW_FAULT_INJECTION
 	c->fault_corrupt_next = false;
 #endif
@@ -287,7 +287,7 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	ret = recv_all(c->fd, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;
-	c->bytes_recv += sizeof(hdr);
+	__atomic_store_n(&c->bytes_recv, c->bytes_recv + sizeof(hdr), __ATOMIC_RELAXED);
 	ret = gw_frame_hdr_decode(hdr, h);
 	if (ret)
 		return ret;
@@ -317,7 +317,7 @@ int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uin
 		return ret;
 	for (int i = 0; i < iovcnt; i++) {
 		*crc_state = gw_crc32c(*crc_state, iov[i].iov_base, iov[i].iov_len);
-		c->bytes_recv += iov[i].iov_len;
+		__atomic_store_n(&c->bytes_recv, c->bytes_recv + iov[i].iov_len, __ATOMIC_RELAXED);
 	}
 	return 0;
 }

@@ -23,7 +23,7 @@ struct gw_conn {
 	uint32_t send_seq;		/* under send_lock */
 	uint32_t recv_seq;		/* receiving thread only */
 	uint64_t bytes_sent;		/* added under send_lock; atomic reads (stats) */
-	uint64_t bytes_recv;		/* receiving thread only */
+	uint64_t bytes_recv;		/* written by the receiving thread only; atomic reads (stats) */
 #ifdef GW_FAULT_INJECTION
 	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
 #endif

@@ -1,9 +1,13 @@
 #!/bin/bash
 # Invariant: `meson install` puts the library (shared and static), the public
-# headers, the pkg-config file, the godwit binary and the docs under the
-# prefix; `pkg-config --cflags --libs godwit` then builds a program that
-# includes <godwit/godwit.h> against the installed library, and it runs and
-# prints gw_version(), equal to the headers' GW_VERSION_STRING. The shared
+# headers, the pkg-config file, the godwit binary, the man pages godwit(1)
+# and libgodwit(3), the docs and the embedding example under the prefix;
+# `pkg-config --cflags --libs godwit` then builds a program that includes
+# <godwit/godwit.h> against the installed library, and it runs and prints
+# gw_version(), equal to the headers' GW_VERSION_STRING; the example of
+# libgodwit(3) (examples/embed.c, as installed) builds the same way and
+# migrates its 16 MiB (or says this host cannot track dirty pages); the
+# installed `godwit version` runs and man can read both pages. The shared
 # library exports the gw_ API and nothing else.
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -u
@@ -22,7 +26,8 @@ root=$D/root$prefix
 case $libdir in /*) lib=$D/root$libdir ;; *) lib=$root/$libdir ;; esac
 for f in "$root/bin/godwit" "$lib/libgodwit.so" "$lib/libgodwit.a" "$lib/pkgconfig/godwit.pc" \
 	 "$root/include/godwit/godwit.h" "$root/include/godwit/version.h" \
-	 "$root/share/doc/godwit/architecture.md"; do
+	 "$root/share/doc/godwit/architecture.md" "$root/share/doc/godwit/examples/embed.c" \
+	 "$root/share/man/man1/godwit.1" "$root/share/man/man3/libgodwit.3"; do
 	[ -e "$f" ] || fail "not installed: ${f#"$D"/root}"
 done
 # Only the API leaves the shared library.
@@ -37,5 +42,23 @@ flags=$(pkg-config --define-variable=prefix="$root" --cflags --libs godwit) || f
 cc -o "$D/hello" "$src/tests/install/hello.c" $flags || fail "building against the installed library ($flags)"
 out=$(LD_LIBRARY_PATH=$lib "$D/hello") || fail "hello: $out"
 echo "$out"
-"$root/bin/godwit" version >/dev/null || fail "installed godwit version"
+# The example of libgodwit(3), as installed, built and run the same way.
+cc -o "$D/embed" "$root/share/doc/godwit/examples/embed.c" $flags ||
+	fail "building the libgodwit(3) example against the installed library"
+LD_LIBRARY_PATH=$lib "$D/embed" >"$D/embed.out" 2>&1
+rc=$?
+case $rc in
+0) grep -q "equal" "$D/embed.out" || fail "embed: $(cat "$D/embed.out")" ;;
+77) echo "embed: $(tail -1 "$D/embed.out") (built; not run here)" ;;
+*) fail "embed exited $rc: $(tail -5 "$D/embed.out")" ;;
+esac
+tail -1 "$D/embed.out"
+v=$(LD_LIBRARY_PATH=$lib "$root/bin/godwit" version) || fail "installed godwit version"
+echo "$v"
+case $v in "godwit "*) ;; *) fail "godwit version printed '$v'" ;; esac
+if command -v man >/dev/null; then
+	for page in "$root/share/man/man1/godwit.1" "$root/share/man/man3/libgodwit.3"; do
+		MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q "^NAME" || fail "man cannot read $page"
+	done
+fi
 echo "PASS: installed tree under $prefix builds and runs an embedder"

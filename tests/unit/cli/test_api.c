@@ -2,9 +2,11 @@
 /*
  * Invariant: the control socket answers every request with exactly one
  * line of JSON and closes; requests are split into a command and key=value
- * pairs, malformed ones are refused with {"ok":false,...} without reaching
- * the handler; the socket is mode 0600; a stale socket file is replaced,
- * a live one or a non-socket file is not; stopping removes the socket.
+ * pairs, or read as one JSON object {"command":...} with the same meaning;
+ * malformed ones are refused with {"ok":false,...} without reaching the
+ * handler; a handler may keep the connection and stream lines on it; the
+ * socket is mode 0600; a stale socket file is replaced, a live one or a
+ * non-socket file is not; stopping removes the socket.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,34 +25,40 @@ TEST_DEFINE_FAILURES;
 
 static int calls;
 
-static void handler(void *opaque, const struct api_request *req, FILE *out)
+static json_t *handler(void *opaque, const struct api_request *req, int fd)
 {
+	json_t *o = api_ok(), *args = json_object();
 	unsigned i;
 
 	(void)opaque;
 	calls++;
-	fputs("{\"ok\":true,\"cmd\":", out);
-	json_write_string(out, req->cmd);
-	fputs(",\"args\":{", out);
-	for (i = 0; i < req->nr_args; i++) {
-		if (i)
-			fputc(',', out);
-		json_write_string(out, req->args[i].key);
-		fputc(':', out);
-		json_write_string(out, req->args[i].value);
+	if (!strcmp(req->cmd, "stream")) {
+		/* Keep the connection: the answer, then two lines, then close. */
+		js_set_str(o, "stream", "test");
+		api_send_json(fd, o);
+		api_send_json(fd, o);
+		api_send_json(fd, o);
+		json_decref(o);
+		json_decref(args);
+		close(fd);
+		return NULL;
 	}
-	fputs("}}", out);
+	js_set_str(o, "cmd", req->cmd);
+	for (i = 0; i < req->nr_args; i++)
+		js_set_str(args, req->args[i].key, req->args[i].value);
+	json_object_set_new(o, "args", args);
+	return o;
 }
 
-static struct json *call(const char *path, const char *line)
+static json_t *call(const char *path, const char *line)
 {
 	char *reply = NULL, err[128];
-	struct json *v;
+	json_t *v;
 	int r = api_call(path, line, &reply, 5000);
 
 	TEST_ASSERT(r == 0, "api_call('%.60s') = %d", line, r);
 	TEST_ASSERT(!strchr(reply, '\n'), "reply has more than one line: %s", reply);
-	v = json_parse(reply, err, sizeof(err));
+	v = js_parse(reply, strlen(reply), err, sizeof(err));
 	TEST_ASSERT(v, "reply not JSON (%s): %s", err, reply);
 	free(reply);
 	return v;
@@ -61,9 +69,9 @@ int main(void)
 	char dir[] = "/tmp/gw-test-api.XXXXXX", path[128], file[128], err[256];
 	struct api_request req;
 	struct api_server *srv, *srv2;
-	struct json *v;
-	char line[] = "migrate url=tcp:1.2.3.4:5 channels=4  compress=zstd\n";
-	char bad[] = "set channels";
+	json_t *v;
+	const char line[] = "migrate url=tcp:1.2.3.4:5 channels=4  compress=zstd\n";
+	const char bad[] = "set channels";
 	struct stat st;
 	char *reply;
 	int fd;
@@ -76,6 +84,18 @@ int main(void)
 	TEST_CHECK(!strcmp(api_arg(&req, "compress"), "zstd"), "compress");
 	TEST_CHECK(api_arg(&req, "nope") == NULL, "missing arg");
 	TEST_CHECK(api_parse_request(bad, &req, err, sizeof(err)) == -EINVAL, "no '=' accepted");
+	TEST_ASSERT(!api_parse_request("{\"command\":\"migrate\",\"url\":\"unix:/x y\",\"channels\":4,"
+				       "\"verify\":false}", &req, err, sizeof(err)), "JSON: %s", err);
+	TEST_CHECK(!strcmp(req.cmd, "migrate") && req.nr_args == 3, "JSON cmd %s args %u", req.cmd,
+		   req.nr_args);
+	TEST_CHECK(!strcmp(api_arg(&req, "url"), "unix:/x y") && !strcmp(api_arg(&req, "channels"), "4") &&
+		   !strcmp(api_arg(&req, "verify"), "no"), "JSON values as words");
+	TEST_CHECK(api_parse_request("{\"url\":\"x\"}", &req, err, sizeof(err)) == -EINVAL,
+		   "JSON without command accepted");
+	TEST_CHECK(api_parse_request("{\"command\":\"set\",\"a\":[1]}", &req, err, sizeof(err)) == -EINVAL,
+		   "JSON array value accepted");
+	TEST_CHECK(api_parse_request("{\"command\":", &req, err, sizeof(err)) == -EINVAL,
+		   "truncated JSON accepted");
 
 	TEST_ASSERT(mkdtemp(dir), "mkdtemp");
 	snprintf(path, sizeof(path), "%s/api.sock", dir);
@@ -101,31 +121,56 @@ int main(void)
 	api_server_stop(srv2);
 
 	v = call(path, "status");
-	TEST_CHECK(json_bool(json_get(v, "ok"), false), "status ok");
-	TEST_CHECK(!strcmp(json_str(json_get(v, "cmd"), ""), "status"), "cmd");
-	json_free(v);
+	TEST_CHECK(js_bool(js_get(v, "ok"), false), "status ok");
+	TEST_CHECK(!strcmp(js_str(js_get(v, "cmd"), ""), "status"), "cmd");
+	json_decref(v);
 
 	v = call(path, "set max-bandwidth-bps=100M downtime-limit-us=300000");
-	TEST_CHECK(!strcmp(json_path_str(v, "args.max-bandwidth-bps", ""), "100M"), "arg 1");
-	TEST_CHECK(!strcmp(json_path_str(v, "args.downtime-limit-us", ""), "300000"), "arg 2");
-	json_free(v);
+	TEST_CHECK(!strcmp(js_path_str(v, "args.max-bandwidth-bps", ""), "100M"), "arg 1");
+	TEST_CHECK(!strcmp(js_path_str(v, "args.downtime-limit-us", ""), "300000"), "arg 2");
+	json_decref(v);
+
+	v = call(path, "{\"command\":\"set\",\"channels\":2}");
+	TEST_CHECK(!strcmp(js_path_str(v, "args.channels", ""), "2"), "JSON request");
+	json_decref(v);
+
+	/* A stream: the handler keeps the connection and writes lines. */
+	fd = api_open_stream(path, "stream");
+	TEST_ASSERT(fd >= 0, "api_open_stream: %d", fd);
+	{
+		char sbuf[512];
+		size_t got = 0;
+		ssize_t n;
+		int lines = 0;
+
+		while ((n = recv(fd, sbuf + got, sizeof(sbuf) - 1 - got, 0)) > 0)
+			got += (size_t)n;
+		sbuf[got] = '\0';
+		for (char *p = sbuf; (p = strchr(p, '\n')); p++)
+			lines++;
+		TEST_CHECK(lines == 3, "stream gave %d lines: %s", lines, sbuf);
+		close(fd);
+	}
 
 	/* Malformed requests never reach the handler. */
 	calls = 0;
 	v = call(path, "set =1");
-	TEST_CHECK(!json_bool(json_get(v, "ok"), true) && json_get(v, "error"), "bad arg refused");
-	json_free(v);
+	TEST_CHECK(!js_bool(js_get(v, "ok"), true) && js_get(v, "error"), "bad arg refused");
+	json_decref(v);
 	v = call(path, "   ");
-	TEST_CHECK(!json_bool(json_get(v, "ok"), true), "empty request refused");
-	json_free(v);
+	TEST_CHECK(!js_bool(js_get(v, "ok"), true), "empty request refused");
+	json_decref(v);
+	v = call(path, "{\"command\":\"x\",");
+	TEST_CHECK(!js_bool(js_get(v, "ok"), true), "malformed JSON refused");
+	json_decref(v);
 	{
 		char *big = malloc(API_LINE_MAX + 100);
 
 		memset(big, 'a', API_LINE_MAX + 99);
 		big[API_LINE_MAX + 99] = '\0';
 		v = call(path, big);
-		TEST_CHECK(!json_bool(json_get(v, "ok"), true), "overlong request refused");
-		json_free(v);
+		TEST_CHECK(!js_bool(js_get(v, "ok"), true), "overlong request refused");
+		json_decref(v);
 		free(big);
 	}
 	TEST_CHECK(calls == 0, "handler called %d times for malformed requests", calls);
