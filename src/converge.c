@@ -3,8 +3,12 @@
 #include <stdint.h>
 #include "converge.h"
 
-/* Rounds shorter than this say little about the rate: weigh them less. */
-#define GW_CONVERGE_MIN_ROUND_NS 5000000ull
+/*
+ * A round's rate weighs in proportion to its length, half at most (from
+ * this length on): a short round mostly measures socket buffers filling,
+ * not the link (a 1 ms round once made a 32 MB/s link look like 110 MB/s).
+ */
+#define GW_CONVERGE_FULL_WEIGHT_NS 100000000ull
 
 void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes)
 {
@@ -22,12 +26,13 @@ void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint6
 	if (!ns || bytes < 65536)
 		return;
 	rate_bps = (uint64_t)((__uint128_t)bytes * 1000000000ull / ns);
-	if (!c->rate_bps)
+	if (!c->rate_bps) {
 		c->rate_bps = rate_bps;
-	else if (ns < GW_CONVERGE_MIN_ROUND_NS)
-		c->rate_bps = (c->rate_bps * 7 + rate_bps) / 8;
-	else
-		c->rate_bps = (c->rate_bps + rate_bps) / 2;
+	} else {
+		double w = ns >= GW_CONVERGE_FULL_WEIGHT_NS ? 0.5 : 0.5 * (double)ns / GW_CONVERGE_FULL_WEIGHT_NS;
+
+		c->rate_bps = (uint64_t)((double)c->rate_bps + ((double)rate_bps - (double)c->rate_bps) * w);
+	}
 }
 
 uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages)

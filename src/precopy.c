@@ -145,6 +145,19 @@ int src_drain(struct gw_session *s)
 	return gw_failed(s);
 }
 
+/* Whether the pass has pages left after where it stopped (else it is done, not cut). */
+static bool pass_has_more(struct gw_session *s, struct src_ctx *c)
+{
+	bool more;
+
+	pthread_mutex_lock(&s->hint_lock);
+	more = gw_bitmap_next_set(&c->dirty[c->pass_block], c->pass_pos) < c->dirty[c->pass_block].nr_bits;
+	for (unsigned bi = c->pass_block + 1; !more && bi < s->vm.nr_blocks; bi++)
+		more = gw_bitmap_next_set(&c->dirty[bi], 0) < c->dirty[bi].nr_bits;
+	pthread_mutex_unlock(&s->hint_lock);
+	return more;
+}
+
 int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns)
 {
 	struct gw_msg_round m = { .round = gw_round(s), .dirty_pages = c->dirty_pages };
@@ -165,7 +178,7 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns);
 		if (ret < 0)
 			return ret;
-		if (ret)
+		if (ret && pass_has_more(s, c))
 			return 0;	/* mid-pass: the next round goes on from here */
 	}
 	c->pass_block = 0;	/* the pass is done: the next one starts over */

@@ -11,8 +11,10 @@ GODWIT=${GODWIT_FI:?GODWIT_FI must point at the fault-injection build}
 case=$1
 # mix fill: round 0 carries ~384 MiB whatever the workload did so far. The
 # guest writes 5000 pages/s, far below any link here: a migration converges
-# on any machine, and the cases that must not converge say so by policy
-# (a 1 ms downtime limit), never by racing the guest against the link.
+# on any machine. The cases that need a round after round 0 cap the link
+# (--max-bandwidth 256M: round 0 is then cut mid-pass after round-max-ms,
+# and a round cut mid-pass never switches over) and keep precopy going with
+# a 1 ms limit; none races the guest against the link.
 src_args=(--memory 512M --fill mix --workload verify:rate=5000 --seed 7)
 # Random fault points come from a seed, printed so that a failure can be replayed.
 seed=${GW_TEST_SEED:-$RANDOM}
@@ -30,7 +32,7 @@ dst-kill-round0)
 	mig_args=(--set round-max-ms=0) ;;
 dst-kill-round-n)
 	DST_FAULT=dst-round-n:1
-	mig_args=(--downtime-limit 1) ;;
+	mig_args=(--downtime-limit 1 --max-bandwidth 256M) ;;
 dst-kill-final)
 	DST_FAULT=dst-final ;;
 dst-kill-after-ready)
@@ -47,14 +49,18 @@ dst-refuse-state)
 dst-stall)
 	DST_FAULT=dst-stall:1
 	src_args+=(--set io-timeout-ms=1500)
-	mig_args=(--downtime-limit 1) ;;
+	mig_args=(--downtime-limit 1 --max-bandwidth 256M) ;;
 src-corrupt)
 	SRC_FAULT=src-corrupt:3 ;;
 cancel)
 	mig_args=(--max-bandwidth 16M)
 	expect=cancelled ;;
 converge-timeout)
-	mig_args=(--downtime-limit 1 --converge-timeout 1500 --on-timeout cancel) ;;
+	# Round 0 (~384 MiB at 64 MiB/s) is cut mid-pass after round-max-ms, and a
+	# round cut mid-pass never switches over: the timeout always comes first,
+	# however fast the machine (a 1 ms limit is not enough: a guest starved of
+	# CPU for a round dirties nothing, and nothing dirty switches over at once).
+	mig_args=(--max-bandwidth 64M --converge-timeout 300 --on-timeout cancel) ;;
 layout)
 	dst_args=(--memory 256M) ;;
 local-tcp)

@@ -3,9 +3,9 @@
  * Invariant: the convergence model is plain arithmetic with units.
  * expected downtime (ns) = dirty pages * wire bytes per page / rate (bytes/s)
  * * 1e9 + fixed cost; with no measured rate it is UINT64_MAX (never fits),
- * with nothing dirty it is the fixed cost. A round shorter than 5 ms moves
- * the smoothed rate less than a long one; tiny rounds (< 64 KiB) and
- * zero-length rounds do not move it at all.
+ * with nothing dirty it is the fixed cost. A round's rate weighs in
+ * proportion to its length, half from 100 ms on; tiny rounds (< 64 KiB)
+ * and zero-length rounds do not move it at all.
  */
 #include <stdint.h>
 #include "converge.h"
@@ -53,15 +53,18 @@ int main(void)
 	TEST_CHECK(near_ns(e, 4096 + FIXED_NS, 2), "one page -> %llu ns", (unsigned long long)e);
 	TEST_CHECK(gw_converge_expected_ns(&c, 0) == FIXED_NS, "zero dirty with a rate");
 
-	/* Short round (< 5 ms) at 2 GB/s: weight 1/8. */
+	/* Rounds at 2 GB/s: 1 ms weighs 1/200, 10 ms 1/20, 100 ms and more 1/2. */
 	{
-		struct gw_converge s = c, l = c;
+		struct gw_converge s = c, m = c, l = c, xl = c;
 
-		gw_converge_round(&s, 2000000, 1 * MS, 488);		/* 2e9 B/s over 1 ms */
-		gw_converge_round(&l, 20000000, 10 * MS, 4882);	/* 2e9 B/s over 10 ms */
-		TEST_CHECK(s.rate_bps == 1125000000ull, "short round -> %llu", (unsigned long long)s.rate_bps);
-		TEST_CHECK(l.rate_bps == 1500000000ull, "long round -> %llu", (unsigned long long)l.rate_bps);
-		TEST_CHECK(s.rate_bps - c.rate_bps < l.rate_bps - c.rate_bps, "short weighs less");
+		gw_converge_round(&s, 2000000, 1 * MS, 488);
+		gw_converge_round(&m, 20000000, 10 * MS, 4882);
+		gw_converge_round(&l, 200000000, 100 * MS, 48828);
+		gw_converge_round(&xl, 2000000000, 1000 * MS, 488281);
+		TEST_CHECK(near_ns(s.rate_bps, 1005000000ull, 10), "1 ms round -> %llu", (unsigned long long)s.rate_bps);
+		TEST_CHECK(near_ns(m.rate_bps, 1050000000ull, 10), "10 ms round -> %llu", (unsigned long long)m.rate_bps);
+		TEST_CHECK(near_ns(l.rate_bps, 1500000000ull, 10), "100 ms round -> %llu", (unsigned long long)l.rate_bps);
+		TEST_CHECK(xl.rate_bps == l.rate_bps, "1 s round weighs as 100 ms: %llu", (unsigned long long)xl.rate_bps);
 	}
 	/* Rounds too small or instantaneous say nothing about the rate. */
 	{
@@ -83,14 +86,14 @@ int main(void)
 		struct gw_converge z = c;
 
 		/* 10000 zero pages sent as 80000 bytes of entries + 10 frames of 48 bytes. */
-		gw_converge_round(&z, 80480, 10 * MS, 10000);
+		gw_converge_round(&z, 80480, 100 * MS, 10000);
 		TEST_CHECK(z.wire_bytes_per_page > 8 && z.wire_bytes_per_page < 9, "zero pages -> %f B/page",
 			   z.wire_bytes_per_page);
-		/* That round also ran at 8.048 MB/s: the rate halves towards it. */
-		TEST_CHECK(z.rate_bps == (1000000000ull + 8048000) / 2, "rate %llu", (unsigned long long)z.rate_bps);
-		/* 65536 * 8.048 bytes at 504.024 MB/s = 1.046444 ms, + 2 ms. */
+		/* That round (100 ms) also ran at 0.8048 MB/s: the rate halves towards it. */
+		TEST_CHECK(z.rate_bps == (1000000000ull + 804800) / 2, "rate %llu", (unsigned long long)z.rate_bps);
+		/* 65536 * 8.048 bytes at 500.4024 MB/s = 1.054018 ms, + 2 ms. */
 		e = gw_converge_expected_ns(&z, 65536);
-		TEST_CHECK(near_ns(e, 3046444, 1000), "256 MiB of zero pages -> %llu ns", (unsigned long long)e);
+		TEST_CHECK(near_ns(e, 3054018, 1000), "256 MiB of zero pages -> %llu ns", (unsigned long long)e);
 		TEST_CHECK(gw_converge_fits(&z, 65536, 3100), "fits 3.1 ms");
 		TEST_CHECK(!gw_converge_fits(&z, 65536, 3000), "does not fit 3 ms");
 	}
