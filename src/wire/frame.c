@@ -12,7 +12,10 @@ static const char *const frame_names[GW_MSG__MAX + 1] = {
 	[GW_MSG_COMPLETE] = "COMPLETE", [GW_MSG_READY] = "READY", [GW_MSG_GO] = "GO",
 	[GW_MSG_RESUMED] = "RESUMED", [GW_MSG_ERROR] = "ERROR", [GW_MSG_FDS] = "FDS",
 	[GW_MSG_VERIFY] = "VERIFY", [GW_MSG_VERIFIED] = "VERIFIED", [GW_MSG_PING] = "PING",
-	[GW_MSG_PONG] = "PONG",
+	[GW_MSG_PONG] = "PONG", [GW_MSG_PC_PREPARE] = "PC_PREPARE", [GW_MSG_PC_PREPARED] = "PC_PREPARED",
+	[GW_MSG_PC_DIRTY] = "PC_DIRTY", [GW_MSG_PC_REQ] = "PC_REQ", [GW_MSG_PC_STATS] = "PC_STATS",
+	[GW_MSG_PC_DONE] = "PC_DONE", [GW_MSG_PC_END] = "PC_END", [GW_MSG_PC_RECOVER] = "PC_RECOVER",
+	[GW_MSG_PC_NEEDED] = "PC_NEEDED", [GW_MSG_PC_RECOVERED] = "PC_RECOVERED",
 };
 
 /* The length bound every receiver checks first: the message table's (wire/msg.c). */

@@ -11,6 +11,7 @@
 #include "state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
+#include "wire/msg_postcopy.h"
 
 #define WHY(...) (why ? snprintf(why, why_len, __VA_ARGS__) : 0, -EPROTO)
 
@@ -250,7 +251,7 @@ static int complete_encode(struct gw_wbuf *w, const void *msg)
 	const struct gw_msg_complete *m = msg;
 
 	gw_put_le32(w, m->nr_channels);
-	gw_put_le32(w, 0);
+	gw_put_le32(w, m->flags);
 	gw_put_le64(w, m->total_pages);
 	return gw_wbuf_done(w);
 }
@@ -258,13 +259,12 @@ static int complete_encode(struct gw_wbuf *w, const void *msg)
 static int complete_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_complete *m = msg;
-	uint32_t reserved;
 
 	m->nr_channels = gw_get_le32(r);
-	reserved = gw_get_le32(r);
+	m->flags = gw_get_le32(r);
 	m->total_pages = gw_get_le64(r);
-	if (!r->underrun && reserved)
-		return WHY("COMPLETE reserved field not zero");
+	if (!r->underrun && (m->flags & ~GW_COMPLETE_FLAGS_ALL))
+		return WHY("COMPLETE: unknown flags 0x%x", m->flags & ~GW_COMPLETE_FLAGS_ALL);
 	if (!r->underrun && m->nr_channels > GW_WIRE_MAX_CHANNELS)
 		return WHY("COMPLETE: %u channels", m->nr_channels);
 	return 0;
@@ -595,6 +595,17 @@ static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
 	[GW_MSG_VERIFIED]   = { verified_encode, verified_decode, NULL, 40 },
 	[GW_MSG_PING]       = { ping_encode, ping_decode, NULL, 8 },
 	[GW_MSG_PONG]       = { ping_encode, ping_decode, NULL, 8 },
+	/* Postcopy: wire/msg_postcopy.c. */
+	[GW_MSG_PC_PREPARE] = { go_encode, go_decode, NULL, 0 },
+	[GW_MSG_PC_PREPARED] = { gw_pc_prepared_encode, gw_pc_prepared_decode, NULL, 8 },
+	[GW_MSG_PC_DIRTY]   = { gw_pc_map_encode, gw_pc_map_decode, gw_pc_map_size, GW_MSG_PC_MAP_MAX_BYTES },
+	[GW_MSG_PC_REQ]     = { gw_pc_req_encode, gw_pc_req_decode, gw_pc_req_size, GW_MSG_PC_REQ_MAX_BYTES },
+	[GW_MSG_PC_STATS]   = { gw_pc_stats_encode, gw_pc_stats_decode, gw_pc_stats_size, GW_MSG_PC_STATS_MAX_BYTES },
+	[GW_MSG_PC_DONE]    = { gw_pc_stats_encode, gw_pc_stats_decode, gw_pc_stats_size, GW_MSG_PC_STATS_MAX_BYTES },
+	[GW_MSG_PC_END]     = { go_encode, go_decode, NULL, 0 },
+	[GW_MSG_PC_RECOVER] = { gw_pc_recover_encode, gw_pc_recover_decode, NULL, GW_WIRE_ID_BYTES + 8 },
+	[GW_MSG_PC_NEEDED]  = { gw_pc_map_encode, gw_pc_map_decode, gw_pc_map_size, GW_MSG_PC_MAP_MAX_BYTES },
+	[GW_MSG_PC_RECOVERED] = { gw_pc_recovered_encode, gw_pc_recovered_decode, NULL, 16 },
 };
 
 uint32_t gw_msg_max_payload(uint16_t type)

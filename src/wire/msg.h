@@ -119,9 +119,10 @@ struct gw_msg_state {
 					   (NULL: a STATE is refused as unexpected) */
 };
 
-/* COMPLETE: le32 nr_channels, le32 reserved, le64 total_pages. */
+/* COMPLETE: le32 nr_channels, le32 flags, le64 total_pages. */
 struct gw_msg_complete {
 	uint32_t nr_channels;
+	uint32_t flags;			/* GW_COMPLETE_* */
 	uint64_t total_pages;		/* PAGES entries over all channels */
 };
 
@@ -155,6 +156,75 @@ struct gw_msg_ping {
 	uint64_t token;
 };
 
+/*
+ * Postcopy messages (docs/protocol.md#postcopy). PC_PREPARE and PC_END
+ * have no payload.
+ */
+
+/* PC_PREPARED: le64 prepare_ns (channels joined, RAM registered, preempt admitted). */
+struct gw_msg_pc_prepared {
+	uint64_t prepare_ns;
+};
+
+/*
+ * PC_DIRTY and PC_NEEDED: a piece of one block's page bitmap. le32 block,
+ * le32 nr_words (1..GW_WIRE_MAX_MAP_WORDS), le64 first_page (a multiple of
+ * 64), then nr_words le64 words: bit i of word w is page first_page + 64 w + i.
+ */
+struct gw_msg_pc_map {
+	uint32_t block;
+	uint32_t nr_words;
+	uint64_t first_page;
+	const uint64_t *words;		/* encode: nr_words words */
+	const uint8_t *raw;		/* decode: the words inside the payload */
+};
+/* Word @i of a decoded map piece (i < nr_words). */
+uint64_t gw_msg_pc_map_word(const struct gw_msg_pc_map *m, uint32_t i);
+
+/* PC_REQ: le32 block, le32 count (1..GW_WIRE_MAX_BATCH_PAGES), count x le64 page. */
+struct gw_msg_pc_req {
+	uint32_t block;
+	uint32_t count;
+	const uint64_t *pages;		/* encode: count pages */
+	const uint8_t *raw;		/* decode: the pages inside the payload */
+};
+/* Page @i of a decoded request (i < count). */
+uint64_t gw_msg_pc_req_page(const struct gw_msg_pc_req *m, uint32_t i);
+
+/*
+ * PC_STATS and PC_DONE: le32 reserved, le32 nr_vcpus (<= GW_WIRE_MAX_VCPUS),
+ * then 14 le64 in the order of the struct, then nr_vcpus le64 blocktimes.
+ */
+#define GW_MSG_PC_STATS_FIXED_BYTES (8 + 14 * 8)
+struct gw_msg_pc_stats {
+	uint32_t nr_vcpus;
+	uint64_t remaining_pages;	/* pages not placed yet */
+	uint64_t requests;		/* pages asked for on the preempt connection */
+	uint64_t placed_requested;	/* pages placed from answers to requests */
+	uint64_t placed_pushed;		/* pages placed from the background stream */
+	uint64_t dup_pages;		/* copies dropped: the page was placed already */
+	uint64_t faults;		/* userfaults read (vCPUs and other threads) */
+	uint64_t local_faults;		/* resolved without the network */
+	uint64_t blocktime_ns;		/* all vCPUs blocked at once */
+	uint64_t vcpu_blocktime_total_ns;	/* summed over vCPUs */
+	uint64_t latency_p50_ns, latency_p99_ns, latency_max_ns;	/* fault -> placed */
+	uint64_t paused_ns;		/* time paused for recovery */
+	uint64_t latency_samples;	/* faults that waited for the network */
+	uint64_t vcpu_blocktime_ns[GW_WIRE_MAX_VCPUS];
+};
+
+/* PC_RECOVER: id[16], le32 recoveries (informational), le32 reserved. */
+struct gw_msg_pc_recover {
+	uint8_t id[GW_WIRE_ID_BYTES];
+	uint32_t recoveries;
+};
+
+/* PC_RECOVERED: le32 flags (GW_PC_RECOVERED_*), le32 reserved, le64 needed_pages. */
+struct gw_msg_pc_recovered {
+	uint32_t flags;
+	uint64_t needed_pages;		/* bits set over every PC_NEEDED sent before */
+};
+
 /* ERROR: le32 code, le16 length (<= GW_WIRE_MAX_REASON), reason bytes. */
 struct gw_msg_error {
 	uint32_t code;			/* enum gw_wire_err */
@@ -184,6 +254,12 @@ union gw_msg {
 	struct gw_msg_ping ping;	/* PING and PONG */
 	struct gw_msg_error error;
 	struct gw_msg_fds fds;
+	struct gw_msg_pc_prepared pc_prepared;
+	struct gw_msg_pc_map pc_map;	/* PC_DIRTY and PC_NEEDED */
+	struct gw_msg_pc_req pc_req;
+	struct gw_msg_pc_stats pc_stats;	/* PC_STATS and PC_DONE */
+	struct gw_msg_pc_recover pc_recover;
+	struct gw_msg_pc_recovered pc_recovered;
 };
 
 /*

@@ -24,6 +24,8 @@
 #define GW_WIRE_MAX_EXTENTS	65536		/* ranges in one EXTENTS frame */
 #define GW_WIRE_MAX_CHANNELS	64
 #define GW_WIRE_MAX_BLOCKS	GW_MAX_RAM_BLOCKS
+#define GW_WIRE_MAX_MAP_WORDS	8192		/* 64-bit words in one PC_DIRTY / PC_NEEDED */
+#define GW_WIRE_MAX_VCPUS	64		/* per-vCPU figures in PC_STATS / PC_DONE */
 
 enum gw_wire_type {
 	GW_MSG_HELLO      = 1,	/* src->dst ctl: versions, id, layout, capabilities */
@@ -45,7 +47,18 @@ enum gw_wire_type {
 	GW_MSG_VERIFIED   = 17,	/* dst->src ctl: the destination's digest, and whether equal */
 	GW_MSG_PING       = 18,	/* src->dst ctl, precopy: round-trip probe */
 	GW_MSG_PONG       = 19,	/* dst->src ctl: the PING's token, echoed at once */
-	GW_MSG__MAX       = 19,
+	/* Postcopy (docs/protocol.md#postcopy; codecs in wire/msg_postcopy.c). */
+	GW_MSG_PC_PREPARE  = 20,	/* src->dst ctl: channels ended; get ready to run with RAM missing */
+	GW_MSG_PC_PREPARED = 21,	/* dst->src ctl: channels joined, RAM registered, preempt admitted */
+	GW_MSG_PC_DIRTY    = 22,	/* src->dst ctl, paused: bitmap piece of pages not to trust */
+	GW_MSG_PC_REQ      = 23,	/* dst->src preempt: pages a fault waits for */
+	GW_MSG_PC_STATS    = 24,	/* dst->src ctl: the destination's postcopy figures */
+	GW_MSG_PC_DONE     = 25,	/* dst->src ctl: every page placed (final figures) */
+	GW_MSG_PC_END      = 26,	/* src->dst ctl: PC_DONE seen; postcopy over */
+	GW_MSG_PC_RECOVER  = 27,	/* src->dst ctl: first frame of a recovery (migration id) */
+	GW_MSG_PC_NEEDED   = 28,	/* dst->src ctl, recovery: bitmap piece of pages still missing */
+	GW_MSG_PC_RECOVERED = 29,	/* dst->src ctl, recovery: the map is complete */
+	GW_MSG__MAX       = 29,
 };
 
 /* Error codes on the wire (ERROR.code): fixed numbers, mapped to -errno in msg.c. */
@@ -101,7 +114,11 @@ static inline unsigned gw_page_entry_kind(uint64_t entry)
 #define GW_HELLO_LOCAL		(1u << 0)	/* RAM fds follow in FDS, no pages */
 #define GW_HELLO_VERIFY		(1u << 1)	/* digests compared after RESUMED (VERIFY) */
 #define GW_HELLO_XBZRLE		(1u << 2)	/* PAGES may hold XBZRLE entries */
-#define GW_HELLO_FLAGS_ALL	(GW_HELLO_LOCAL | GW_HELLO_VERIFY | GW_HELLO_XBZRLE)
+#define GW_HELLO_POSTCOPY	(1u << 3)	/* the source may switch to postcopy */
+#define GW_HELLO_FLAGS_ALL	(GW_HELLO_LOCAL | GW_HELLO_VERIFY | GW_HELLO_XBZRLE | GW_HELLO_POSTCOPY)
+#define GW_COMPLETE_POSTCOPY	(1u << 0)	/* the destination resumes with RAM missing */
+#define GW_COMPLETE_FLAGS_ALL	GW_COMPLETE_POSTCOPY
+#define GW_PC_RECOVERED_DONE	(1u << 0)	/* nothing is missing any more */
 #define GW_VERIFIED_MATCH	(1u << 0)	/* the two digests are equal */
 #define GW_VERIFIED_UNAVAILABLE	(1u << 1)	/* no digest as at resume here (no uffd-wp) */
 #define GW_VERIFIED_FLAGS_ALL	(GW_VERIFIED_MATCH | GW_VERIFIED_UNAVAILABLE)

@@ -132,7 +132,7 @@ static void test_hello(void)
 	REFUSE_TWEAK("0 channels", h->nr_channels = 0);
 	REFUSE_TWEAK("65 channels", h->nr_channels = GW_WIRE_MAX_CHANNELS + 1);
 	REFUSE_TWEAK("codec 6", h->codec = 6);
-	REFUSE_TWEAK("unknown flag bit 3", h->flags |= 1u << 3);
+	REFUSE_TWEAK("unknown flag bit 4", h->flags |= 1u << 4);
 	REFUSE_TWEAK("unknown flag bit 31", h->flags |= 1u << 31);
 	REFUSE_TWEAK("batch 0", h->batch_pages = 0);
 	REFUSE_TWEAK("batch 1025", h->batch_pages = GW_WIRE_MAX_BATCH_PAGES + 1);
@@ -376,7 +376,7 @@ static void fill_cases(struct msg_case *c, unsigned *n)
 	c[i].m.chan_end = (struct gw_msg_chan_end){ 5, 123456789, 987654321012ull };
 	i++;
 	c[i] = (struct msg_case){ "COMPLETE", GW_MSG_COMPLETE, .reserved_off = 4 };
-	c[i].m.complete = (struct gw_msg_complete){ 64, 1ull << 33 };
+	c[i].m.complete = (struct gw_msg_complete){ 64, 0, 1ull << 33 };
 	i++;
 	c[i] = (struct msg_case){ "READY", GW_MSG_READY, .reserved_off = -1 };
 	c[i].m.ready = (struct gw_msg_ready){ 1234567 };
@@ -506,11 +506,74 @@ static void test_messages(void)
 	}
 }
 
+/*
+ * Postcopy messages: round trip, truncation, trailing bytes, and each
+ * class of malformed field refused with a reason.
+ */
+static void test_postcopy_messages(void)
+{
+	static const uint64_t words[3] = { 0x1, 0x8000000000000000ull, 0xffffffffffffffffull };
+	static const uint64_t pages[4] = { 0, 7, 1ull << 39, 123456 };
+	struct msg_case c[8];
+	unsigned n = 0;
+
+	c[n] = (struct msg_case){ "PC_PREPARE", GW_MSG_PC_PREPARE, .reserved_off = -1 };
+	n++;
+	c[n] = (struct msg_case){ "PC_PREPARED", GW_MSG_PC_PREPARED, .reserved_off = -1 };
+	c[n].m.pc_prepared.prepare_ns = 987654321;
+	n++;
+	c[n] = (struct msg_case){ "PC_DIRTY", GW_MSG_PC_DIRTY, .reserved_off = -1 };
+	c[n].m.pc_map = (struct gw_msg_pc_map){ .block = 2, .nr_words = 3, .first_page = 128, .words = words };
+	n++;
+	c[n] = (struct msg_case){ "PC_REQ", GW_MSG_PC_REQ, .reserved_off = -1 };
+	c[n].m.pc_req = (struct gw_msg_pc_req){ .block = 1, .count = 4, .pages = pages };
+	n++;
+	c[n] = (struct msg_case){ "PC_STATS", GW_MSG_PC_STATS, .reserved_off = 0 };
+	c[n].m.pc_stats = (struct gw_msg_pc_stats){ .nr_vcpus = 3, .requests = 1300, .blocktime_ns = 5,
+						    .latency_p99_ns = 900000, .vcpu_blocktime_ns = { 1, 2, 3 } };
+	n++;
+	c[n] = (struct msg_case){ "PC_END", GW_MSG_PC_END, .reserved_off = -1 };
+	n++;
+	c[n] = (struct msg_case){ "PC_RECOVER", GW_MSG_PC_RECOVER, .reserved_off = GW_WIRE_ID_BYTES + 4 };
+	memset(c[n].m.pc_recover.id, 0x42, GW_WIRE_ID_BYTES);
+	c[n].m.pc_recover.recoveries = 3;
+	n++;
+	c[n] = (struct msg_case){ "PC_RECOVERED", GW_MSG_PC_RECOVERED, .reserved_off = 4 };
+	c[n].m.pc_recovered = (struct gw_msg_pc_recovered){ GW_PC_RECOVERED_DONE, 77 };
+	n++;
+	for (unsigned i = 0; i < n; i++)
+		test_msg_case(&c[i]);
+	refuse_msg("PC_DIRTY block 64", GW_MSG_PC_DIRTY, &c[2].m, 0, GW_MAX_RAM_BLOCKS);
+	refuse_msg("PC_DIRTY no words", GW_MSG_PC_DIRTY, &c[2].m, 4, 0);
+	refuse_msg("PC_DIRTY too many words", GW_MSG_PC_DIRTY, &c[2].m, 4, GW_WIRE_MAX_MAP_WORDS + 1);
+	refuse_msg("PC_DIRTY unaligned first page", GW_MSG_PC_DIRTY, &c[2].m, 8, 129);
+	refuse_msg("PC_DIRTY first page beyond 2^40", GW_MSG_PC_DIRTY, &c[2].m, 12, 1u << 9);
+	refuse_msg("PC_REQ block 64", GW_MSG_PC_REQ, &c[3].m, 0, GW_MAX_RAM_BLOCKS);
+	refuse_msg("PC_REQ no pages", GW_MSG_PC_REQ, &c[3].m, 4, 0);
+	refuse_msg("PC_REQ too many pages", GW_MSG_PC_REQ, &c[3].m, 4, GW_WIRE_MAX_BATCH_PAGES + 1);
+	refuse_msg("PC_REQ page beyond 2^40", GW_MSG_PC_REQ, &c[3].m, 8 + 8 + 4, 1u << 8);
+	refuse_msg("PC_STATS reserved", GW_MSG_PC_STATS, &c[4].m, 0, 1);
+	refuse_msg("PC_STATS 65 vCPUs", GW_MSG_PC_STATS, &c[4].m, 4, GW_WIRE_MAX_VCPUS + 1);
+	refuse_msg("PC_RECOVERED flag bit 1", GW_MSG_PC_RECOVERED, &c[7].m, 0, 2);
+	refuse_msg("COMPLETE flag bit 1", GW_MSG_COMPLETE, &(struct gw_msg_complete){ 1, 0, 5 }, 4, 2);
+	{
+		/* PC_STATS claiming more vCPUs than it carries: truncated. */
+		uint8_t a[1024];
+		union gw_msg out;
+		size_t len = msg_enc(GW_MSG_PC_STATS, &c[4].m, a, sizeof(a));
+
+		gw_le32_put(a + 4, 4);
+		TEST_CHECK(gw_msg_decode(GW_MSG_PC_STATS, a, len, &out, NULL, 0) == -EPROTO,
+			   "PC_STATS with a missing vCPU figure refused");
+	}
+}
+
 int main(void)
 {
 	test_hello();
 	test_pages_hdr();
 	test_state();
 	test_messages();
+	test_postcopy_messages();
 	TEST_EXIT();
 }
