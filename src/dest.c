@@ -17,6 +17,7 @@
 #include "dest.h"
 #include "mem/digest.h"
 #include "mem/snapshot.h"
+#include "postcopy.h"
 #include "state.h"
 #include "util/fdio.h"
 
@@ -76,7 +77,12 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 			       m->nr_channels, s->nr_channels);
 	if (!d->have_state)
 		return gw_fail(s, "final", -EPROTO, false, "COMPLETE before STATE");
+	if (!(m->flags & GW_COMPLETE_POSTCOPY) != !s->pcd)
+		return gw_fail(s, "final", -EPROTO, false, "COMPLETE %s postcopy after %s",
+			       s->pcd ? "without" : "with", s->pcd ? "PC_PREPARE" : "no PC_PREPARE");
 	ret = join_channels(s, m->total_pages);
+	if (!ret && s->pcd)
+		ret = dst_pc_complete(s);
 	if (ret)
 		return ret;
 	gw_log(GW_LOG_INFO, "mig", "final_received", "pages=%llu",
@@ -164,7 +170,10 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	t_go = gw_now_ns();
 	gw_fault_die(s, GW_FAULT_DST_AFTER_GO);
 	fault_corrupt_page(s);
-	snapshot_arm(s, d);
+	if (s->pcd)
+		dst_pc_go(s);
+	else
+		snapshot_arm(s, d);
 	ret = s->ops->resume(s->opaque);
 	resumed.resume_mono_ns = gw_now_ns();
 	resumed.go_to_resume_ns = resumed.resume_mono_ns - t_go;
@@ -172,8 +181,13 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	       ret == 0, (unsigned long long)(resumed.go_to_resume_ns / 1000));
 	if (ret)
 		return gw_fail(s, "handover", ret, false, "resuming the VM failed: %s", strerror(-ret));
-	/* The VM runs here now: a lost RESUMED does not change that. */
-	if (gw_conn_send_msg(&s->ctl, GW_MSG_RESUMED, &resumed))
+	if (s->pcd)
+		dst_pc_resumed(s);
+	/* The VM runs here now: a lost RESUMED does not change that (postcopy: a recovery follows). */
+	ret = gw_conn_send_msg(&s->ctl, GW_MSG_RESUMED, &resumed);
+	if (ret && s->pcd)
+		gw_fail(s, "handover", ret, false, "sending RESUMED: %s", strerror(-ret));
+	else if (ret)
 		gw_log(GW_LOG_WARN, "mig", "resumed_not_sent", "reason=\"source gone after GO\"");
 	return 0;
 }
@@ -215,6 +229,11 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 	case GW_MSG_EXTENTS:
 		ret = d->round_seen ? -EPROTO : dst_extents_add(s, &m->extents);
 		return ret ? gw_fail(s, "receive", ret, false, "bad EXTENTS frame") : 0;
+	case GW_MSG_PC_PREPARE:
+		return d->have_state ? gw_fail(s, "receive", -EPROTO, false, "PC_PREPARE after STATE") :
+		       dst_pc_prepare(s);
+	case GW_MSG_PC_DIRTY:
+		return dst_pc_dirty(s, &m->pc_map);
 	case GW_MSG_ROUND:
 		return on_round(s, d, &m->round);
 	case GW_MSG_STATE:	/* a second one fails to decode (no state to fill) */
@@ -253,9 +272,10 @@ static void set_verify(struct gw_session *s, enum gw_verify v, const struct gw_m
 /* Our digest as at resume (while the guest runs), ready for the comparison. */
 static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_msg_verified *v)
 {
-	uint64_t t = gw_now_ns();
+	uint64_t t = gw_now_ns(), pc_faults = 0;
 	struct gw_digest mine;
-	int ret = s->snap_err ? s->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
+	int ret = s->pcd ? dst_pc_digest(s, &mine, &pc_faults) :
+		  s->snap_err ? s->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
 
 	if (ret) {
 		gw_log(GW_LOG_WARN, "mig", "verify_unavailable", "err=\"%s\"", strerror(-ret));
@@ -263,7 +283,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 	} else {
 		*v = (struct gw_msg_verified){ .digest_lo = mine.lo, .digest_hi = mine.hi,
 					       .verify_ns = gw_now_ns() - t,
-					       .snapshot_faults = gw_snapshot_faults(s->snap) };
+					       .snapshot_faults = s->pcd ? pc_faults : gw_snapshot_faults(s->snap) };
 	}
 	/* Every chunk is unprotected now; the snapshot is freed after the populate thread. */
 }
@@ -337,6 +357,11 @@ static int control_loop(struct gw_session *s)
 					gw_conn_err_text(type, "source"), why[0] ? ": " : "", why);
 		else
 			ret = control_one(s, &d, type, m);
+	}
+	if (ret == 1 && s->pcd) {
+		/* Postcopy: the migration goes on until every page is here. */
+		ret = dst_pc_run(s, d.buf, d.cap);
+		ret = ret == 0 ? 1 : ret == GW_PC_UNVERIFIED ? 0 : ret;
 	}
 	if (ret == 1) {
 		dst_verify(s, &d);
@@ -444,6 +469,7 @@ void *gw_dest_main(void *arg)
 	if (ret)
 		gw_session_shutdown_conns(s);
 	gw_channels_join(s);
+	dst_pc_release(s);
 	dst_populate_end(s);
 	gw_snapshot_free(s->snap);	/* after the populate thread, which protects ahead */
 	s->snap = NULL;

@@ -10,6 +10,7 @@
 #include "channel.h"
 #include "codec/codec.h"
 #include "dest.h"
+#include "postcopy.h"
 
 /*
  * The first connection that opens with a HELLO frame. Anything else is
@@ -60,6 +61,12 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		snprintf(why, why_len, "local migration over %s", s->url.ops->scheme);
 		return -EPROTO;
 	}
+	if ((h->flags & GW_HELLO_POSTCOPY) && ((h->flags & GW_HELLO_LOCAL) || h->nr_channels >= GW_WIRE_MAX_CHANNELS)) {
+		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
+		return -EPROTO;
+	}
+	if (h->flags & GW_HELLO_POSTCOPY)
+		return dst_pc_probe(why, why_len);
 	return 0;
 }
 

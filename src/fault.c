@@ -22,6 +22,8 @@ static const char *const gw_fault_names[GW_FAULT__COUNT] = {
 	[GW_FAULT_SRC_CORRUPT] = "src-corrupt",
 	[GW_FAULT_SRC_DELAY_GO] = "src-delay-go",
 	[GW_FAULT_DST_CORRUPT_PAGE] = "dst-corrupt-page",
+	[GW_FAULT_SRC_PC_CUT] = "src-pc-cut",
+	[GW_FAULT_DST_PC_CUT] = "dst-pc-cut",
 };
 
 void gw_fault_init(struct gw_session *s)

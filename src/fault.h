@@ -19,6 +19,9 @@
  *   src-delay-go     wait ARG ms between READY and GO
  *   dst-corrupt-page change a byte of the first page this migration wrote,
  *                    just before resume (verification must catch it)
+ *   src-pc-cut       postcopy: once ARG pages were pushed, cut every connection
+ *   dst-pc-cut       postcopy: once ARG pages were placed, cut every connection
+ *                    (as a broken link would: both sides pause for a recovery)
  * "die" is raise(SIGKILL): the process vanishes as with kill -9.
  */
 #ifndef GW_FAULT_H
@@ -42,6 +45,8 @@ enum gw_fault_point {
 	GW_FAULT_SRC_CORRUPT,
 	GW_FAULT_SRC_DELAY_GO,
 	GW_FAULT_DST_CORRUPT_PAGE,
+	GW_FAULT_SRC_PC_CUT,
+	GW_FAULT_DST_PC_CUT,
 	GW_FAULT__COUNT
 };
 

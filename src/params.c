@@ -51,6 +51,14 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"harvest again after this long even mid-pass (at least 4x the harvest time), 0 = whole passes" },
 	[GW_PARAM_FREE_PAGE_HINTS] = { "free-page-hints", 0, 1, 1, false,
 		"skip the pages the VMM reports free (when it can: the soft balloon workload)" },
+	[GW_PARAM_POSTCOPY] = { "postcopy", 0, 1, 0, false,
+		"allow switching to postcopy (resume on the destination first, fetch pages on demand)" },
+	[GW_PARAM_POSTCOPY_AFTER_ROUNDS] = { "postcopy-after-rounds", 0, 100000, 0, true,
+		"postcopy: switch after this many precopy rounds, 0 = not by rounds" },
+	[GW_PARAM_POSTCOPY_AFTER_MS] = { "postcopy-after-ms", 0, INT64_MAX, 0, true,
+		"postcopy: switch after this long in precopy (ms), 0 = not by time" },
+	[GW_PARAM_POSTCOPY_AUTO_ROUNDS] = { "postcopy-auto-rounds", 0, 1000, 0, true,
+		"postcopy: switch when the expected downtime has not fallen by a tenth for this many rounds, 0 = off" },
 };
 
 const struct gw_param_info *gw_param_info(enum gw_param p)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include "channel.h"
+#include "postcopy.h"
 #include "source.h"
 
 /*
@@ -129,6 +130,9 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 			src_publish(s, c);
 		}
 		if (deadline_ns && gw_now_ns() >= deadline_ns)
+			return 1;
+		/* gw_session_start_postcopy: the round ends here (not the final one). */
+		if (!c->switched_over && __atomic_load_n(&s->pc_start_req, __ATOMIC_ACQUIRE))
 			return 1;
 	}
 	return 0;
@@ -426,6 +430,8 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		    (c->pass_done &&
 		     gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US))))
 			return 0;
+		if (src_pc_want_switch(s, c, t_precopy_ns, false))
+			return SRC_POSTCOPY;
 		ret = converge_policy(s, c, t_precopy_ns);
 		if (ret <= 0)
 			return ret;

@@ -57,6 +57,7 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	gw_params_defaults(s->params);
 	s->listen_fd = -1;
 	gw_conn_init(&s->ctl, -1);
+	gw_conn_init(&s->preempt, -1);
 	s->thread_joined = true;
 	gw_fault_init(s);
 	return s;
@@ -76,11 +77,14 @@ static void join_thread(struct gw_session *s)
 		pthread_join(s->thread, NULL);
 }
 
+static void abandon_postcopy(struct gw_session *s);
+
 void gw_session_free(struct gw_session *s)
 {
 	if (!s)
 		return;
-	gw_session_cancel(s);
+	if (gw_session_cancel(s) == -EALREADY && __atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE)
+		abandon_postcopy(s);	/* nobody would finish it */
 	join_thread(s);
 	if (s->listen_fd >= 0) {
 		close(s->listen_fd);
@@ -88,6 +92,7 @@ void gw_session_free(struct gw_session *s)
 			s->url.ops->unlisten(s->url.addr);
 	}
 	gw_conn_close(&s->ctl);
+	gw_conn_close(&s->preempt);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s);
@@ -98,6 +103,7 @@ void gw_session_shutdown_conns(struct gw_session *s)
 	/* s->lock: the channel array is detached under it before being freed. */
 	pthread_mutex_lock(&s->lock);
 	gw_conn_shutdown(&s->ctl);
+	gw_conn_shutdown(&s->preempt);
 	if (s->listen_fd >= 0)
 		shutdown(s->listen_fd, SHUT_RDWR);
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
@@ -136,6 +142,35 @@ static void fail_notify(struct gw_session *s, const char *phase, int code, bool 
 	gw_session_shutdown_conns(s);
 }
 
+/*
+ * The owner frees a session whose migration is in postcopy (a process
+ * quitting, say): nobody will finish it, so it ends now, failed. Before the
+ * switch a cancel does it.
+ */
+static void abandon_postcopy(struct gw_session *s)
+{
+	static const char msg[] = "abandoned during postcopy (the owner is going away): the VM is lost";
+	bool first;
+
+	pthread_mutex_lock(&s->lock);
+	first = s->running && fail_record_locked(s, "postcopy", -ECANCELED, false, msg);
+	pthread_mutex_unlock(&s->lock);
+	if (first)
+		fail_notify(s, "postcopy", -ECANCELED, false, msg);
+}
+
+int gw_session_abandon(struct gw_session *s)
+{
+	if (!s || !__atomic_load_n(&s->running, __ATOMIC_ACQUIRE))
+		return -EINVAL;
+	if (gw_session_cancel(s) == 0)
+		return 0;
+	/* Precopy after GO: the wait for RESUMED is bounded, nothing to end. */
+	if (__atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE)
+		abandon_postcopy(s);
+	return 0;
+}
+
 void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n)
 {
 	pthread_mutex_lock(&s->lock);
@@ -156,6 +191,44 @@ struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n)
 	return chans;
 }
 
+/* Errors that mean the connection (or the link) is gone, not that a peer misbehaved. */
+static bool link_errno(int code)
+{
+	switch (code) {
+	case -ECONNRESET: case -EPIPE: case -ETIMEDOUT: case -ECONNABORTED: case -ENOTCONN:
+	case -EHOSTUNREACH: case -ENETUNREACH: case -ENETDOWN: case -EHOSTDOWN: case -ECONNREFUSED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/*
+ * During postcopy a broken connection pauses the migration instead of
+ * failing it: the VM runs on the destination and the source holds pages
+ * it needs, so both wait for a recovery (postcopy_src.c, postcopy_dst.c).
+ * True when @code was taken that way.
+ */
+static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code, const char *msg)
+{
+	int none = 0;
+
+	if (__atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) != GW_PC_ACTIVE || !link_errno(code) ||
+	    __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE))
+		return false;
+	if (__atomic_compare_exchange_n(&s->pc_broken, &none, code, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE)) {
+		gw_log(GW_LOG_WARN, "mig", "postcopy_link_lost", "phase=%s code=%d reason=\"%s\"", phase, code, msg);
+		pthread_mutex_lock(&s->lock);
+		snprintf(s->stats.postcopy_reason, sizeof(s->stats.postcopy_reason), "link lost: %.*s",
+			 (int)sizeof(s->stats.postcopy_reason) - 20, msg);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+	}
+	gw_session_shutdown_conns(s);
+	return true;
+}
+
 int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	    const char *fmt, ...)
 {
@@ -168,6 +241,8 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	va_end(ap);
 	if (code >= 0)
 		code = -EIO;
+	if (!from_peer && postcopy_link_lost(s, phase, code, msg))
+		return code;
 	pthread_mutex_lock(&s->lock);
 	first = fail_record_locked(s, phase, code, from_peer, msg);
 	pthread_mutex_unlock(&s->lock);
@@ -181,7 +256,9 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 
 int gw_failed(struct gw_session *s)
 {
-	return __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
+	int code = __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
+
+	return code ? code : __atomic_load_n(&s->pc_broken, __ATOMIC_ACQUIRE);
 }
 
 int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m)
@@ -299,7 +376,7 @@ int gw_session_cancel(struct gw_session *s)
 
 	/* Checked and recorded under one lock: GO cannot slip in between. */
 	pthread_mutex_lock(&s->lock);
-	if (!s->running || s->go_sent) {
+	if (!s->running || s->go_sent || __atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE) {
 		pthread_mutex_unlock(&s->lock);
 		return -EALREADY;
 	}
@@ -357,11 +434,41 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	}
 }
 
+/*
+ * Postcopy, source paused after GO without RESUMED: the operator found that
+ * the destination does not run the VM. The migration thread resumes it
+ * here and ends failed. 1 when this case applied (*@ret set), else 0.
+ */
+static int resolve_postcopy(struct gw_session *s, bool destination_runs, int *ret)
+{
+	bool applies;
+
+	pthread_mutex_lock(&s->lock);
+	applies = s->role == GW_ROLE_SOURCE && s->running && s->status == GW_STATUS_POSTCOPY_PAUSED;
+	if (applies && (destination_runs || !s->pc_resolvable)) {
+		pthread_mutex_unlock(&s->lock);
+		*ret = -EINVAL;	/* the VM runs there: it needs its pages, recover */
+		return 1;
+	}
+	if (applies)
+		s->pc_resolve_source = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	if (!applies)
+		return 0;
+	join_thread(s);
+	gw_log(GW_LOG_WARN, "mig", "outcome_resolved", "destination_runs=0 source_resumed=1 after=postcopy_paused");
+	*ret = 0;
+	return 1;
+}
+
 int gw_session_resolve(struct gw_session *s, bool destination_runs)
 {
 	bool unknown, mismatch;
 	int ret = 0;
 
+	if (resolve_postcopy(s, destination_runs, &ret))
+		return ret;
 	join_thread(s);
 	pthread_mutex_lock(&s->lock);
 	unknown = s->status == GW_STATUS_UNKNOWN;
@@ -411,6 +518,9 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	s->stats.status = s->status;
 	s->ev_status = GW_STATUS_NONE;
 	s->go_sent = false;
+	s->pc_resolvable = false;
+	s->pc_resolve_source = false;
+	__atomic_store_n(&s->pc_start_req, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cancelled, false, __ATOMIC_RELAXED);
 	s->t_start_ns = s->role == GW_ROLE_SOURCE ? gw_now_ns() : 0;
 	s->running = true;

@@ -32,6 +32,16 @@
 #include "wire/msg.h"
 
 struct gw_channel;
+struct gw_pc_src;
+struct gw_pc_dst;
+
+/* Postcopy phase of a migration (s->pc_state, atomic). */
+enum gw_pc_state {
+	GW_PC_NONE = 0,			/* precopy rules: the source owns the VM */
+	GW_PC_PREPARED,			/* committed to postcopy; GO not sent yet (source still owns it) */
+	GW_PC_ACTIVE,			/* the VM runs on the destination: a broken link pauses, never fails */
+	GW_PC_DONE,			/* every page placed */
+};
 
 /* The first error of a migration: recorded once, never overwritten. */
 struct gw_error {
@@ -119,6 +129,23 @@ struct gw_session {
 	gw_event_fn ev_fn;		/* lock */
 	void *ev_opaque;		/* lock */
 	enum gw_status ev_status;	/* lock: the last status emitted */
+	/*
+	 * Postcopy (postcopy.h). pc_state and pc_broken are atomic: pc_broken
+	 * (-errno, 0 = none) is set by the first connection failure while
+	 * GW_PC_ACTIVE instead of the sticky error, and gw_failed() reports it
+	 * so that every thread of the broken connections stops; the migration
+	 * thread clears it once a recovery has replaced them.
+	 */
+	int pc_state;			/* atomic: enum gw_pc_state */
+	int pc_broken;			/* atomic */
+	bool pc_start_req;		/* atomic: gw_session_start_postcopy asked */
+	struct gw_conn preempt;		/* the page-request connection (both sides) */
+	struct gw_pc_src *pcs;		/* source: migration thread (postcopy_src.c) */
+	struct gw_pc_dst *pcd;		/* destination: migration thread (postcopy_dst.c) */
+	char pc_resume_url[GW_URL_MAX];	/* lock: source, a recovery asked for ("" none) */
+	bool pc_recover_listening;	/* lock: destination, listen_fd is the recovery's */
+	bool pc_resolvable;		/* lock: source paused after GO without RESUMED */
+	bool pc_resolve_source;		/* lock: the operator says the destination does not run it */
 
 	/* Shared rate limiter (live parameter max-bandwidth). */
 	pthread_mutex_t rl_lock;
@@ -144,7 +171,10 @@ static inline uint32_t gw_round(const struct gw_session *s)
  */
 int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* The sticky error code, 0 when none. Cheap: threads poll it per batch. */
+/*
+ * The sticky error code, 0 when none; during postcopy also a broken link
+ * (s->pc_broken) until a recovery. Cheap: threads poll it per batch.
+ */
 int gw_failed(struct gw_session *s);
 /* A copy of the sticky error, taken under the lock. */
 void gw_error_get(struct gw_session *s, struct gw_error *out);

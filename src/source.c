@@ -15,6 +15,7 @@
 #include <sys/random.h>
 #include "channel.h"
 #include "mem/populated.h"
+#include "postcopy.h"
 #include "source.h"
 
 uint64_t src_wire_bytes(struct gw_session *s)
@@ -109,18 +110,23 @@ static void pong(struct gw_session *s, const struct gw_msg_ping *m)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* The migration ends after RESUMED, or after VERIFIED when the digests are compared. */
-static bool last_message(const struct gw_session *s, int type)
+/*
+ * The migration ends after RESUMED, or after VERIFIED when the digests are
+ * compared; postcopy after PC_DONE or VERIFIED.
+ */
+static bool last_message(struct gw_session *s, int type)
 {
 	bool verify = gw_param(s, GW_PARAM_VERIFY) && !gw_param(s, GW_PARAM_LOCAL);
 
+	if (gw_pc_state(s) != GW_PC_NONE)
+		return src_pc_last_message(s, type);
 	return type == (verify ? GW_MSG_VERIFIED : GW_MSG_RESUMED);
 }
 
 static void *ctl_reader_main(void *arg)
 {
 	struct gw_session *s = arg;
-	uint8_t buf[8 + GW_WIRE_MAX_REASON];
+	uint8_t buf[1024];	/* ERROR, PC_STATS and PC_DONE are the largest */
 	char why[160];
 	union gw_msg m;
 
@@ -140,6 +146,16 @@ static void *ctl_reader_main(void *arg)
 		}
 		if (type == GW_MSG_PONG) {
 			pong(s, &m.ping);
+			continue;
+		}
+		if (type >= GW_MSG_PC_PREPARE) {
+			if (src_pc_ctl_msg(s, type, &m)) {
+				gw_fail(s, "control", -EPROTO, false, "unexpected %s frame from the destination",
+					gw_frame_type_name((uint16_t)type));
+				return NULL;
+			}
+			if (last_message(s, type))
+				return NULL;
 			continue;
 		}
 		if (type != GW_MSG_READY && type != GW_MSG_RESUMED && type != GW_MSG_VERIFIED) {
@@ -200,6 +216,7 @@ static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 	h->codec = gw_wire_codec_from_id((enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS));
 	h->codec_level = (int32_t)gw_param(s, GW_PARAM_COMPRESS_LEVEL);
 	h->flags = (gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_LOCAL : 0) |
+		   (gw_param(s, GW_PARAM_POSTCOPY) && !gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_POSTCOPY : 0) |
 		   (gw_param(s, GW_PARAM_VERIFY) ? GW_HELLO_VERIFY : 0) |
 		   (gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES) ? GW_HELLO_XBZRLE : 0);
 	h->batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
@@ -387,7 +404,7 @@ static int announce_round0(struct gw_session *s, struct src_ctx *c)
 	return ret ? gw_fail(s, "setup", ret, false, "sending EXTENTS: %s", strerror(-ret)) : 0;
 }
 
-static int start_ctl_reader(struct gw_session *s)
+int src_start_ctl_reader(struct gw_session *s)
 {
 	/*
 	 * The destination is silent on control during precopy: the reader
@@ -399,6 +416,13 @@ static int start_ctl_reader(struct gw_session *s)
 		return gw_fail(s, "setup", -EAGAIN, false, "control reader thread");
 	s->ctl_reader_started = true;
 	return 0;
+}
+
+void src_join_ctl_reader(struct gw_session *s)
+{
+	if (s->ctl_reader_started)
+		pthread_join(s->ctl_reader, NULL);
+	s->ctl_reader_started = false;
 }
 
 /* Free-page hints from now on: the VMM clears pages from round 0's set. */
@@ -418,7 +442,7 @@ static int setup(struct gw_session *s, struct src_ctx *c, bool local)
 	int ret = handshake(s);
 
 	if (!ret)
-		ret = start_ctl_reader(s);
+		ret = src_start_ctl_reader(s);
 	if (!ret && !local)
 		ret = open_channels(s);
 	if (!ret && !local)
@@ -463,11 +487,11 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	__atomic_store_n(&s->ctl_quiet, true, __ATOMIC_RELEASE);
 	gw_session_shutdown_conns(s);
 	gw_channels_join(s);
-	if (s->ctl_reader_started)
-		pthread_join(s->ctl_reader, NULL);
-	s->ctl_reader_started = false;
+	src_join_ctl_reader(s);
+	src_pc_release(s);
 	gw_channels_destroy(s);
 	gw_conn_close(&s->ctl);
+	gw_conn_close(&s->preempt);
 	if (s->dirty_started)
 		s->dirty.ops->stop(&s->dirty);
 	s->dirty_started = false;
@@ -497,9 +521,22 @@ static void log_end(struct gw_session *s, enum gw_status status)
 		       (unsigned long long)(bd->final_send_ns / 1000), (unsigned long long)(bd->state_save_ns / 1000),
 		       (unsigned long long)(bd->state_send_ns / 1000), (unsigned long long)(bd->dst_load_ns / 1000),
 		       (unsigned long long)(bd->handover_ns / 1000), gw_verify_name(st.verify));
+		if (st.postcopy)
+			gw_log(GW_LOG_INFO, "mig", "postcopy_done",
+			       "postcopy_ms=%.3f paused_ms=%.3f recoveries=%u pages=%llu requests=%llu pushed=%llu "
+			       "answered=%llu duplicates=%llu blocktime_ms=%.3f vcpu_blocktime_ms=%.3f "
+			       "latency_p50_us=%.1f latency_p99_us=%.1f latency_max_us=%.1f",
+			       st.postcopy_time_ns / 1e6, st.postcopy_paused_ns / 1e6, st.postcopy_recoveries,
+			       (unsigned long long)st.postcopy_pages, (unsigned long long)st.postcopy_requests,
+			       (unsigned long long)st.postcopy_pushed_pages,
+			       (unsigned long long)st.postcopy_answered_pages,
+			       (unsigned long long)st.postcopy_dup_pages, st.postcopy_blocktime_ns / 1e6,
+			       st.postcopy_vcpu_blocktime_total_ns / 1e6, st.postcopy_latency_p50_ns / 1e3,
+			       st.postcopy_latency_p99_ns / 1e3, st.postcopy_latency_max_ns / 1e3);
 	} else if (status != GW_STATUS_UNKNOWN) {
-		gw_log(GW_LOG_ERROR, "mig", "mig_failed", "status=%s phase=%s reason=\"%s\" vm=running_on_source",
-		       gw_status_name(status), st.error_phase, st.error);
+		gw_log(GW_LOG_ERROR, "mig", "mig_failed", "status=%s phase=%s reason=\"%s\" vm=%s",
+		       gw_status_name(status), st.error_phase, st.error,
+		       st.postcopy ? "lost" : "running_on_source");
 	}
 }
 
@@ -543,6 +580,8 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 static void src_reset(struct gw_session *s, bool local)
 {
 	__atomic_store_n(&s->round, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->pc_state, GW_PC_NONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->pc_broken, 0, __ATOMIC_RELEASE);
 	s->nr_channels = local ? 0 : (unsigned)gw_param(s, GW_PARAM_CHANNELS);
 	__atomic_store_n(&s->ctl_quiet, false, __ATOMIC_RELEASE);
 	__atomic_store_n(&s->ctr_normal_pages, 0, __ATOMIC_RELAXED);
@@ -554,6 +593,7 @@ static void src_reset(struct gw_session *s, bool local)
 	pthread_mutex_lock(&s->lock);
 	s->mbox_seen = 0;
 	s->ping_rtt_ns = 0;
+	s->pc_resume_url[0] = 0;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -577,10 +617,14 @@ void *gw_source_main(void *arg)
 		if (!local)
 			ret = src_precopy(s, c);
 	}
-	if (!ret)
-		ret = src_switchover(s, c, local);
-	if (!ret)
-		ret = src_handover(s, c);
+	if (ret == SRC_POSTCOPY) {
+		ret = src_postcopy(s, c);
+	} else {
+		if (!ret)
+			ret = src_switchover(s, c, local);
+		if (!ret)
+			ret = src_handover(s, c);
+	}
 	if (!ret)
 		src_verify(s, c);
 	if (ret < 0 && c && c->paused)

@@ -70,17 +70,24 @@ struct src_ctx {
 	bool paused;			/* the VM is paused by us (resume on failure) */
 	bool handed_over;		/* RESUMED received: total time is final */
 	bool resume_measured;		/* the destination's resume stamp was usable (same clock) */
+	bool postcopy;			/* switching or switched to postcopy (postcopy_src.c) */
 	struct src_times t;
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
 	char hint[192];			/* why precopy does not converge, "" when it does */
 	uint64_t exp_hist_ns[3];	/* expected downtime of the last three rounds, newest first */
+	uint64_t pc_best_exp_ns;	/* postcopy auto: lowest expected downtime so far */
+	unsigned pc_flat_rounds;	/* postcopy auto: rounds since it last fell by a tenth */
 };
 
 /* Publish counters into the stats snapshot (under the lock). */
 void src_publish(struct gw_session *s, struct src_ctx *c);
 /* Wire bytes sent so far on every connection. */
 uint64_t src_wire_bytes(struct gw_session *s);
+
+/* source.c: the control reader (restarted by a postcopy recovery). 0 or the sticky error. */
+int src_start_ctl_reader(struct gw_session *s);
+void src_join_ctl_reader(struct gw_session *s);
 
 /* precopy.c */
 /* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
@@ -97,13 +104,35 @@ int src_drain(struct gw_session *s);
 int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
 /* Paused, after the final round: queue the free pages sent before, as zeros. 0 or the sticky error. */
 int src_queue_discards(struct gw_session *s, struct src_ctx *c);
-/* Rounds until the expected downtime fits (or the policy says stop). 0 or the sticky error. */
+/*
+ * Rounds until the expected downtime fits (or the policy says stop): 0,
+ * SRC_POSTCOPY (switch to postcopy now), or the sticky error.
+ */
+#define SRC_POSTCOPY 2
 int src_precopy(struct gw_session *s, struct src_ctx *c);
 
 /* Throttle and dirty limit back to none (the migration ends either way). */
 void src_unthrottle(struct gw_session *s, struct src_ctx *c);
 
 /* switchover.c */
+/* Stop the vCPUs (hints off, status device). 0 or the sticky error. */
+int src_pause_vm(struct gw_session *s, struct src_ctx *c);
+/* Save and send the device state. 0 or the sticky error. */
+int src_send_state(struct gw_session *s, struct src_ctx *c);
+/* COMPLETE with @flags (GW_COMPLETE_*), then wait for READY. 0 or the sticky error. */
+int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags);
+/* Testing: the src-delay-go fault point. */
+void src_fault_delay_go(struct gw_session *s);
+/* GO, unless an error was recorded first (decided under s->lock). *@sent says whether it left. */
+int src_send_go(struct gw_session *s, bool *sent);
+/*
+ * When the destination resumed: its clock when shared (*@measured true),
+ * else estimated from ours.
+ */
+uint64_t src_resume_time(const struct gw_session *s, const struct src_times *t,
+			 const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured);
+/* The downtime and its breakdown into the statistics (status completed, or postcopy-active). */
+void src_publish_downtime(struct gw_session *s, struct src_ctx *c);
 /* Pause, final pages, state, COMPLETE, READY. 0 or the sticky error. */
 int src_switchover(struct gw_session *s, struct src_ctx *c, bool local);
 /* GO, then RESUMED. 0, 1 (outcome unknown: GO sent, RESUMED lost) or the error. */

@@ -19,6 +19,8 @@ static const char *const status_names[] = {
 	[GW_STATUS_DEVICE] = "device", [GW_STATUS_HANDOVER] = "handover",
 	[GW_STATUS_COMPLETED] = "completed", [GW_STATUS_FAILED] = "failed",
 	[GW_STATUS_CANCELLED] = "cancelled", [GW_STATUS_UNKNOWN] = "unknown",
+	[GW_STATUS_POSTCOPY_ACTIVE] = "postcopy-active", [GW_STATUS_POSTCOPY_PAUSED] = "postcopy-paused",
+	[GW_STATUS_POSTCOPY_RECOVER] = "postcopy-recover",
 };
 
 const char *gw_status_name(enum gw_status st)
@@ -112,6 +114,7 @@ static json_t *ram_object(struct builder *b, const struct gw_stats *st)
 	set(b, r, "rate-bps", u64(st->rate_bps));
 	set(b, r, "free-hinted", u64(st->free_hinted_pages));
 	set(b, r, "free-discarded", u64(st->free_discarded_pages));
+	set(b, r, "postcopy-requests", u64(st->postcopy_requests));
 	return r;
 }
 
@@ -175,6 +178,42 @@ static void channel_members(struct builder *b, json_t *root, const struct gw_sta
 	set(b, root, "channel-codecs", codecs);
 }
 
+/*
+ * Postcopy: QEMU's postcopy-blocktime and postcopy-vcpu-blocktime (ms) at
+ * the top level, and ours in "postcopy".
+ */
+static void postcopy_members(struct builder *b, json_t *root, const struct gw_stats *st)
+{
+	json_t *vcpu = json_array(), *pc = json_object(), *lat = json_object();
+
+	for (unsigned i = 0; vcpu && i < st->postcopy_nr_vcpus && i < GW_STATS_MAX_VCPUS; i++)
+		if (json_array_append_new(vcpu, ms(st->postcopy_vcpu_blocktime_ns[i])))
+			b->failed = true;
+	set(b, root, "postcopy-blocktime", ms(st->postcopy_blocktime_ns));
+	set(b, root, "postcopy-vcpu-blocktime", vcpu);
+	set(b, pc, "postcopy-time", ms(st->postcopy_time_ns));
+	set(b, pc, "paused-time", ms(st->postcopy_paused_ns));
+	set(b, pc, "recoveries", json_integer(st->postcopy_recoveries));
+	set(b, pc, "pages", u64(st->postcopy_pages));
+	set(b, pc, "remaining", u64(st->postcopy_remaining_pages));
+	set(b, pc, "requests", u64(st->postcopy_requests));
+	set(b, pc, "pushed", u64(st->postcopy_pushed_pages));
+	set(b, pc, "answered", u64(st->postcopy_answered_pages));
+	set(b, pc, "placed-requested", u64(st->postcopy_placed_requested));
+	set(b, pc, "placed-pushed", u64(st->postcopy_placed_pushed));
+	set(b, pc, "duplicates", u64(st->postcopy_dup_pages));
+	set(b, pc, "faults", u64(st->postcopy_faults));
+	set(b, pc, "local-faults", u64(st->postcopy_local_faults));
+	set(b, pc, "vcpu-blocktime-total", ms(st->postcopy_vcpu_blocktime_total_ns));
+	set(b, lat, "p50", json_real(round(st->postcopy_latency_p50_ns / 100.0) / 10.0));
+	set(b, lat, "p99", json_real(round(st->postcopy_latency_p99_ns / 100.0) / 10.0));
+	set(b, lat, "max", json_real(round(st->postcopy_latency_max_ns / 100.0) / 10.0));
+	set(b, lat, "samples", u64(st->postcopy_latency_samples));
+	set(b, pc, "fault-latency-us", lat);
+	set(b, pc, "reason", text(st->postcopy_reason));
+	set(b, root, "postcopy", pc);
+}
+
 /* Members of @extra ("\"a\":1,\"b\":2") into @root. 0, or -EINVAL when they do not parse. */
 static int add_extra(json_t *root, const char *extra)
 {
@@ -209,6 +248,8 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 	set(&b, root, "downtime", ms(st->downtime_ns));
 	set(&b, root, "expected-downtime", ms(st->expected_downtime_ns));
 	set(&b, root, "ram", ram_object(&b, st));
+	if (st->postcopy)
+		postcopy_members(&b, root, st);
 	set(&b, root, "cpu-throttle-percentage", json_integer(st->throttle_pct));
 	set(&b, root, "dirty-limit-rate", u64(st->dirty_limit_bps));
 	set(&b, root, "rtt", ms(st->rtt_ns));

@@ -13,6 +13,7 @@
 #include <time.h>
 #include "channel.h"
 #include "mem/digest.h"
+#include "postcopy.h"
 #include "source.h"
 
 int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
@@ -22,14 +23,14 @@ int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
-	while (!(s->mbox_seen & bit) && !s->err.code && ret != ETIMEDOUT)
+	while (!(s->mbox_seen & bit) && !gw_failed(s) && ret != ETIMEDOUT)
 		ret = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);
-	ret = (s->mbox_seen & bit) ? 0 : s->err.code ? s->err.code : -ETIMEDOUT;
+	ret = (s->mbox_seen & bit) ? 0 : gw_failed(s) ? gw_failed(s) : -ETIMEDOUT;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
 
-static int pause_vm(struct gw_session *s, struct src_ctx *c)
+int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 {
 	int ret;
 
@@ -102,7 +103,7 @@ static int final_pages_end(struct gw_session *s, struct src_ctx *c, bool local)
 }
 
 /* Saved and sent while the channels still send the last pages they hold. */
-static int send_state(struct gw_session *s, struct src_ctx *c)
+int src_send_state(struct gw_session *s, struct src_ctx *c)
 {
 	struct gw_msg_state m = { .st = &c->state };
 	int ret = 0;
@@ -124,10 +125,10 @@ static int send_state(struct gw_session *s, struct src_ctx *c)
 	return 0;
 }
 
-/* COMPLETE (totals), then the destination's READY. */
-static int complete_and_ready(struct gw_session *s, struct src_ctx *c)
+/* COMPLETE (totals, @flags), then the destination's READY. */
+int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags)
 {
-	struct gw_msg_complete m = { .nr_channels = s->nr_channels };
+	struct gw_msg_complete m = { .nr_channels = s->nr_channels, .flags = flags };
 	struct gw_msg_ready r;
 	int ret;
 
@@ -153,19 +154,19 @@ static int complete_and_ready(struct gw_session *s, struct src_ctx *c)
 
 int src_switchover(struct gw_session *s, struct src_ctx *c, bool local)
 {
-	int ret = pause_vm(s, c);
+	int ret = src_pause_vm(s, c);
 
 	if (!ret)
 		ret = final_pages_queue(s, c, local);
 	if (!ret)
-		ret = send_state(s, c);
+		ret = src_send_state(s, c);
 	if (!ret)
 		ret = final_pages_end(s, c, local);
-	return ret ? ret : complete_and_ready(s, c);
+	return ret ? ret : src_complete_and_ready(s, c, 0);
 }
 
 /* Testing: wait between READY and GO (the destination may die meanwhile). */
-static void fault_delay_go(struct gw_session *s)
+void src_fault_delay_go(struct gw_session *s)
 {
 	uint64_t ms = gw_fault_arg(s);
 	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
@@ -177,7 +178,7 @@ static void fault_delay_go(struct gw_session *s)
 }
 
 /* GO, unless an error (cancel included) was recorded first: decided under one lock. */
-static int send_go(struct gw_session *s, bool *sent)
+int src_send_go(struct gw_session *s, bool *sent)
 {
 	int ret;
 
@@ -217,8 +218,8 @@ static int outcome_unknown(struct gw_session *s, int err)
  * says. Otherwise from ours: GO sent + one way + its GO-to-resume time,
  * one way = (round trip - its time) / 2.
  */
-static uint64_t resume_time(const struct gw_session *s, const struct src_times *t,
-			    const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured)
+uint64_t src_resume_time(const struct gw_session *s, const struct src_times *t,
+			 const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured)
 {
 	uint64_t rtt = t_resumed_rx - t->go, own = r->go_to_resume_ns < rtt ? r->go_to_resume_ns : rtt;
 
@@ -229,7 +230,7 @@ static uint64_t resume_time(const struct gw_session *s, const struct src_times *
 }
 
 /* The downtime and its parts, from the stamps; published under the lock. */
-static void publish_downtime(struct gw_session *s, struct src_ctx *c)
+void src_publish_downtime(struct gw_session *s, struct src_ctx *c)
 {
 	const struct src_times *t = &c->t;
 	struct gw_downtime_breakdown bd = {
@@ -245,12 +246,17 @@ static void publish_downtime(struct gw_session *s, struct src_ctx *c)
 	s->stats.downtime = bd;
 	s->stats.downtime_ns = t->resumed - t->pause;
 	s->stats.downtime_measured = c->resume_measured;
-	s->stats.total_time_ns = t->resumed - s->t_start_ns;
-	s->stats.status = s->status = GW_STATUS_COMPLETED;
+	if (c->postcopy) {
+		/* The VM runs there; the migration ends when every page has arrived. */
+		s->stats.status = s->status = GW_STATUS_POSTCOPY_ACTIVE;
+	} else {
+		s->stats.total_time_ns = t->resumed - s->t_start_ns;
+		s->stats.status = s->status = GW_STATUS_COMPLETED;
+	}
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	gw_emit_status(s);
-	c->handed_over = true;
+	c->handed_over = !c->postcopy;
 }
 
 int src_handover(struct gw_session *s, struct src_ctx *c)
@@ -261,8 +267,8 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	bool sent;
 	int ret;
 
-	fault_delay_go(s);
-	ret = send_go(s, &sent);
+	src_fault_delay_go(s);
+	ret = src_send_go(s, &sent);
 	if (!sent)
 		return ret;
 	c->t.go = gw_now_ns();
@@ -284,8 +290,8 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	pthread_mutex_lock(&s->lock);
 	r = s->mbox_resumed;
 	pthread_mutex_unlock(&s->lock);
-	c->t.resumed = resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
-	publish_downtime(s, c);
+	c->t.resumed = src_resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
+	src_publish_downtime(s, c);
 	return 0;
 }
 
@@ -321,7 +327,7 @@ void src_verify(struct gw_session *s, struct src_ctx *c)
 		return;
 	set_verify(s, GW_VERIFY_PENDING, 0, NULL);
 	/* Free pages are zeros on the destination (never sent, or discarded). */
-	ret = gw_ram_digest_except(&s->vm, 2, c->free, &dg);
+	ret = c->postcopy ? src_pc_digest(s, c, &dg) : gw_ram_digest_except(&s->vm, 2, c->free, &dg);
 	m = (struct gw_msg_verify){ dg.lo, dg.hi, gw_now_ns() - t };
 	if (!ret)
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_VERIFY, &m);

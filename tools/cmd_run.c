@@ -282,8 +282,9 @@ static int wait_for_quit(struct run_state *rs, const sigset_t *sigs)
 static int end_session(struct run_state *rs, int ret)
 {
 	pthread_mutex_lock(&rs->lock);
+	/* After the postcopy switch a cancel is refused: quitting abandons the migration. */
 	if (rs->migrating && rs->sess)
-		gw_session_cancel(rs->sess);
+		gw_session_abandon(rs->sess);
 	pthread_mutex_unlock(&rs->lock);
 	if (rs->watcher_started)
 		pthread_join(rs->watcher, NULL);

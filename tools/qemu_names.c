@@ -65,6 +65,9 @@ const char *qemu_status_name(enum gw_status st)
 	case GW_STATUS_DEVICE:
 	case GW_STATUS_HANDOVER: return "device";
 	case GW_STATUS_COMPLETED: return "completed";
+	case GW_STATUS_POSTCOPY_ACTIVE: return "postcopy-active";
+	case GW_STATUS_POSTCOPY_PAUSED: return "postcopy-paused";
+	case GW_STATUS_POSTCOPY_RECOVER: return "postcopy-recover";
 	case GW_STATUS_CANCELLED: return "cancelled";
 	case GW_STATUS_FAILED:
 	case GW_STATUS_UNKNOWN: return "failed";

@@ -43,6 +43,12 @@ enum gw_param {
 	GW_PARAM_DIRTY_LIMIT_START,	/* enum gw_dirty_limit_start; live */
 	GW_PARAM_ROUND_MAX_MS,		/* a round ends after this long, mid-pass; 0 = whole passes; live */
 	GW_PARAM_FREE_PAGE_HINTS,	/* 1 = take free-page hints from the VMM; setup */
+	/* Postcopy: switch over first, fetch the rest on demand (docs/protocol.md#postcopy). */
+	GW_PARAM_POSTCOPY,		/* 1 = this migration may switch to postcopy; setup */
+	GW_PARAM_POSTCOPY_AFTER_ROUNDS,	/* switch after this many precopy rounds, 0 = not by rounds; live */
+	GW_PARAM_POSTCOPY_AFTER_MS,	/* switch after this long in precopy, 0 = not by time; live */
+	GW_PARAM_POSTCOPY_AUTO_ROUNDS,	/* switch when the expected downtime has not fallen for
+					   this many rounds, 0 = off; live */
 	GW_PARAM__COUNT
 };
 

@@ -82,6 +82,14 @@ GW_EXPORT const char *gw_incoming_url(const struct gw_session *s);
  */
 GW_EXPORT int gw_session_cancel(struct gw_session *s);
 
+/*
+ * The caller is going away (a VMM quitting): end the migration whatever its
+ * phase. Before GO it is a cancel; after the postcopy switch the VM's state
+ * is split and this loses the VM (logged as such). gw_session_free does it
+ * too. 0 or -EINVAL (nothing running).
+ */
+GW_EXPORT int gw_session_abandon(struct gw_session *s);
+
 /* Block until the migration ends. Returns 0 on completed, else the error. */
 GW_EXPORT int gw_session_wait(struct gw_session *s);
 
@@ -137,6 +145,28 @@ typedef void (*gw_event_fn)(void *opaque, const struct gw_event *ev);
  * runs, -EINVAL.
  */
 GW_EXPORT int gw_session_set_event_fn(struct gw_session *s, gw_event_fn fn, void *opaque);
+/*
+ * Postcopy (docs/protocol.md#postcopy). Source, a migration started with
+ * GW_PARAM_POSTCOPY: switch to postcopy now, without waiting for precopy to
+ * converge (QEMU's migrate-start-postcopy). 0, -EINVAL (postcopy not
+ * enabled, or no migration), -EALREADY (switching or switched already).
+ */
+GW_EXPORT int gw_session_start_postcopy(struct gw_session *s);
+/*
+ * Source, status postcopy-paused: reconnect to @url, where the destination
+ * listens for the recovery (gw_postcopy_recover). Returns once the request
+ * is handed to the migration thread: 0, -EINVAL (bad URL, not paused),
+ * -EBUSY (a recovery is under way). The status says how it goes; a failed
+ * attempt leaves it postcopy-paused with the reason in postcopy_reason.
+ */
+GW_EXPORT int gw_postcopy_resume(struct gw_session *s, const char *url);
+/*
+ * Destination, status postcopy-paused: listen on @url for the source's
+ * reconnection (authenticated by the migration id). 0 once listening
+ * (gw_incoming_url() gives the port), -EINVAL (bad URL, not paused),
+ * -EBUSY (listening already), -errno.
+ */
+GW_EXPORT int gw_postcopy_recover(struct gw_session *s, const char *url);
 
 /* Snapshot of the statistics; safe while running. */
 GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);

@@ -28,11 +28,16 @@ enum gw_status {
 	GW_STATUS_FAILED,		/* source owns and runs the VM */
 	GW_STATUS_CANCELLED,		/* like failed, by request */
 	GW_STATUS_UNKNOWN,		/* go sent, resumed never came: source stays paused */
+	/* Postcopy (QEMU's names): the VM runs on the destination, pages still come. */
+	GW_STATUS_POSTCOPY_ACTIVE,
+	GW_STATUS_POSTCOPY_PAUSED,	/* a connection broke: both sides wait for a recovery */
+	GW_STATUS_POSTCOPY_RECOVER,	/* reconnecting, exchanging what is still missing */
 };
 GW_EXPORT const char *gw_status_name(enum gw_status st);
 
 #define GW_STATS_MAX_ROUNDS 64		/* rounds kept in the per-round table */
 #define GW_STATS_MAX_CHANNELS 64
+#define GW_STATS_MAX_VCPUS 64
 
 struct gw_round_stats {
 	uint32_t round;
@@ -129,6 +134,35 @@ struct gw_stats {
 	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
 	char dirty_backend[16];
 	char codec[16];
+
+	/*
+	 * Postcopy. From the switch on, the newest state of the VM is split:
+	 * the destination runs it, the source holds the pages not sent yet;
+	 * postcopy_time_ns says how long that lasted. Figures marked (dst) come
+	 * from the destination (on the source: its last report).
+	 */
+	bool postcopy;			/* this migration switched to postcopy */
+	uint64_t postcopy_time_ns;	/* destination resumed -> every page placed (so far) */
+	uint64_t postcopy_paused_ns;	/* of which, paused for recovery */
+	uint32_t postcopy_recoveries;	/* reconnections after a broken link */
+	uint64_t postcopy_pages;	/* pages the destination could not trust at the switch */
+	uint64_t postcopy_remaining_pages;	/* (dst) not placed yet */
+	uint64_t postcopy_requests;	/* (dst) pages asked for on the preempt connection (QEMU's name) */
+	uint64_t postcopy_pushed_pages;	/* source: pages sent by the background stream */
+	uint64_t postcopy_answered_pages;	/* source: pages sent on the preempt connection */
+	uint64_t postcopy_placed_requested;	/* (dst) placed from answers to requests */
+	uint64_t postcopy_placed_pushed;	/* (dst) placed from the background stream */
+	uint64_t postcopy_dup_pages;	/* (dst) copies dropped: the page was there already */
+	uint64_t postcopy_faults;	/* (dst) userfaults, vCPUs and other threads */
+	uint64_t postcopy_local_faults;	/* (dst) of which resolved without the network */
+	uint64_t postcopy_blocktime_ns;	/* (dst) every vCPU blocked at once (QEMU's postcopy-blocktime) */
+	uint64_t postcopy_vcpu_blocktime_total_ns;	/* (dst) summed over the vCPUs */
+	unsigned postcopy_nr_vcpus;
+	uint64_t postcopy_vcpu_blocktime_ns[GW_STATS_MAX_VCPUS];	/* (dst) per vCPU */
+	uint64_t postcopy_latency_p50_ns, postcopy_latency_p99_ns, postcopy_latency_max_ns;	/* (dst)
+					   fault -> page placed, faults that waited for the network */
+	uint64_t postcopy_latency_samples;
+	char postcopy_reason[192];	/* why paused, or why the last recovery attempt failed */
 };
 
 /*

@@ -7,6 +7,7 @@
 #ifndef GODWIT_VM_H
 #define GODWIT_VM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <godwit/export.h>
@@ -112,6 +113,18 @@ struct gw_vm_ops {
 	 */
 	void (*hints_start)(void *opaque, struct gw_session *s);
 	void (*hints_stop)(void *opaque);
+	/*
+	 * Optional, destination, postcopy. vcpu_of_thread: the index of the
+	 * vCPU that thread @tid runs, or -1 (per-vCPU blocktime; called from
+	 * the fault handler, must not block). postcopy_ram: @complete false
+	 * right before the resume of a postcopy switch: RAM is incomplete and
+	 * must be reached only through the registered mappings (a fault waits
+	 * for its page; reads through a file descriptor see stale pages);
+	 * returns the number of vCPUs the VM will run (0: unknown). @complete
+	 * true once every page is there (returns 0).
+	 */
+	int (*vcpu_of_thread)(void *opaque, pid_t tid);
+	int (*postcopy_ram)(void *opaque, bool complete);
 };
 
 #ifdef __cplusplus

@@ -38,6 +38,7 @@ struct gw_snapshot {
 	pthread_t handler;
 	bool handler_started;
 	bool armed;			/* atomic: faults hash chunks (else they unprotect) */
+	bool disabled;			/* protect_lock: gw_snapshot_disable was called */
 	pthread_mutex_t protect_lock;	/* gw_snapshot_protect vs gw_snapshot_arm */
 	uint64_t faults;		/* atomic */
 	int err;			/* atomic: first handler error */
@@ -287,7 +288,7 @@ int gw_snapshot_protect(struct gw_snapshot *sn, unsigned block, uint64_t first, 
 	int ret = 0;
 
 	pthread_mutex_lock(&sn->protect_lock);
-	if (!__atomic_load_n(&sn->armed, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&sn->armed, __ATOMIC_ACQUIRE) && !sn->disabled)
 		ret = protect_chunks(sn, block, c0, c1, any_chunk);
 	pthread_mutex_unlock(&sn->protect_lock);
 	return ret;
@@ -315,6 +316,28 @@ int gw_snapshot_digest(struct gw_snapshot *sn, unsigned nr_threads, struct gw_di
 	return ret ? ret : __atomic_load_n(&sn->err, __ATOMIC_RELAXED);
 }
 
+static void unregister_all(struct gw_snapshot *sn)
+{
+	for (unsigned i = 0; i < sn->nr_registered; i++) {
+		const struct gw_ram_block *b = &sn->vm->blocks[i];
+		struct uffdio_range r = { .start = (uintptr_t)b->host, .len = b->size_bytes };
+
+		/* Unregistering drops the protection and wakes any writer. */
+		(void)ioctl(sn->uffd, UFFDIO_UNREGISTER, &r);
+	}
+	sn->nr_registered = 0;
+}
+
+void gw_snapshot_disable(struct gw_snapshot *sn)
+{
+	if (!sn)
+		return;
+	pthread_mutex_lock(&sn->protect_lock);
+	sn->disabled = true;
+	unregister_all(sn);
+	pthread_mutex_unlock(&sn->protect_lock);
+}
+
 uint64_t gw_snapshot_faults(const struct gw_snapshot *sn)
 {
 	return sn ? __atomic_load_n(&sn->faults, __ATOMIC_RELAXED) : 0;
@@ -331,13 +354,7 @@ void gw_snapshot_free(struct gw_snapshot *sn)
 			pthread_cancel(sn->handler);	/* cannot happen with an eventfd */
 		pthread_join(sn->handler, NULL);
 	}
-	for (unsigned i = 0; i < sn->nr_registered; i++) {
-		const struct gw_ram_block *b = &sn->vm->blocks[i];
-		struct uffdio_range r = { .start = (uintptr_t)b->host, .len = b->size_bytes };
-
-		/* Unregistering drops the protection and wakes any writer. */
-		(void)ioctl(sn->uffd, UFFDIO_UNREGISTER, &r);
-	}
+	unregister_all(sn);
 	if (sn->uffd >= 0)
 		close(sn->uffd);
 	if (sn->stop_fd >= 0)

@@ -58,6 +58,11 @@ int gw_snapshot_arm(struct gw_snapshot *snap, const struct gw_bitmap *may_hold_d
 int gw_snapshot_digest(struct gw_snapshot *snap, unsigned nr_threads, struct gw_digest *out);
 /* Guest writes that had to wait for a chunk's hash so far. */
 uint64_t gw_snapshot_faults(const struct gw_snapshot *snap);
+/*
+ * Give the RAM up (postcopy takes it over): unregister every block; later
+ * protects do nothing and the snapshot is never armed. NULL is fine.
+ */
+void gw_snapshot_disable(struct gw_snapshot *snap);
 /* Stop the handler, unprotect and unregister everything. NULL is fine. */
 void gw_snapshot_free(struct gw_snapshot *snap);
 

@@ -136,6 +136,16 @@ static void ops_hints_stop(void *opaque)
 	soft_run_hints_stop(opaque);
 }
 
+static int ops_vcpu_of_thread(void *opaque, pid_t tid)
+{
+	return soft_vm_vcpu_of_thread(opaque, tid);
+}
+
+static int ops_postcopy_ram(void *opaque, bool complete)
+{
+	return soft_vm_postcopy_ram(opaque, complete);
+}
+
 static const struct gw_vm_ops soft_engine_ops = {
 	.pause = ops_pause,
 	.resume = ops_resume,
@@ -146,6 +156,8 @@ static const struct gw_vm_ops soft_engine_ops = {
 	.dirty_limit = ops_dirty_limit,
 	.hints_start = ops_hints_start,
 	.hints_stop = ops_hints_stop,
+	.vcpu_of_thread = ops_vcpu_of_thread,
+	.postcopy_ram = ops_postcopy_ram,
 };
 
 /* ---- the backend ---- */

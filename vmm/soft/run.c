@@ -28,7 +28,9 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include <godwit/log.h>
 #include "soft/soft_internal.h"
 
@@ -371,9 +373,11 @@ void *soft_run_vcpu(void *vcpu)
 {
 	struct soft_vcpu *v = vcpu;
 
+	atomic_store(&v->tid, (int)syscall(SYS_gettid));
 	if (v->vm->wl.kind == VMM_WL_IDLE)
 		run_idle(v);
 	else
 		run_writer(v);
+	atomic_store(&v->tid, 0);
 	return NULL;
 }

@@ -63,6 +63,7 @@ struct soft_vcpu {
 	uint64_t churn;			/* next page to reallocate, offset in the freed part */
 	uint64_t churn_gen;		/* >= 2 in phase 1 */
 	atomic_uint_fast64_t progress;	/* units of work done, monotonic */
+	atomic_int tid;			/* the thread's id while it runs, 0 otherwise (postcopy blocktime) */
 
 	/* vCPU thread only. */
 	uint64_t slice_start_ns;	/* throttle: start of the current 10 ms slice, 0 = none */
@@ -108,6 +109,8 @@ struct soft_vm {
 
 	pthread_mutex_t ctl;		/* serialises control operations */
 	bool loaded;			/* ctl: load_state applied */
+	atomic_bool postcopy_incomplete;	/* destination, postcopy: pages still arriving; RAM
+					   must not be read through the fd (check deferred) */
 	pthread_t post_thread;		/* ctl: runs the post-migration check, then the vCPUs */
 	bool post_thread_started;	/* ctl */
 
@@ -237,6 +240,14 @@ uint64_t soft_vm_progress(const struct soft_vm *vm);
 void soft_vm_workload(const struct soft_vm *vm, char *buf, size_t len);
 int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len);
 int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg_len);
+/*
+ * Postcopy (gw_vm_ops.postcopy_ram): RAM incomplete from the resume on
+ * (@complete false: the vCPUs start without the post-migration check;
+ * returns the vCPU count), then complete (the check runs now, vCPUs paused).
+ */
+int soft_vm_postcopy_ram(struct soft_vm *vm, bool complete);
+/* The vCPU thread @tid runs, or -1. Lock-free (called from a fault handler). */
+int soft_vm_vcpu_of_thread(const struct soft_vm *vm, pid_t tid);
 
 /* ---- probe.c ---- */
 

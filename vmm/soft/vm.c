@@ -243,12 +243,15 @@ void soft_vm_join_post_check(struct soft_vm *vm)
 	}
 }
 
-/* ctl held, state incoming, state loaded: run (checkable workloads: check first, in a thread). */
+/*
+ * ctl held, state incoming, state loaded: run (checkable workloads: check
+ * first, in a thread; under postcopy the check waits for every page).
+ */
 static int first_resume_after_migration(struct soft_vm *vm)
 {
 	int ret;
 
-	if (vmm_workload_checkable(&vm->wl)) {
+	if (vmm_workload_checkable(&vm->wl) && !atomic_load(&vm->postcopy_incomplete)) {
 		atomic_store(&vm->state, VMM_RUNNING);
 		if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
 			vm->post_thread_started = true;
@@ -326,6 +329,11 @@ int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len)
 		ret = -EINVAL;
 		goto out;
 	}
+	if (atomic_load(&vm->postcopy_incomplete)) {
+		snprintf(msg, msg_len, "RAM still arriving (postcopy): check once the migration completed");
+		ret = -EBUSY;
+		goto out;
+	}
 	was_running = soft_vm_state(vm) == VMM_RUNNING;
 	if (was_running)
 		soft_vcpus_pause(vm);
@@ -347,4 +355,37 @@ int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg
 	snprintf(msg, msg_len, "%s", m->post_msg);
 	pthread_mutex_unlock(&m->lock);
 	return r;
+}
+
+/* ---- postcopy ---- */
+
+int soft_vm_vcpu_of_thread(const struct soft_vm *vm, pid_t tid)
+{
+	for (unsigned i = 0; tid && i < vm->nr_vcpus; i++)
+		if (atomic_load(&((struct soft_vm *)vm)->vcpus[i].tid) == tid)
+			return (int)i;
+	return -1;
+}
+
+int soft_vm_postcopy_ram(struct soft_vm *vm, bool complete)
+{
+	int ret;
+
+	gw_log(GW_LOG_INFO, "soft", "postcopy_ram", "complete=%d progress=%" PRIu64, complete,
+	       soft_vm_progress(vm));
+	if (!complete) {
+		atomic_store(&vm->postcopy_incomplete, true);
+		return (int)vm->nr_vcpus;
+	}
+	pthread_mutex_lock(&vm->ctl);
+	atomic_store(&vm->postcopy_incomplete, false);
+	if (vmm_workload_checkable(&vm->wl) && soft_vm_state(vm) == VMM_RUNNING) {
+		/* Every page is here: the check the first resume deferred, the vCPUs parked. */
+		soft_vcpus_pause(vm);
+		post_migration_check(vm);
+		soft_vcpus_resume(vm);
+	}
+	ret = 0;
+	pthread_mutex_unlock(&vm->ctl);
+	return ret;
 }

@@ -193,6 +193,21 @@ static void tvm_hints_stop(void *opaque)
 		t->on_hints_stop(t->hook_arg);
 }
 
+static int tvm_vcpu_of_thread(void *opaque, pid_t tid)
+{
+	struct test_vm *t = opaque;
+
+	return t->on_vcpu_of_thread ? t->on_vcpu_of_thread(t->hook_arg, tid) : -1;
+}
+
+static int tvm_postcopy_ram(void *opaque, bool complete)
+{
+	struct test_vm *t = opaque;
+
+	__atomic_fetch_add(&t->postcopy_ram_calls[complete], 1, __ATOMIC_ACQ_REL);
+	return t->on_postcopy_ram ? t->on_postcopy_ram(t->hook_arg, complete) : 1;
+}
+
 const struct gw_vm_ops test_vm_ops = {
 	.pause = tvm_pause,
 	.resume = tvm_resume,
@@ -200,6 +215,8 @@ const struct gw_vm_ops test_vm_ops = {
 	.load_state = tvm_load,
 	.hints_start = tvm_hints_start,
 	.hints_stop = tvm_hints_stop,
+	.vcpu_of_thread = tvm_vcpu_of_thread,
+	.postcopy_ram = tvm_postcopy_ram,
 };
 
 /*

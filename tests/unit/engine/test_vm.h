@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <godwit/godwit.h>
 
 #define TEST_PAGE_BYTES 4096u
@@ -44,6 +45,10 @@ struct test_vm {
 	/* Free-page hints (gw_vm_ops.hints_start/stop); NULL: the VM has none. */
 	void (*on_hints_start)(void *arg, struct gw_session *s);
 	void (*on_hints_stop)(void *arg);
+	/* Postcopy (gw_vm_ops.vcpu_of_thread / postcopy_ram); NULL: absent. */
+	int (*on_vcpu_of_thread)(void *arg, pid_t tid);
+	int (*on_postcopy_ram)(void *arg, bool complete);
+	unsigned postcopy_ram_calls[2];	/* atomics: calls with complete false, true */
 	void *hook_arg;
 	/* save_state adds this section when sec_name[0]; load_state requires it. */
 	char sec_name[GW_SECTION_NAME_MAX];

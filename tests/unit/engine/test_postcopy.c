@@ -1,0 +1,383 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Invariant: a migration that switches to postcopy (after a precopy round,
+ * or at once on gw_session_start_postcopy) while the source guest rewrites a
+ * hot set completes; the destination guest, started at resume, reads every
+ * page through the mapping and writes a marker into some: each read returns
+ * exactly the source's page at the pause (a page missing at resume makes the
+ * reader wait for it; a stale one is never seen), and at the end
+ * destination RAM equals the source's frozen RAM plus the markers (a late
+ * copy never overwrote a page the destination guest wrote). The source is
+ * paused once and never resumed; the destination resumed once, told
+ * postcopy_ram(false) before and postcopy_ram(true) after; the postcopy
+ * digests match (memfd RAM) or are reported unavailable (anonymous RAM);
+ * guard pages stay intact. Over unix: with 1 channel and tcp: with 3
+ * channels and lz4.
+ *
+ * A cancel before the switch (postcopy enabled) leaves the source running:
+ * failed/cancelled, resumed, the destination never resumed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <godwit/godwit.h>
+#include "mem/uffd_post.h"
+#include "test_util.h"
+#include "test_vm.h"
+
+TEST_DEFINE_FAILURES;
+
+#define RAM_BYTES (32u << 20)
+#define RAM_PAGES (RAM_BYTES / TEST_PAGE_BYTES)
+#define GUARD_BYTES (1u << 20)
+#define HOT_FIRST 1000u			/* the source guest rewrites pages [HOT_FIRST, HOT_END) */
+#define HOT_END 3000u
+#define MARK_EVERY 7u			/* the destination guest marks every 7th page */
+
+/* ---- the source guest: rewrites the hot set until paused ---- */
+
+struct src_guest {
+	uint8_t *host;
+	pthread_t thr;
+	int want_pause, parked, quit;	/* atomics */
+	uint64_t gen;
+};
+
+static void *src_guest_main(void *arg)
+{
+	struct src_guest *g = arg;
+
+	while (!__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE)) {
+		if (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&g->parked, 1, __ATOMIC_RELEASE);
+			while (__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE) &&
+			       !__atomic_load_n(&g->quit, __ATOMIC_ACQUIRE))
+				usleep(50);
+			__atomic_store_n(&g->parked, 0, __ATOMIC_RELEASE);
+			continue;
+		}
+		g->gen++;
+		for (uint32_t p = HOT_FIRST; p < HOT_END && !__atomic_load_n(&g->want_pause, __ATOMIC_ACQUIRE); p++) {
+			uint64_t *q = (uint64_t *)(g->host + (uint64_t)p * TEST_PAGE_BYTES);
+
+			q[p % 500] = g->gen << 32 | p;
+		}
+		usleep(200);	/* leave the engine some CPU on 2 cores */
+	}
+	return NULL;
+}
+
+static void src_guest_pause(void *arg)
+{
+	struct src_guest *g = arg;
+
+	__atomic_store_n(&g->want_pause, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&g->parked, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
+static void src_guest_resume(void *arg)
+{
+	__atomic_store_n(&((struct src_guest *)arg)->want_pause, 0, __ATOMIC_RELEASE);
+}
+
+/* ---- the destination guest: started by resume, reads every page, marks some ---- */
+
+struct dst_guest {
+	uint8_t *host;
+	const uint8_t *expect;		/* the source's RAM, frozen once the source paused */
+	pthread_t thr;
+	bool started;
+	pid_t tid;			/* atomic */
+	uint64_t bad_pages;		/* pages that read differently from the source */
+	uint64_t first_bad;
+	int expect_ready;		/* atomic: the test copied the frozen source RAM */
+	int done;			/* atomic */
+};
+
+static void *dst_guest_main(void *arg)
+{
+	struct dst_guest *g = arg;
+
+	__atomic_store_n(&g->tid, (pid_t)syscall(SYS_gettid), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&g->expect_ready, __ATOMIC_ACQUIRE))
+		usleep(100);
+	/* The hot set first (missing pages: requests), then everything. */
+	for (uint32_t k = 0; k < RAM_PAGES + (HOT_END - HOT_FIRST); k++) {
+		uint32_t p = k < HOT_END - HOT_FIRST ? HOT_FIRST + k : k - (HOT_END - HOT_FIRST);
+		uint8_t *q = g->host + (uint64_t)p * TEST_PAGE_BYTES;
+		const uint8_t *e = g->expect + (uint64_t)p * TEST_PAGE_BYTES;
+
+		if (k >= HOT_END - HOT_FIRST && p >= HOT_FIRST && p < HOT_END)
+			continue;	/* done in the first pass */
+		if (memcmp(q, e, TEST_PAGE_BYTES - 8) || (p % MARK_EVERY && memcmp(q + TEST_PAGE_BYTES - 8,
+								  e + TEST_PAGE_BYTES - 8, 8))) {
+			if (!g->bad_pages++)
+				g->first_bad = p;
+		}
+		if (p % MARK_EVERY == 0)
+			memcpy(q + TEST_PAGE_BYTES - 8, "MARKMARK", 8);
+	}
+	__atomic_store_n(&g->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void dst_guest_resume(void *arg)
+{
+	struct dst_guest *g = arg;
+
+	if (!g->started)
+		g->started = pthread_create(&g->thr, NULL, dst_guest_main, g) == 0;
+}
+
+static int dst_vcpu_of(void *arg, pid_t tid)
+{
+	struct dst_guest *g = arg;
+
+	return tid && tid == __atomic_load_n(&g->tid, __ATOMIC_ACQUIRE) ? 0 : -1;
+}
+
+/* ---- RAM ---- */
+
+/* Data in most pages, some explicit zeros, some holes. */
+static void fill(uint8_t *host)
+{
+	for (uint32_t p = 0; p < RAM_PAGES; p++) {
+		uint8_t *q = host + (uint64_t)p * TEST_PAGE_BYTES;
+
+		if (p % 11 == 3)
+			continue;
+		if (p % 13 == 0) {
+			q[0] = 0;
+			continue;
+		}
+		for (unsigned i = 0; i < TEST_PAGE_BYTES; i += 8) {
+			uint64_t v = (uint64_t)p * 0x9e3779b97f4a7c15ull + i;
+
+			memcpy(q + i, &v, 8);
+		}
+	}
+}
+
+struct config {
+	const char *name;
+	const char *transport;
+	int channels;
+	enum gw_codec_id codec;
+	bool anon_dst;			/* destination RAM anonymous (no digest under postcopy) */
+	bool start_now;			/* gw_session_start_postcopy during round 0 */
+};
+
+static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
+{
+	TEST_ASSERT(gw_session_set(s, p, v) == 0, "set %s", gw_param_info(p)->name);
+}
+
+static void wait_status(struct gw_session *s, enum gw_status want, unsigned seconds)
+{
+	struct gw_stats st;
+
+	for (unsigned i = 0; i < seconds * 100; i++) {
+		gw_session_stats(s, &st);
+		if (st.status == want || st.status == GW_STATUS_FAILED || st.status == GW_STATUS_CANCELLED ||
+		    st.status == GW_STATUS_COMPLETED)
+			return;
+		usleep(10000);
+	}
+}
+
+static void run(const struct config *cf)
+{
+	struct test_ram sram, dram;
+	struct test_vm svm = { 0 }, dvm = { 0 };
+	struct src_guest sg = { 0 };
+	struct dst_guest dg = { 0 };
+	struct gw_vm_info si, di;
+	struct gw_session *src, *dst;
+	struct gw_stats ss, ds;
+	uint8_t *anon = NULL, *frozen;
+	char url[200];
+	int sret, dret;
+
+	TEST_ASSERT(test_ram_create(&sram, "pc-src", RAM_BYTES, GUARD_BYTES) == 0, "source RAM");
+	TEST_ASSERT(test_ram_create(&dram, "pc-dst", RAM_BYTES, GUARD_BYTES) == 0, "destination RAM");
+	fill(sram.host);
+	test_vm_info_one(&si, &sram, "ram0");
+	test_vm_info_one(&di, &dram, "ram0");
+	if (cf->anon_dst) {
+		anon = mmap(NULL, RAM_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		TEST_ASSERT(anon != MAP_FAILED, "anonymous RAM");
+		di.blocks[0].host = anon;
+		di.blocks[0].fd = -1;
+	}
+	frozen = malloc(RAM_BYTES);
+	TEST_ASSERT(frozen, "malloc");
+
+	sg.host = sram.host;
+	svm.on_pause = src_guest_pause;
+	svm.on_resume = src_guest_resume;
+	svm.hook_arg = &sg;
+	dg.host = di.blocks[0].host;
+	dg.expect = frozen;
+	dvm.on_resume = dst_guest_resume;
+	dvm.on_vcpu_of_thread = dst_vcpu_of;
+	dvm.hook_arg = &dg;
+
+	dst = gw_session_new(GW_ROLE_DEST, &di, &test_vm_ops, &dvm);
+	src = gw_session_new(GW_ROLE_SOURCE, &si, &test_vm_ops, &svm);
+	TEST_ASSERT(src && dst, "sessions");
+	if (!strcmp(cf->transport, "unix"))
+		snprintf(url, sizeof(url), "unix:/tmp/gw-postcopy-%d.sock", (int)getpid());
+	else
+		snprintf(url, sizeof(url), "tcp:127.0.0.1:0");
+	TEST_ASSERT(gw_incoming_start(dst, url) == 0, "incoming");
+	set_param(src, GW_PARAM_POSTCOPY, 1);
+	set_param(src, GW_PARAM_CHANNELS, cf->channels);
+	set_param(src, GW_PARAM_COMPRESS, cf->codec);
+	set_param(src, GW_PARAM_DOWNTIME_LIMIT_US, 1000);
+	set_param(src, GW_PARAM_BATCH_PAGES, 64);
+	set_param(src, GW_PARAM_MAX_BANDWIDTH_BPS, 64ll << 20);	/* postcopy lasts a while */
+	if (!cf->start_now)
+		set_param(src, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 1);
+	TEST_ASSERT(pthread_create(&sg.thr, NULL, src_guest_main, &sg) == 0, "source guest");
+	TEST_ASSERT(gw_migrate_start(src, gw_incoming_url(dst)) == 0, "migrate");
+	if (cf->start_now) {
+		wait_status(src, GW_STATUS_ACTIVE, 10);
+		TEST_CHECK(gw_session_start_postcopy(src) == 0, "%s: start postcopy", cf->name);
+		TEST_CHECK(gw_session_start_postcopy(src) == -EALREADY, "%s: asked twice", cf->name);
+	}
+	/* Once the source paused its RAM is frozen: the destination guest checks against it. */
+	while (!__atomic_load_n(&sg.parked, __ATOMIC_ACQUIRE)) {
+		gw_session_stats(src, &ss);
+		if (ss.status == GW_STATUS_FAILED)
+			break;
+		usleep(100);
+	}
+	memcpy(frozen, sram.host, RAM_BYTES);
+	__atomic_store_n(&dg.expect_ready, 1, __ATOMIC_RELEASE);
+	sret = gw_session_wait(src);
+	dret = gw_session_wait(dst);
+	gw_session_stats(src, &ss);
+	gw_session_stats(dst, &ds);
+	TEST_CHECK(sret == 0 && dret == 0, "%s: completed (src %d %s, dst %d %s)", cf->name, sret, ss.error, dret,
+		   ds.error);
+	TEST_CHECK(ss.postcopy && ds.postcopy, "%s: switched to postcopy", cf->name);
+	TEST_CHECK(ss.postcopy_pages > 0 && ss.postcopy_pages == ds.postcopy_pages, "%s: %llu pages after the switch",
+		   cf->name, (unsigned long long)ss.postcopy_pages);
+	TEST_CHECK(ds.postcopy_remaining_pages == 0, "%s: nothing missing", cf->name);
+	TEST_CHECK(ds.postcopy_placed_pushed + ds.postcopy_placed_requested == ds.postcopy_pages,
+		   "%s: every page placed once (%llu pushed + %llu requested of %llu)", cf->name,
+		   (unsigned long long)ds.postcopy_placed_pushed, (unsigned long long)ds.postcopy_placed_requested,
+		   (unsigned long long)ds.postcopy_pages);
+	TEST_CHECK(test_vm_load(&svm.pause_calls) == 1 && test_vm_load(&svm.resume_calls) == 0,
+		   "%s: source paused once, never resumed", cf->name);
+	TEST_CHECK(test_vm_load(&dvm.resume_calls) == 1, "%s: destination resumed once", cf->name);
+	TEST_CHECK(test_vm_load(&dvm.postcopy_ram_calls[0]) == 1 && test_vm_load(&dvm.postcopy_ram_calls[1]) == 1,
+		   "%s: postcopy_ram(false) then (true)", cf->name);
+	if (cf->anon_dst)
+		TEST_CHECK(ss.verify == GW_VERIFY_UNKNOWN, "%s: anonymous RAM: digest unavailable, got %s", cf->name,
+			   gw_verify_name(ss.verify));
+	else
+		TEST_CHECK(ss.verify == GW_VERIFY_OK && ds.verify == GW_VERIFY_OK, "%s: digests equal (src %s dst %s)",
+			   cf->name, gw_verify_name(ss.verify), gw_verify_name(ds.verify));
+	if (dg.started)
+		pthread_join(dg.thr, NULL);
+	TEST_CHECK(dg.started && dg.done, "%s: destination guest ran", cf->name);
+	TEST_CHECK(!dg.bad_pages, "%s: %llu pages read wrong by the destination guest, first %llu", cf->name,
+		   (unsigned long long)dg.bad_pages, (unsigned long long)dg.first_bad);
+	for (uint32_t p = 0; p < RAM_PAGES; p++) {
+		const uint8_t *d = dg.host + (uint64_t)p * TEST_PAGE_BYTES, *e = frozen + (uint64_t)p * TEST_PAGE_BYTES;
+		bool ok = !memcmp(d, e, TEST_PAGE_BYTES - 8) &&
+			  !memcmp(d + TEST_PAGE_BYTES - 8, p % MARK_EVERY ? e + TEST_PAGE_BYTES - 8 : (const uint8_t *)"MARKMARK", 8);
+
+		if (!ok) {
+			TEST_CHECK(ok, "%s: page %u differs at the end", cf->name, p);
+			break;
+		}
+	}
+	TEST_CHECK(test_ram_guards_intact(&sram) && test_ram_guards_intact(&dram), "%s: guards intact", cf->name);
+	__atomic_store_n(&sg.quit, 1, __ATOMIC_RELEASE);
+	pthread_join(sg.thr, NULL);
+	gw_session_free(src);
+	gw_session_free(dst);
+	test_ram_destroy(&sram);
+	test_ram_destroy(&dram);
+	if (anon)
+		munmap(anon, RAM_BYTES);
+	free(frozen);
+}
+
+/* Cancel before the switch: the source keeps running its VM. */
+static void cancel_before_switch(void)
+{
+	struct test_ram sram, dram;
+	struct test_vm svm = { 0 }, dvm = { 0 };
+	struct src_guest sg = { 0 };
+	struct gw_vm_info si, di;
+	struct gw_session *src, *dst;
+	struct gw_stats ss, ds;
+
+	TEST_ASSERT(test_ram_create(&sram, "pc-src", RAM_BYTES, 0) == 0, "source RAM");
+	TEST_ASSERT(test_ram_create(&dram, "pc-dst", RAM_BYTES, 0) == 0, "destination RAM");
+	fill(sram.host);
+	test_vm_info_one(&si, &sram, "ram0");
+	test_vm_info_one(&di, &dram, "ram0");
+	sg.host = sram.host;
+	svm.on_pause = src_guest_pause;
+	svm.on_resume = src_guest_resume;
+	svm.hook_arg = &sg;
+	dst = gw_session_new(GW_ROLE_DEST, &di, &test_vm_ops, &dvm);
+	src = gw_session_new(GW_ROLE_SOURCE, &si, &test_vm_ops, &svm);
+	TEST_ASSERT(src && dst, "sessions");
+	TEST_ASSERT(gw_incoming_start(dst, "tcp:127.0.0.1:0") == 0, "incoming");
+	set_param(src, GW_PARAM_POSTCOPY, 1);
+	set_param(src, GW_PARAM_DOWNTIME_LIMIT_US, 1000);
+	set_param(src, GW_PARAM_MAX_BANDWIDTH_BPS, 8ll << 20);	/* round 0 takes seconds */
+	TEST_ASSERT(pthread_create(&sg.thr, NULL, src_guest_main, &sg) == 0, "source guest");
+	TEST_ASSERT(gw_migrate_start(src, gw_incoming_url(dst)) == 0, "migrate");
+	wait_status(src, GW_STATUS_ACTIVE, 10);
+	TEST_CHECK(gw_session_cancel(src) == 0, "cancel before the switch accepted");
+	gw_session_wait(src);
+	gw_session_wait(dst);
+	gw_session_stats(src, &ss);
+	gw_session_stats(dst, &ds);
+	TEST_CHECK(ss.status == GW_STATUS_CANCELLED && !ss.postcopy, "source cancelled, no switch (%s)",
+		   gw_status_name(ss.status));
+	TEST_CHECK(ds.status == GW_STATUS_FAILED, "destination failed");
+	TEST_CHECK(test_vm_load(&dvm.resume_calls) == 0, "destination never resumed");
+	TEST_CHECK(test_vm_load(&svm.pause_calls) == test_vm_load(&svm.resume_calls), "source runs");
+	__atomic_store_n(&sg.quit, 1, __ATOMIC_RELEASE);
+	pthread_join(sg.thr, NULL);
+	gw_session_free(src);
+	gw_session_free(dst);
+	test_ram_destroy(&sram);
+	test_ram_destroy(&dram);
+}
+
+int main(void)
+{
+	static const struct config cfs[] = {
+		{ "unix 1 channel", "unix", 1, GW_CODEC_NONE, false, false },
+		{ "tcp 3 channels lz4", "tcp", 3, GW_CODEC_LZ4, false, false },
+		{ "tcp start-postcopy", "tcp", 2, GW_CODEC_NONE, false, true },
+		{ "tcp anonymous destination", "tcp", 2, GW_CODEC_NONE, true, false },
+	};
+	char why[256];
+
+	test_log_quiet();
+	test_time_bound(240);
+	if (gw_dirty_probe(GW_DIRTY_AUTO, NULL, why, sizeof(why)))
+		test_skip("no dirty tracking here: %s", why);
+	if (gw_uffd_post_probe(why, sizeof(why)))
+		test_skip("%s", why);
+	for (unsigned i = 0; i < sizeof(cfs) / sizeof(cfs[0]); i++)
+		run(&cfs[i]);
+	cancel_before_switch();
+	TEST_EXIT();
+}
