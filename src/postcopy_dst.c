@@ -352,6 +352,26 @@ static int frame_consume(struct dst_recv *r, const struct gw_pages_plan *plan)
 	return 0;
 }
 
+/* A frame gw_pages_in_check refused (@err): the reason, naming the entry. */
+static int refuse_entries(struct dst_recv *r, const struct gw_msg_pages_hdr *ph, int err)
+{
+	struct gw_session *s = r->pc->s;
+
+	if (ph->block >= s->layout.nr_blocks)
+		return gw_fail(s, "postcopy", err, false, "PAGES for block %u of %u", ph->block, s->layout.nr_blocks);
+	for (uint32_t i = 0; i < ph->nr_entries; i++) {
+		uint64_t e = gw_le64_get((const uint8_t *)&r->in->entries[i]);
+
+		if (gw_page_entry_page(e) >= s->layout.blocks[ph->block].nr_pages)
+			return gw_fail(s, "postcopy", err, false, "page %llu outside block %u (%llu pages)",
+				       (unsigned long long)gw_page_entry_page(e), ph->block,
+				       (unsigned long long)s->layout.blocks[ph->block].nr_pages);
+		if (gw_page_entry_kind(e) == GW_PAGE_XBZRLE)
+			return gw_fail(s, "postcopy", err, false, "XBZRLE entry after the postcopy switch");
+	}
+	return gw_fail(s, "postcopy", err, false, "malformed PAGES entries");
+}
+
 /* One PAGES frame after the switch: checked, received whole, CRC, then placed. */
 static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t *crc)
 {
@@ -376,8 +396,7 @@ static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t
 		return ret;
 	ret = gw_pages_in_check(r->in, &s->layout, &ph, &plan);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "%s", ret == -ERANGE ? "page outside guest RAM" :
-			       "malformed PAGES entries");
+		return refuse_entries(r, &ph, ret);
 	ret = frame_allowed(r, &plan);
 	if (ret)
 		return ret;
