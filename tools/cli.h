@@ -72,6 +72,11 @@ enum cli_opt {
 	OPT_TIMELINE,
 	OPT_VERBOSE,
 	OPT_INCOMING_URL,		/* migrate --incoming URL: a deferred destination listens */
+	OPT_POSTCOPY,
+	OPT_POSTCOPY_AFTER,
+	OPT_START_POSTCOPY,
+	OPT_RESUME,
+	OPT_RECOVER,
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -100,6 +105,8 @@ enum cli_opt {
 	{ "auto-converge", no_argument, NULL, OPT_AUTO_CONVERGE },	\
 	{ "dirty-limit", required_argument, NULL, OPT_DIRTY_LIMIT },	\
 	{ "dirty-limit-start", no_argument, NULL, OPT_DIRTY_LIMIT_START }, \
+	{ "postcopy", no_argument, NULL, OPT_POSTCOPY },		\
+	{ "postcopy-after", required_argument, NULL, OPT_POSTCOPY_AFTER }, \
 	{ "set", required_argument, NULL, OPT_SET }
 
 #define CLI_XBZRLE_DEFAULT_BYTES (64ull << 20)
@@ -155,6 +162,9 @@ struct migrate_opts {
 	const char *incoming;		/* --incoming URL (a deferred destination) */
 	enum cli_progress progress;
 	const char *timeline;		/* --timeline FILE, NULL = none */
+	bool start_postcopy;		/* --start-postcopy */
+	bool resume;			/* --resume (with --to: the destination's recovery URL) */
+	const char *recover;		/* --recover URL (destination) */
 };
 
 /*
@@ -221,6 +231,15 @@ int cli_ctl_set(struct cli_ctl *c, const struct cli_params *ps, char *applied, s
 /* Tell a deferred destination where to listen; the bound URL in @bound. 0 or -errno. */
 int cli_ctl_incoming(struct cli_ctl *c, const char *url, char *bound, size_t bound_len,
 		     char *err, size_t err_len);
+/* Switch the running migration to postcopy now (QMP: migrate-start-postcopy). 0 or -errno. */
+int cli_ctl_start_postcopy(struct cli_ctl *c, char *err, size_t err_len);
+/*
+ * Postcopy paused: listen on @url on the destination (@recover; QMP
+ * migrate-recover), or reconnect the source to @url (QMP: migrate with
+ * resume). The URL in use in @bound. 0 or -errno.
+ */
+int cli_ctl_postcopy_reconnect(struct cli_ctl *c, bool recover, const char *url, char *bound,
+			       size_t bound_len, char *err, size_t err_len);
 /* "the API at PATH" / "the QMP socket at PATH", for messages. */
 const char *cli_ctl_name(const struct cli_ctl *c);
 
@@ -244,6 +263,9 @@ int cli_watch_migration(struct cli_watch *w, json_t **final, char *err, size_t e
 void cli_progress_line(const json_t *st, char *buf, size_t len);
 /* Install the SIGINT/SIGTERM handler that counts into *@counter (no SA_RESTART). */
 void cli_catch_interrupts(volatile sig_atomic_t *counter);
+
+/* A printable word for the postcopy section of a report (postcopy-paused etc.). */
+bool cli_status_postcopy(const json_t *st);
 
 /* Extra facts a report can show beyond the engine's statistics. */
 struct report_extra {

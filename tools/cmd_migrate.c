@@ -8,6 +8,10 @@
  *                   change parameters, live ones take effect at once
  *   --incoming URL  a destination started with --incoming defer listens
  *   --resolve ...   settle an unknown outcome
+ *   --start-postcopy  switch the running migration to postcopy now
+ *   --recover URL   (destination, postcopy-paused) listen at URL again
+ *   --resume --to URL (source, postcopy-paused) reconnect to the destination
+ *                   listening at URL, then follow as for --to
  */
 #include "cli.h"
 
@@ -48,6 +52,12 @@ static void migrate_usage(FILE *out)
 		"       godwit migrate (--api PATH | --qmp PATH) --set PARAM=VALUE    change parameters\n"
 		"       godwit migrate (--api PATH | --qmp PATH) --incoming URL       a destination started with\n"
 		"                      --incoming defer listens on URL now\n"
+		"       godwit migrate (--api PATH | --qmp PATH) --start-postcopy  switch a running migration\n"
+		"                      to postcopy now (it needs --postcopy)\n"
+		"       godwit migrate (--api DST | --qmp DST) --recover URL  postcopy paused: the destination\n"
+		"                      listens at URL for the source's reconnection\n"
+		"       godwit migrate (--api SRC | --qmp SRC) --resume --to URL  postcopy paused: the source\n"
+		"                      reconnects to URL, then follows as for --to\n"
 		"       godwit migrate --api PATH --resolve source|destination\n"
 		"                      after an 'unknown' outcome (go sent, resumed lost) or a verify\n"
 		"                      mismatch, say where the VM runs once you asked (or stopped) the\n"
@@ -70,6 +80,13 @@ static void migrate_usage(FILE *out)
 		"  --dirty-limit RATE        cap each vCPU's dirty rate (bytes/s, K/M/G/T) when precopy\n"
 		"                            does not converge (default 0 = off) ...\n"
 		"  --dirty-limit-start       ... or from the start\n"
+		"  --postcopy                allow switching to postcopy: resume on the destination first,\n"
+		"                            fetch the rest on demand (default off; --start-postcopy\n"
+		"                            switches, or ...)\n"
+		"  --postcopy-after WHEN     ... switch by itself: 'auto' (the expected downtime has not\n"
+		"                            fallen by a tenth for 3 rounds), N (after N precopy rounds) or a\n"
+		"                            duration (2000ms, 2s: after that long in precopy); implies\n"
+		"                            --postcopy (default: never by itself)\n"
 		"  --set PARAM=VALUE         any parameter below, by godwit's or QEMU's name (repeatable)\n"
 		"  --detach                  return once the migration started (default: follow it)\n"
 		"  --progress auto|always|never  the live progress line on stderr: auto (default) on a\n"
@@ -97,6 +114,9 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 		{ "cancel", no_argument, NULL, OPT_CANCEL },
 		{ "resolve", required_argument, NULL, OPT_RESOLVE },
 		{ "incoming", required_argument, NULL, OPT_INCOMING_URL },
+		{ "start-postcopy", no_argument, NULL, OPT_START_POSTCOPY },
+		{ "resume", no_argument, NULL, OPT_RESUME },
+		{ "recover", required_argument, NULL, OPT_RECOVER },
 		{ "detach", no_argument, NULL, OPT_DETACH },
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "progress", required_argument, NULL, OPT_PROGRESS },
@@ -135,6 +155,18 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	}
 	if (o->resolve && qmp_path) {
 		cli_usage_error("migrate", "--resolve is a godwit API request: give --api PATH");
+		return CLI_EXIT_USAGE;
+	}
+	if ((o->start_postcopy || o->recover || o->resume) &&
+	    (o->params.nr || o->cancel || o->incoming || o->resolve ||
+	     (o->start_postcopy + !!o->recover + o->resume) > 1 || (o->to && !o->resume))) {
+		cli_usage_error("migrate", "--%s takes no other action or parameters%s",
+				o->start_postcopy ? "start-postcopy" : o->recover ? "recover" : "resume",
+				o->resume ? " (only --to URL)" : "");
+		return CLI_EXIT_USAGE;
+	}
+	if (o->resume && !o->to) {
+		cli_usage_error("migrate", "--resume needs --to URL (where the destination's --recover listens)");
 		return CLI_EXIT_USAGE;
 	}
 	if ((o->timeline || o->detach) && !o->to) {
@@ -222,8 +254,29 @@ static int do_set(const struct migrate_opts *o, struct cli_ctl *ctl)
 	return CLI_EXIT_OK;
 }
 
-/* --to URL: start the migration, then (unless --detach) follow it and report. */
-static int do_migrate(const struct migrate_opts *o, struct cli_ctl *ctl)
+/* --start-postcopy, --recover URL: one request, one line of answer. */
+static int do_postcopy_request(const struct migrate_opts *o, struct cli_ctl *ctl)
+{
+	char err[512], bound[PATH_MAX + 16];
+
+	if (o->start_postcopy) {
+		if (cli_ctl_start_postcopy(ctl, err, sizeof(err))) {
+			cli_error("start-postcopy: %s", err);
+			return CLI_EXIT_FAIL;
+		}
+		printf(o->json ? "{\"start-postcopy\":\"requested\"}\n" : "postcopy requested\n");
+		return CLI_EXIT_OK;
+	}
+	if (cli_ctl_postcopy_reconnect(ctl, true, o->recover, bound, sizeof(bound), err, sizeof(err))) {
+		cli_error("recover: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	printf(o->json ? "{\"recover\":\"%s\"}\n" : "recovering: listening at %s\n", bound);
+	return CLI_EXIT_OK;
+}
+
+/* Follow the migration to its end and report it. */
+static int follow_and_report(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
 	static const char *const skip_ok[] = { "ok", "settled", NULL };
 	static volatile sig_atomic_t interrupts;
@@ -237,17 +290,6 @@ static int do_migrate(const struct migrate_opts *o, struct cli_ctl *ctl)
 
 	if (o->progress == CLI_PROGRESS_ALWAYS)
 		w.progress = CLI_PROGRESS_ALWAYS;	/* asked for, even with --json (on stderr) */
-	if (cli_ctl_migrate(ctl, o->to, &o->params, err, sizeof(err))) {
-		cli_error("migrate: %s", err);
-		return CLI_EXIT_FAIL;
-	}
-	if (o->detach) {
-		if (o->json)
-			printf("{\"migrate\":\"started\"}\n");
-		else
-			printf("migration to %s started\n", o->to);
-		return CLI_EXIT_OK;
-	}
 	cli_catch_interrupts(&interrupts);
 	ret = cli_watch_migration(&w, &st, err, sizeof(err));
 	if (ret == -EINTR)
@@ -284,6 +326,30 @@ static int do_migrate(const struct migrate_opts *o, struct cli_ctl *ctl)
 	return ret;
 }
 
+/* --to URL: start the migration (or, with --resume, reconnect a paused postcopy), then follow it. */
+static int do_migrate(const struct migrate_opts *o, struct cli_ctl *ctl)
+{
+	char err[512], bound[PATH_MAX + 16];
+
+	if (o->resume) {
+		if (cli_ctl_postcopy_reconnect(ctl, false, o->to, bound, sizeof(bound), err, sizeof(err))) {
+			cli_error("resume: %s", err);
+			return CLI_EXIT_FAIL;
+		}
+	} else if (cli_ctl_migrate(ctl, o->to, &o->params, err, sizeof(err))) {
+		cli_error("migrate: %s", err);
+		return CLI_EXIT_FAIL;
+	}
+	if (o->detach) {
+		if (o->json)
+			printf(o->resume ? "{\"resume\":\"started\"}\n" : "{\"migrate\":\"started\"}\n");
+		else
+			printf(o->resume ? "reconnecting to %s\n" : "migration to %s started\n", o->to);
+		return CLI_EXIT_OK;
+	}
+	return follow_and_report(o, ctl);
+}
+
 int cmd_migrate(int argc, char **argv)
 {
 	struct migrate_opts o;
@@ -303,7 +369,9 @@ int cmd_migrate(int argc, char **argv)
 		cli_error("migrate: %s", err);
 		return CLI_EXIT_FAIL;
 	}
-	if (o.cancel)
+	if (o.start_postcopy || o.recover)
+		ret = do_postcopy_request(&o, ctl);
+	else if (o.cancel)
 		ret = do_cancel(&o, ctl);
 	else if (o.incoming)
 		ret = do_incoming(&o, ctl);

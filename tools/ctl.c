@@ -145,7 +145,7 @@ static int qmp_apply_params(struct cli_ctl *c, const struct cli_params *ps, bool
 		int64_t v = ps->v[i].value;
 		const struct qemu_param *q = qemu_param_of(p);
 
-		if (!q && p != GW_PARAM_AUTO_CONVERGE) {
+		if (!q && p != GW_PARAM_AUTO_CONVERGE && p != GW_PARAM_POSTCOPY) {
 			snprintf(err, err_len, "%s has no QEMU name: it cannot be set over QMP (use --api)",
 				 gw_param_info(p)->name);
 			r = -EINVAL;
@@ -158,10 +158,11 @@ static int qmp_apply_params(struct cli_ctl *c, const struct cli_params *ps, bool
 			continue;
 		}
 		if (p == GW_PARAM_CHANNELS || p == GW_PARAM_XBZRLE_CACHE_BYTES ||
-		    p == GW_PARAM_AUTO_CONVERGE || p == GW_PARAM_DIRTY_LIMIT_BPS) {
+		    p == GW_PARAM_AUTO_CONVERGE || p == GW_PARAM_DIRTY_LIMIT_BPS || p == GW_PARAM_POSTCOPY) {
 			const char *cap = p == GW_PARAM_CHANNELS ? "multifd" :
 					  p == GW_PARAM_XBZRLE_CACHE_BYTES ? "xbzrle" :
-					  p == GW_PARAM_AUTO_CONVERGE ? "auto-converge" : "dirty-limit";
+					  p == GW_PARAM_AUTO_CONVERGE ? "auto-converge" :
+					  p == GW_PARAM_POSTCOPY ? "postcopy-ram" : "dirty-limit";
 			bool on = p == GW_PARAM_CHANNELS ? v > 1 : v > 0;
 
 			if (!caps_too && on) {
@@ -175,7 +176,7 @@ static int qmp_apply_params(struct cli_ctl *c, const struct cli_params *ps, bool
 				if (r)
 					goto out;
 			}
-			if (!on || p == GW_PARAM_AUTO_CONVERGE)
+			if (!on || p == GW_PARAM_AUTO_CONVERGE || p == GW_PARAM_POSTCOPY)
 				continue;
 			if (p == GW_PARAM_DIRTY_LIMIT_BPS)
 				v += q->scale - 1;	/* QEMU takes whole MiB/s: round up */
@@ -316,6 +317,46 @@ int cli_ctl_incoming(struct cli_ctl *c, const char *url, char *bound, size_t bou
 	r = cli_api(c->path, line, &reply, err, err_len);
 	free(line);
 	snprintf(bound, bound_len, "%s", js_str(js_get(reply, "url"), url));
+	json_decref(reply);
+	return r;
+}
+
+int cli_ctl_start_postcopy(struct cli_ctl *c, char *err, size_t err_len)
+{
+	json_t *reply = NULL;
+	int r;
+
+	if (c->qmp)
+		return qmpc_execute(c->q, "migrate-start-postcopy", NULL, NULL, err, err_len);
+	r = cli_api(c->path, "start-postcopy", &reply, err, err_len);
+	json_decref(reply);
+	return r;
+}
+
+int cli_ctl_postcopy_reconnect(struct cli_ctl *c, bool recover, const char *url, char *bound,
+			       size_t bound_len, char *err, size_t err_len)
+{
+	json_t *reply = NULL;
+	char *line;
+	int r;
+
+	snprintf(bound, bound_len, "%s", url);
+	if (c->qmp) {
+		/* QEMU: migrate-recover on the destination, migrate with resume on the source. */
+		if (recover)
+			return qmpc_execute(c->q, "migrate-recover", json_pack("{s:s}", "uri", url), NULL,
+					    err, err_len);
+		return qmpc_execute(c->q, "migrate", json_pack("{s:s,s:b}", "uri", url, "resume", 1), NULL,
+				    err, err_len);
+	}
+	if (asprintf(&line, "%s url=%s", recover ? "recover" : "resume", url) < 0) {
+		snprintf(err, err_len, "out of memory");
+		return -ENOMEM;
+	}
+	r = cli_api(c->path, line, &reply, err, err_len);
+	free(line);
+	if (!r)
+		snprintf(bound, bound_len, "%s", js_str(js_get(reply, "url"), url));
 	json_decref(reply);
 	return r;
 }

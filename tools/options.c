@@ -215,6 +215,39 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	}
 }
 
+/*
+ * --postcopy-after auto|ROUNDS|MS: "auto" switches when the expected
+ * downtime has not fallen for 3 rounds, a plain number after that many
+ * precopy rounds, a duration (with ms or s) after that long. Implies
+ * --postcopy.
+ */
+#define CLI_POSTCOPY_AUTO_ROUNDS 3
+static int postcopy_after_apply(struct migrate_opts *o, const char *arg, const char *cmd)
+{
+	size_t n = strlen(arg);
+	uint64_t ns;
+	int64_t v;
+
+	if (put_checked(&o->params, GW_PARAM_POSTCOPY, 1, cmd, "--postcopy-after"))
+		return -1;
+	if (!strcmp(arg, "auto"))
+		return put_checked(&o->params, GW_PARAM_POSTCOPY_AUTO_ROUNDS, CLI_POSTCOPY_AUTO_ROUNDS, cmd,
+				   "--postcopy-after");
+	if (n && arg[n - 1] >= '0' && arg[n - 1] <= '9') {
+		if (cli_parse_int(arg, 1, 100000, &v)) {
+			cli_usage_error(cmd, "--postcopy-after: bad round count '%s'", arg);
+			return -1;
+		}
+		return put_checked(&o->params, GW_PARAM_POSTCOPY_AFTER_ROUNDS, v, cmd, "--postcopy-after");
+	}
+	if (cli_parse_duration(arg, 1000000, &ns) || ns < 1000000) {
+		cli_usage_error(cmd, "--postcopy-after: expected auto, a round count or a duration "
+				"(e.g. 2000ms, 2s), got '%s'", arg);
+		return -1;
+	}
+	return put_checked(&o->params, GW_PARAM_POSTCOPY_AFTER_MS, (int64_t)(ns / 1000000), cmd, "--postcopy-after");
+}
+
 /* --on-timeout: the convergence policy. */
 static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char *cmd)
 {
@@ -312,6 +345,10 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 	case OPT_DIRTY_LIMIT_START:
 		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_START, 1, cmd,
 				   "--dirty-limit-start");
+	case OPT_POSTCOPY:
+		return put_checked(&o->params, GW_PARAM_POSTCOPY, 1, cmd, "--postcopy");
+	case OPT_POSTCOPY_AFTER:
+		return postcopy_after_apply(o, arg, cmd);
 	case OPT_SET:
 		return apply_set(&o->params, arg, cmd, "--set");
 	default:
@@ -349,6 +386,19 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 			return -1;
 		}
 		o->incoming = arg;
+		return 0;
+	case OPT_START_POSTCOPY:
+		o->start_postcopy = true;
+		return 0;
+	case OPT_RESUME:
+		o->resume = true;
+		return 0;
+	case OPT_RECOVER:
+		if (!*arg || strpbrk(arg, " \t\n")) {
+			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			return -1;
+		}
+		o->recover = arg;
 		return 0;
 	case OPT_RESOLVE:
 		if (strcmp(arg, "source") && strcmp(arg, "destination")) {
@@ -467,6 +517,12 @@ bool cli_status_is(const json_t *st, enum gw_status which)
 	const char *name = gw_status_name(which);
 
 	return s && name && !strcmp(s, name);
+}
+
+bool cli_status_postcopy(const json_t *st)
+{
+	return cli_status_is(st, GW_STATUS_POSTCOPY_ACTIVE) || cli_status_is(st, GW_STATUS_POSTCOPY_PAUSED) ||
+	       cli_status_is(st, GW_STATUS_POSTCOPY_RECOVER);
 }
 
 bool cli_status_terminal(const json_t *st)

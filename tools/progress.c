@@ -141,6 +141,16 @@ static void line_text(struct progress *p, const json_t *st, char *buf, size_t le
 		snprintf(buf, len, "%s: settling", status);
 		return;
 	}
+	if (cli_status_postcopy(st)) {
+		at = (size_t)snprintf(buf, len, "%s %.0f ms: %.0f pages missing, %.0f requested, blocktime "
+				      "%.1f ms, fault p99 %.0f us", status, num(st, "postcopy.postcopy-time"),
+				      num(st, "postcopy.remaining"), num(st, "postcopy.requests"),
+				      num(st, "postcopy-blocktime"), num(st, "postcopy.fault-latency-us.p99"));
+		if (at < len && cli_status_is(st, GW_STATUS_POSTCOPY_PAUSED))
+			snprintf(buf + at, len - at, " -- PAUSED (%s): --recover URL on the destination, "
+				 "then --resume --to URL here", js_str(js_path(st, "postcopy.reason"), "link lost"));
+		return;
+	}
 	human_bytes(remaining, rem, sizeof(rem));
 	human_bytes(num(st, "ram.transferred"), sent, sizeof(sent));
 	if (!strcmp(status, "active") && !converging && current_round(st) > 0)

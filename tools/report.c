@@ -24,7 +24,8 @@ static const char *const known_top[] = {
 	"compress", "role", "vm-status", "workload", "guest-progress-count", "verify-check",
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
-	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", NULL,
+	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
+	"postcopy-blocktime", "postcopy-vcpu-blocktime", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -195,6 +196,38 @@ static void print_convergence(FILE *out, const json_t *st)
 		fprintf(out, "%-19s%s\n", "  why:", hint);
 }
 
+/* Postcopy: how long the state was split, the faults and what they cost. */
+static void print_postcopy(FILE *out, const json_t *st)
+{
+	const json_t *pc = js_get(st, "postcopy"), *v;
+	const char *reason;
+	size_t i;
+
+	if (!pc)
+		return;
+	reason = js_str(js_get(pc, "reason"), "");
+	fprintf(out, "%-19s%.3f ms with the VM's state split (paused %.3f ms, %.0f recoveries)\n",
+		"postcopy:", num(pc, "postcopy-time"), num(pc, "paused-time"), num(pc, "recoveries"));
+	fprintf(out, "%-19s%.0f not trusted at the switch, %.0f missing now; placed: %.0f pushed, "
+		"%.0f requested, %.0f late copies dropped\n", "  pages:", num(pc, "pages"),
+		num(pc, "remaining"), num(pc, "placed-pushed"), num(pc, "placed-requested"),
+		num(pc, "duplicates"));
+	fprintf(out, "%-19s%.0f pages requested (postcopy-requests), %.0f sent on request, %.0f pushed\n",
+		"  requests:", num(pc, "requests"), num(pc, "answered"), num(pc, "pushed"));
+	fprintf(out, "%-19s%.0f (%.0f resolved at once); latency p50 %.1f us, p99 %.1f us, max %.1f us "
+		"(%.0f waited)\n", "  faults:", num(pc, "faults"), num(pc, "local-faults"),
+		js_path_num(pc, "fault-latency-us.p50", 0), js_path_num(pc, "fault-latency-us.p99", 0),
+		js_path_num(pc, "fault-latency-us.max", 0), js_path_num(pc, "fault-latency-us.samples", 0));
+	fprintf(out, "%-19sall vCPUs at once %.3f ms, summed %.3f ms; per vCPU", "  blocktime:",
+		num(st, "postcopy-blocktime"), num(pc, "vcpu-blocktime-total"));
+	v = js_get(st, "postcopy-vcpu-blocktime");
+	for (i = 0; i < json_array_size(v); i++)
+		fprintf(out, " %.3f", js_num(json_array_get(v, i), 0));
+	fputs(" ms\n", out);
+	if (reason[0])
+		fprintf(out, "%-19s%s\n", "  why paused:", reason);
+}
+
 /* "rounds:" in the numbering of the round table and the progress line. */
 static void print_rounds_line(FILE *out, const json_t *st, bool completed)
 {
@@ -318,6 +351,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 		print_ram(out, st, ram, dest);
 	if (!dest && (completed || moved))
 		print_convergence(out, st);
+	print_postcopy(out, st);
 	print_rounds_line(out, st, completed);
 	if (completed || moved) {
 		print_rounds(out, js_get(st, "round-table"));

@@ -3,7 +3,7 @@
  * godwit run, shared by its files:
  *   cmd_run.c     the process: options, backend, VM, signals, tear-down
  *   run_ops.c     what can be asked of the VM (status, migrate, cancel, set,
- *                 incoming, stop, cont), whichever socket asks it
+ *                 incoming, stop, cont, postcopy), whichever socket asks it
  *   run_api.c     the godwit API socket's requests (docs/api.md)
  *   qmp_cmds.c    the QMP socket's commands (docs/qmp.md)
  *   run_events.c  events: the engine's, fanned out to API streams and QMP
@@ -89,6 +89,15 @@ void run_params_now(struct run_state *rs, int64_t values[GW_PARAM__COUNT]);
 /* --incoming defer: listen on @url now. */
 int run_incoming(struct run_state *rs, const char *url, bool exit_on_error,
 		 char *err, size_t err_len);
+/* Postcopy: switch the running outgoing migration now (start-postcopy, migrate-start-postcopy). */
+int run_start_postcopy(struct run_state *rs, char *err, size_t err_len);
+/*
+ * Postcopy paused: reconnect the source to @url (@recover false: resume,
+ * QMP migrate resume=true), or listen on @url on the destination (@recover
+ * true: recover, migrate-recover). The URL in use into @bound.
+ */
+int run_postcopy_reconnect(struct run_state *rs, bool recover, const char *url, char *bound,
+			   size_t bound_len, char *err, size_t err_len);
 /* Pause / resume the vCPUs (QMP stop / cont); refused during a migration. */
 int run_stop(struct run_state *rs, char *err, size_t err_len);
 int run_cont(struct run_state *rs, char *err, size_t err_len);

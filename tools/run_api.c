@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * godwit run: the requests of its API socket (docs/api.md): status,
- * params, events, migrate, incoming, set, cancel, check, resolve, quit.
+ * params, events, migrate, incoming, set, cancel, check, resolve,
+ * start-postcopy, resume, recover, quit.
  * One request at a time, on the API server's thread; each answers one JSON
  * object (events then keeps the connection as a stream).
  *
@@ -14,6 +15,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -247,6 +249,19 @@ static json_t *handle_check(struct run_state *rs)
 	return api_error("check failed: %s", strerror(-ret));
 }
 
+static bool postcopy_paused(struct gw_session *s)
+{
+	struct gw_stats *st = calloc(1, sizeof(*st));
+	bool paused;
+
+	if (!st)
+		return false;
+	gw_session_stats(s, st);
+	paused = st->status == GW_STATUS_POSTCOPY_PAUSED;
+	free(st);
+	return paused;
+}
+
 /* After an unknown outcome: the operator says where the VM runs. */
 static json_t *handle_resolve(struct run_state *rs, const struct api_request *req)
 {
@@ -257,7 +272,12 @@ static json_t *handle_resolve(struct run_state *rs, const struct api_request *re
 	if (!runs || (strcmp(runs, "source") && strcmp(runs, "destination")))
 		return api_error("resolve needs runs=source or runs=destination");
 	pthread_mutex_lock(&rs->lock);
-	if (!rs->sess || rs->sess_role != GW_ROLE_SOURCE || rs->migrating) {
+	if (rs->sess && rs->sess_role == GW_ROLE_SOURCE && rs->migrating && postcopy_paused(rs->sess)) {
+		/* Postcopy, GO sent and RESUMED lost: only "source" can apply, and only then. */
+		ret = gw_session_resolve(rs->sess, !strcmp(runs, "destination"));
+		r = ret ? api_error("cannot resolve: the destination answered GO (it runs the VM and needs "
+				    "its pages): recover it (--recover there, --resume here)") : api_ok();
+	} else if (!rs->sess || rs->sess_role != GW_ROLE_SOURCE || rs->migrating) {
 		r = api_error("no finished outgoing migration to resolve");
 	} else {
 		ret = gw_session_resolve(rs->sess, !strcmp(runs, "destination"));
@@ -272,6 +292,40 @@ static json_t *handle_resolve(struct run_state *rs, const struct api_request *re
 		}
 	}
 	pthread_mutex_unlock(&rs->lock);
+	return r;
+}
+
+static json_t *handle_start_postcopy(struct run_state *rs, const struct api_request *req)
+{
+	char err[RUN_ERR_MAX];
+
+	if (req->nr_args)
+		return api_error("start-postcopy takes no arguments");
+	if (run_start_postcopy(rs, err, sizeof(err)))
+		return api_error("%s", err);
+	return api_ok();
+}
+
+/* Postcopy paused: resume url=URL (source) or recover url=URL (destination). */
+static json_t *handle_postcopy_reconnect(struct run_state *rs, const struct api_request *req)
+{
+	bool recover = !strcmp(req->cmd, "recover");
+	const char *url = api_arg(req, "url");
+	char err[RUN_ERR_MAX], bound[PATH_MAX + 16];
+	json_t *r;
+
+	if (!url || !*url)
+		return api_error("%s needs url=tcp:HOST:PORT or url=unix:PATH", req->cmd);
+	for (unsigned i = 0; i < req->nr_args; i++)
+		if (strcmp(req->args[i].key, "url"))
+			return api_error("%s takes url= only, not '%s'", req->cmd, req->args[i].key);
+	if (run_postcopy_reconnect(rs, recover, url, bound, sizeof(bound), err, sizeof(err)))
+		return api_error("%s", err);
+	r = api_ok();
+	if (r && js_set_str(r, "url", bound)) {
+		json_decref(r);
+		r = NULL;
+	}
 	return r;
 }
 
@@ -299,11 +353,15 @@ json_t *run_api_handler(void *opaque, const struct api_request *req, int fd)
 		return handle_check(rs);
 	if (!strcmp(req->cmd, "resolve"))
 		return handle_resolve(rs, req);
+	if (!strcmp(req->cmd, "start-postcopy"))
+		return handle_start_postcopy(rs, req);
+	if (!strcmp(req->cmd, "resume") || !strcmp(req->cmd, "recover"))
+		return handle_postcopy_reconnect(rs, req);
 	if (!strcmp(req->cmd, "quit")) {
 		gw_log(GW_LOG_INFO, "cli", "quit_requested", "from=api");
 		run_request_quit();
 		return api_ok();
 	}
 	return api_error("unknown command '%s' (status, params, events, migrate, incoming, cancel, "
-			 "set, check, resolve, quit)", req->cmd);
+			 "set, check, resolve, start-postcopy, resume, recover, quit)", req->cmd);
 }

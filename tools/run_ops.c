@@ -399,6 +399,50 @@ out:
 	return ret;
 }
 
+int run_start_postcopy(struct run_state *rs, char *err, size_t err_len)
+{
+	int ret = -EINVAL;
+
+	pthread_mutex_lock(&rs->lock);
+	if (rs->migrating && rs->sess && rs->sess_role == GW_ROLE_SOURCE)
+		ret = gw_session_start_postcopy(rs->sess);
+	pthread_mutex_unlock(&rs->lock);
+	if (ret == -EINVAL)
+		return refuse(err, err_len, ret, "no outgoing migration with postcopy allowed runs "
+			      "(migrate with --postcopy, or postcopy=1)");
+	if (ret == -EALREADY)
+		return refuse(err, err_len, ret, "postcopy already requested or under way");
+	if (ret)
+		return refuse(err, err_len, ret, "start-postcopy: %s", strerror(-ret));
+	gw_log(GW_LOG_INFO, "cli", "start_postcopy_requested", "from=request");
+	return 0;
+}
+
+int run_postcopy_reconnect(struct run_state *rs, bool recover, const char *url, char *bound,
+			   size_t bound_len, char *err, size_t err_len)
+{
+	int ret = -EINVAL;
+
+	if (!url || !*url)
+		return refuse(err, err_len, -EINVAL, "%s needs a URL (tcp:HOST:PORT or unix:PATH)",
+			      recover ? "recover" : "resume");
+	pthread_mutex_lock(&rs->lock);
+	if (rs->migrating && rs->sess && rs->sess_role == (recover ? GW_ROLE_DEST : GW_ROLE_SOURCE))
+		ret = recover ? gw_postcopy_recover(rs->sess, url) : gw_postcopy_resume(rs->sess, url);
+	if (!ret)
+		snprintf(bound, bound_len, "%s", recover ? gw_incoming_url(rs->sess) : url);
+	pthread_mutex_unlock(&rs->lock);
+	if (ret == -EINVAL)
+		return refuse(err, err_len, ret, "no %s migration is postcopy-paused here (or a bad URL)",
+			      recover ? "incoming" : "outgoing");
+	if (ret == -EBUSY)
+		return refuse(err, err_len, ret, "a recovery is already under way");
+	if (ret)
+		return refuse(err, err_len, ret, "%s: %s", recover ? "recover" : "resume", strerror(-ret));
+	gw_log(GW_LOG_INFO, "cli", recover ? "recover_requested" : "resume_requested", "url=%s", bound);
+	return 0;
+}
+
 static void vm_event(struct run_state *rs)
 {
 	struct run_event ev = { .type = RUN_EV_VM, .vm_status = run_vm_status(rs),
