@@ -359,11 +359,12 @@ static int control_loop(struct gw_session *s)
 			ret = control_one(s, &d, type, m);
 	}
 	if (ret == 1 && s->pcd) {
-		/* Postcopy: the migration goes on until every page is here. */
+		/* Postcopy: the migration goes on until every page is here (hashing at its end). */
 		ret = dst_pc_run(s, d.buf, d.cap);
 		ret = ret == 0 ? 1 : ret == GW_PC_UNVERIFIED ? 0 : ret;
 	}
 	if (ret == 1) {
+		gw_thread_normal(s);	/* hashing RAM is bulk work */
 		dst_verify(s, &d);
 		ret = 0;
 	}
@@ -454,6 +455,7 @@ void *gw_dest_main(void *arg)
 	int ret;
 
 	gw_log_set_side(s->side);
+	gw_thread_critical(s, "migration");
 	__atomic_store_n(&s->round, 0, __ATOMIC_RELAXED);
 	ret = dst_handshake(s);
 	if (!ret)

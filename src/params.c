@@ -59,6 +59,9 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"postcopy: switch after this long in precopy (ms), 0 = not by time" },
 	[GW_PARAM_POSTCOPY_AUTO_ROUNDS] = { "postcopy-auto-rounds", 0, 1000, 0, true,
 		"postcopy: switch when the expected downtime has not fallen by a tenth for this many rounds, 0 = off" },
+	[GW_PARAM_RT_PRIORITY] = { "rt-priority", 0, 99, 0, false,
+		"SCHED_FIFO priority of the threads on the critical path (switchover, control, postcopy page "
+		"requests), 0 = normal scheduling: on a loaded host their wake-ups otherwise wait for a CPU" },
 };
 
 const struct gw_param_info *gw_param_info(enum gw_param p)

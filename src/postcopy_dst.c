@@ -427,6 +427,8 @@ static void *recv_main(void *arg)
 	struct gw_session *s = pc->s;
 
 	gw_log_set_side(s->side);
+	if (r->preempt)
+		gw_thread_critical(s, "preempt-receiver");
 	while (!gw_failed(s)) {
 		struct gw_frame_hdr h;
 		uint32_t crc;
@@ -629,6 +631,7 @@ static void *handler_main(void *arg)
 	uint64_t last_stats_ns = 0;
 
 	gw_log_set_side(s->side);
+	gw_thread_critical(s, "fault-handler");
 	while (f && !__atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE)) {
 		int n;
 
@@ -1186,6 +1189,7 @@ static void finish(struct gw_session *s, struct gw_pc_dst *pc, bool verify)
 	for (unsigned i = 0; i < s->nr_channels; i++)
 		gw_conn_shutdown(&s->chans[i].conn);
 	join_receivers(pc);
+	gw_thread_normal(s);	/* the sweep hashes RAM: bulk work */
 	if (verify && pc->verify)
 		sweep(s, pc);	/* the handler still maps (and hashes) first touches */
 	stop_handler(pc);

@@ -588,6 +588,7 @@ static void *server_main(void *arg)
 	union gw_msg m;
 
 	gw_log_set_side(s->side);
+	gw_thread_critical(s, "postcopy-server");
 	while (buf && !gw_failed(s)) {
 		char why[160] = "";
 		int type = gw_conn_recv_msg(&s->preempt, &m, buf, gw_frame_max_payload(GW_MSG_PC_REQ),

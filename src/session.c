@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -618,6 +619,27 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 		s->listen_fd = -1;
 	}
 	return ret;
+}
+
+void gw_thread_critical(struct gw_session *s, const char *what)
+{
+	struct sched_param sp = { .sched_priority = (int)gw_param(s, GW_PARAM_RT_PRIORITY) };
+	int ret;
+
+	if (!sp.sched_priority)
+		return;
+	ret = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	if (ret)
+		gw_log(GW_LOG_WARN, "mig", "rt_priority_refused", "thread=%s priority=%d err=\"%s\"", what,
+		       sp.sched_priority, strerror(ret));
+}
+
+void gw_thread_normal(struct gw_session *s)
+{
+	struct sched_param sp = { .sched_priority = 0 };
+
+	if (gw_param(s, GW_PARAM_RT_PRIORITY))
+		(void)pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
 }
 
 /* CPU time of this process, for the statistics. */

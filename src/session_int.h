@@ -221,6 +221,14 @@ void *gw_dest_main(void *arg);
 /* CPU time of this process so far (getrusage), for the statistics. */
 void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 
+/*
+ * The calling thread is on the critical path (switchover, control, postcopy
+ * requests): SCHED_FIFO at rt-priority when set, best effort (one warning).
+ */
+void gw_thread_critical(struct gw_session *s, const char *what);
+/* Back to normal scheduling before bulk work (hashing RAM for verification). */
+void gw_thread_normal(struct gw_session *s);
+
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */
 void gw_ratelimit(struct gw_session *s, uint64_t bytes);
 

@@ -131,6 +131,7 @@ static void *ctl_reader_main(void *arg)
 	union gw_msg m;
 
 	gw_log_set_side(s->side);
+	gw_thread_critical(s, "control-reader");
 	for (;;) {
 		int type = gw_conn_recv_msg(&s->ctl, &m, buf, sizeof(buf), why, sizeof(why));
 
@@ -607,6 +608,7 @@ void *gw_source_main(void *arg)
 
 	gw_log_set_side(s->side);
 	gw_emit_status(s);	/* setup, set by gw_migrate_start */
+	gw_thread_critical(s, "migration");
 	src_reset(s, local);
 	ret = c ? src_ctx_init(s, c) : gw_fail(s, "setup", -ENOMEM, false, "no memory");
 	if (!ret)
@@ -625,8 +627,10 @@ void *gw_source_main(void *arg)
 		if (!ret)
 			ret = src_handover(s, c);
 	}
-	if (!ret)
+	if (!ret) {
+		gw_thread_normal(s);	/* hashing RAM is bulk work */
 		src_verify(s, c);
+	}
 	if (ret < 0 && c && c->paused)
 		resume_after_failure(s, c);
 	if (c) {

@@ -49,6 +49,8 @@ enum gw_param {
 	GW_PARAM_POSTCOPY_AFTER_MS,	/* switch after this long in precopy, 0 = not by time; live */
 	GW_PARAM_POSTCOPY_AUTO_ROUNDS,	/* switch when the expected downtime has not fallen for
 					   this many rounds, 0 = off; live */
+	GW_PARAM_RT_PRIORITY,		/* SCHED_FIFO priority of the latency-critical threads
+					   (switchover, page requests), 0 = normal scheduling; setup */
 	GW_PARAM__COUNT
 };
 
