@@ -321,7 +321,7 @@ static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *
 	uint64_t zero_pages = 0;
 	int ret;
 
-	ret = src_harvest(s, c);
+	ret = src_harvest_last(s, c);
 	if (ret)
 		return ret;
 	c->t.harvested = gw_now_ns();

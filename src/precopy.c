@@ -42,13 +42,14 @@ static void round_mark(struct gw_session *s, struct round_mark *m)
 		   __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
 }
 
-int src_harvest(struct gw_session *s, struct src_ctx *c)
+static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 {
 	uint64_t t0 = gw_now_ns();
 	ssize_t n;
 
 	pthread_mutex_lock(&s->hint_lock);
-	n = s->dirty.ops->collect(&s->dirty, c->dirty);
+	n = last && s->dirty.ops->collect_last ? s->dirty.ops->collect_last(&s->dirty, c->dirty) :
+		s->dirty.ops->collect(&s->dirty, c->dirty);
 	c->harvested_pages = n > 0 ? (uint64_t)n : 0;
 	c->dirty_pages = 0;
 	for (unsigned i = 0; n >= 0 && i < s->vm.nr_blocks; i++) {
@@ -64,6 +65,16 @@ int src_harvest(struct gw_session *s, struct src_ctx *c)
 	s->stats.dirty_sync_count++;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
+}
+
+int src_harvest(struct gw_session *s, struct src_ctx *c)
+{
+	return harvest(s, c, false);
+}
+
+int src_harvest_last(struct gw_session *s, struct src_ctx *c)
+{
+	return harvest(s, c, true);
 }
 
 /*

@@ -92,6 +92,8 @@ void src_join_ctl_reader(struct gw_session *s);
 /* precopy.c */
 /* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
 int src_harvest(struct gw_session *s, struct src_ctx *c);
+/* The last harvest (VM paused, tracking ends): the backend's collect_last when it has one. */
+int src_harvest_last(struct gw_session *s, struct src_ctx *c);
 /*
  * Send ROUND and queue the pages of c->dirty on the channels. The pass goes
  * on from where the last round stopped; it stops at @deadline_ns (0: none,

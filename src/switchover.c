@@ -62,7 +62,7 @@ static int final_pages_queue(struct gw_session *s, struct src_ctx *c, bool local
 	c->t.harvested = c->t.queued = c->t.paused;
 	if (local)
 		return 0;
-	ret = src_harvest(s, c);
+	ret = src_harvest_last(s, c);
 	if (ret)
 		return ret;
 	c->t.harvested = gw_now_ns();

@@ -35,6 +35,12 @@ struct gw_dirty_ops {
 	 */
 	ssize_t (*collect)(struct gw_dirty *d, struct gw_bitmap *out);
 	/*
+	 * Optional: the last harvest, the guest paused (switchover): the same
+	 * report as collect without re-arming anything (tracking ends after),
+	 * as fast as the backend can make it. NULL: collect is used.
+	 */
+	ssize_t (*collect_last)(struct gw_dirty *d, struct gw_bitmap *out);
+	/*
 	 * Optional (NULL when collect re-arms by itself): re-arm @count pages
 	 * from @first of block @block just before they are read for sending
 	 * (KVM manual dirty-log clear). 0 or -errno.

@@ -14,6 +14,10 @@
  *            PM_SCAN_WP_MATCHING: reporting and re-protecting happen in one
  *            walk under the page-table lock, so a racing write is either
  *            reported now or leaves the page written for the next collect.
+ *   collect_last: the guest is paused and tracking ends: the same scan
+ *            without PM_SCAN_WP_MATCHING (re-protecting is most of the cost:
+ *            measured here for 256 MiB written, 3.0 ms with it, 0.8 ms
+ *            without), split in 16 MiB windows over two threads.
  *
  * Cost that grows with the memory in use, not the RAM size. For fd-backed
  * blocks (memfd, tmpfs) a page-table hole in a registered range reads as
@@ -36,10 +40,12 @@
  * Writes through another mapping of the same memfd are not seen: the
  * guest (workload) must write through the registered mapping.
  *
- * Threads: the priv state is owned by the thread that calls start/collect/stop.
+ * Threads: the priv state is owned by the thread that calls start/collect/stop;
+ * collect_last runs LAST_THREADS-1 helpers of its own, joined before it returns.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +56,8 @@
 #define UFFD_WP_FEATURES (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
 #define SCAN_VEC_LEN 4096		/* page_region entries per ioctl (96 KiB) */
 #define COALESCE_GAP_PAGES 512u		/* 2 MiB: one page table's worth of hole */
+#define LAST_WINDOW_PAGES 4096u		/* collect_last: 16 MiB per work item, 64-page aligned */
+#define LAST_THREADS 2
 
 /* Pages [first, end) of a block known to hold data, in order, disjoint. */
 struct known_range {
@@ -164,6 +172,8 @@ struct run_ctx {
 	struct known *known;		/* the block's known ranges */
 	struct gw_bitmap *out;		/* collect */
 	ssize_t pages;			/* collect: pages reported */
+	struct page_region *vec;	/* scan vector (collect_last: one per thread) */
+	bool rearm;			/* collect: re-protect what is reported */
 };
 
 /* Insert [first, end) at index @at of @k (sorted, disjoint), merging touching neighbours. 0 or -ENOMEM. */
@@ -275,7 +285,7 @@ static int uffd_wp_start(struct gw_dirty *d)
 			.range = { .start = (uintptr_t)b->host, .len = b->size_bytes },
 			.mode = UFFDIO_REGISTER_MODE_WP,
 		};
-		struct run_ctx rc = { w, b, &w->known[i], NULL, 0 };
+		struct run_ctx rc = { w, b, &w->known[i], NULL, 0, NULL, false };
 
 		if (ioctl(w->uffd, UFFDIO_REGISTER, &reg) < 0) {
 			ret = -errno;
@@ -299,11 +309,12 @@ static int scan_run(void *ctx, uint64_t first_page, uint64_t nr_pages)
 	struct run_ctx *rc = ctx;
 	uint64_t ps = block_page_bytes(rc->b), base = (uintptr_t)rc->b->host;
 	uint64_t start = base + first_page * ps, end = start + nr_pages * ps;
-	struct page_region *vec = rc->w->vec;
+	struct page_region *vec = rc->vec;
 
 	while (start < end) {
 		struct pm_scan_arg arg = {
-			.size = sizeof(arg), .flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.size = sizeof(arg),
+			.flags = rc->rearm ? PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC : 0,
 			.start = start, .end = end, .vec = (uintptr_t)vec, .vec_len = SCAN_VEC_LEN,
 			.category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN,
 		};
@@ -383,7 +394,7 @@ static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
 	if (!w)
 		return -EINVAL;
 	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
-		struct run_ctx rc = { w, &d->vm->blocks[i], &w->known[i], &out[i], 0 };
+		struct run_ctx rc = { w, &d->vm->blocks[i], &w->known[i], &out[i], 0, w->vec, true };
 		int ret = collect_block(&rc);
 
 		if (ret)
@@ -393,12 +404,145 @@ static ssize_t uffd_wp_collect(struct gw_dirty *d, struct gw_bitmap *out)
 	return total_pages;
 }
 
+/*
+ * collect_last: every known range of every block, and the data found in
+ * the holes between them (written since the last collect), cut at 16 MiB
+ * windows (64-page aligned, so that two threads never share a bitmap
+ * word), handed out to the threads by an atomic counter. Nothing is
+ * re-protected and the known ranges do not change: tracking ends after.
+ */
+struct last_piece {
+	unsigned block;
+	uint64_t first, nr;		/* pages */
+	uint64_t window;		/* global window index: pieces of one window go together */
+};
+
+struct last_job {
+	struct gw_dirty *d;
+	struct gw_bitmap *out;
+	struct last_piece *p;
+	size_t nr, cap;
+	unsigned cur_block;		/* the block being listed */
+	size_t next;			/* atomic: next piece to take */
+	ssize_t pages;			/* atomic */
+	int err;			/* atomic */
+};
+
+/* Pieces are listed in address order, block by block: a window's pieces are adjacent. */
+static int add_piece(void *ctx, uint64_t first, uint64_t nr_pages)
+{
+	struct last_job *j = ctx;
+	unsigned bi = j->cur_block;
+	uint64_t base = (uint64_t)bi << 40;	/* windows of different blocks never coincide */
+
+	while (nr_pages) {
+		uint64_t wend = (first / LAST_WINDOW_PAGES + 1) * LAST_WINDOW_PAGES;
+		uint64_t n = wend - first < nr_pages ? wend - first : nr_pages;
+
+		if (j->nr == j->cap) {
+			struct last_piece *np = realloc(j->p, (j->cap ? j->cap * 2 : 64) * sizeof(*np));
+
+			if (!np)
+				return -ENOMEM;
+			j->p = np;
+			j->cap = j->cap ? j->cap * 2 : 64;
+		}
+		j->p[j->nr++] = (struct last_piece){ bi, first, n, (base + first) / LAST_WINDOW_PAGES };
+		first += n;
+		nr_pages -= n;
+	}
+	return 0;
+}
+
+/* Block @bi's known ranges and, between them, the data found in its holes, in order. */
+static int list_block(struct last_job *j, struct uffd_wp *w, unsigned bi)
+{
+	const struct gw_ram_block *b = &j->d->vm->blocks[bi];
+	const struct known *k = &w->known[bi];
+	uint64_t nr_pages = b->size_bytes / block_page_bytes(b), hole = 0;
+	int ret = 0;
+
+	j->cur_block = bi;
+	for (size_t i = 0; i <= k->nr && !ret; i++) {
+		uint64_t hole_end = i < k->nr ? k->r[i].first : nr_pages;
+
+		if (hole < hole_end)
+			ret = gw_populated_ranges_in(b, hole, hole_end, add_piece, j);
+		if (i < k->nr && !ret) {
+			ret = add_piece(j, k->r[i].first, k->r[i].end - k->r[i].first);
+			hole = k->r[i].end;
+		}
+	}
+	return ret;
+}
+
+static void *last_worker(void *arg)
+{
+	struct last_job *j = arg;
+	struct uffd_wp *w = j->d->priv;
+	struct page_region *vec = calloc(SCAN_VEC_LEN, sizeof(*vec));
+
+	for (;;) {
+		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		uint64_t window;
+
+		/* A whole window per turn: its pieces follow each other in the list. */
+		if (i >= j->nr || !vec || __atomic_load_n(&j->err, __ATOMIC_RELAXED))
+			break;
+		if (i > 0 && j->p[i - 1].window == j->p[i].window)
+			continue;	/* taken with the piece before it */
+		window = j->p[i].window;
+		for (size_t k = i; k < j->nr && j->p[k].window == window; k++) {
+			struct run_ctx rc = { w, &j->d->vm->blocks[j->p[k].block], &w->known[j->p[k].block],
+					      &j->out[j->p[k].block], 0, vec, false };
+			int ret = scan_run(&rc, j->p[k].first, j->p[k].nr);
+
+			__atomic_fetch_add(&j->pages, rc.pages, __ATOMIC_RELAXED);
+			if (ret) {
+				int zero = 0;
+
+				__atomic_compare_exchange_n(&j->err, &zero, ret, false, __ATOMIC_RELAXED,
+							    __ATOMIC_RELAXED);
+			}
+		}
+	}
+	if (!vec)
+		__atomic_store_n(&j->err, -ENOMEM, __ATOMIC_RELAXED);
+	free(vec);
+	return NULL;
+}
+
+static ssize_t uffd_wp_collect_last(struct gw_dirty *d, struct gw_bitmap *out)
+{
+	struct last_job j = { .d = d, .out = out };
+	pthread_t helpers[LAST_THREADS - 1];
+	unsigned started = 0;
+	int ret = 0;
+
+	if (!d->priv)
+		return -EINVAL;
+	for (unsigned i = 0; !ret && i < d->vm->nr_blocks; i++)
+		ret = list_block(&j, d->priv, i);
+	for (; !ret && started < LAST_THREADS - 1 && j.nr > 1; started++)
+		if (pthread_create(&helpers[started], NULL, last_worker, &j))
+			break;
+	if (!ret)
+		last_worker(&j);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(helpers[i], NULL);
+	free(j.p);
+	if (!ret)
+		ret = j.err;
+	return ret ? ret : j.pages;
+}
+
 const struct gw_dirty_ops gw_dirty_uffd_wp = {
 	.name = "uffd-wp",
 	.id = GW_DIRTY_UFFD_WP,
 	.probe = uffd_wp_probe,
 	.start = uffd_wp_start,
 	.collect = uffd_wp_collect,
+	.collect_last = uffd_wp_collect_last,
 	.clear = NULL,
 	.stop = uffd_wp_stop,
 };

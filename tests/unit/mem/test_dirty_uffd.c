@@ -7,7 +7,9 @@
  * of a hole of a fd-backed block may be reported once (uffd-wp protects only
  * the runs allocated in the file: the read allocates the page and maps it
  * unprotected; see dirty_uffd_wp.c); tracking re-arms, so a page written
- * once is reported once and written again is reported again. Covers a memfd
+ * once is reported once and written again is reported again; collect_last
+ * (the switchover's harvest) reports exactly the pages written, split over
+ * threads, and re-arms nothing (asked twice, it says the same). Covers a memfd
  * MAP_SHARED block (partly populated before start) and an anonymous block,
  * including pages first populated by a write after start().
  */
@@ -196,6 +198,30 @@ static void run_backend(const struct gw_dirty_ops *ops, struct gw_vm_info *vm)
 	TEST_CHECK(n == 0, "%s: %zd pages reported twice", ops->name, n);
 	printf("%s: %u writes, %u collects concurrent with them\n", ops->name, w.nr_ops,
 	       nr_collects);
+
+	/* The last harvest: every third page of block 0, two of block 1, exactly; no re-arming. */
+	if (ops->collect_last) {
+		uint64_t want = 0;
+
+		for (uint64_t pg = 0; pg < vm->blocks[0].size_bytes / PAGE; pg += 3, want++)
+			((volatile uint8_t *)vm->blocks[0].host)[pg * PAGE + 1] = 0x3c;
+		((volatile uint8_t *)vm->blocks[1].host)[9 * PAGE] = 1;
+		((volatile uint8_t *)vm->blocks[1].host)[4000 * PAGE] = 1;	/* a hole until now */
+		for (int k = 0; k < 2; k++) {
+			for (unsigned b = 0; b < 2; b++)
+				gw_bitmap_zero(&got[b]);
+			n = ops->collect_last(&d, got);
+			TEST_CHECK(n == (ssize_t)want + 2 && gw_bitmap_test(&got[1], 9) && gw_bitmap_test(&got[1], 4000),
+				   "%s: collect_last %d reported %zd pages, want %llu", ops->name, k, n,
+				   (unsigned long long)want + 2);
+			for (uint64_t pg = 0; pg < got[0].nr_bits; pg++)
+				if (gw_bitmap_test(&got[0], pg) != (pg % 3 == 0)) {
+					TEST_CHECK(0, "%s: collect_last: page %lu wrongly %s", ops->name,
+						   (unsigned long)pg, pg % 3 ? "reported" : "missed");
+					break;
+				}
+		}
+	}
 
 	ops->stop(&d);
 	TEST_CHECK(d.priv == NULL || ops->stop != NULL, "stop");
