@@ -30,5 +30,7 @@ int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m);
 void dst_populate_start(struct gw_session *s);
 /* Join the thread, drop what was not started. */
 void dst_populate_end(struct gw_session *s);
+/* postcopy_dst.c: unmap fd-backed RAM ahead of a possible switch (populate thread). */
+void dst_pc_unmap_ahead(struct gw_session *s);
 
 #endif

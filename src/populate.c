@@ -64,6 +64,9 @@ static void *populate_main(void *arg)
 	uint64_t t0 = gw_now_ns(), pages = 0;
 
 	gw_log_set_side(s->side);
+	/* A postcopy switch needs every page unmapped: done now, off its path. */
+	if (s->hello_flags & GW_HELLO_POSTCOPY)
+		dst_pc_unmap_ahead(s);
 	for (size_t i = 0; i < job->nr && !gw_failed(s); i++) {
 		uint64_t done = 0;
 
