@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """godwit scenario benchmark: migrations over loopback and shaped veth links.
 
-Usage: bench/bench.py BUILD_DIR [--quick] [--groups basic,matrix]
+Usage: bench/bench.py BUILD_DIR [--quick] [--groups basic,matrix,converge,postcopy]
        [--links loopback,10gbit,1gbit] [--channels 1,2,4] [--codecs none,zstd,...]
        [--memory SIZE] [--out DIR] [--io-timeout-ms N] [--iperf-seconds N]
 (bench/run.sh is the usual entry point; docs/bench.md explains every column.)
@@ -278,6 +278,17 @@ class Bench:
         self.ramfiles[key] = path
         return path
 
+    def progress_rate(self, api, seconds):
+        """The guest's pages per second over SECONDS, from two status reads."""
+        _, a = self.gw_json("status", "--api", api)
+        t0 = time.monotonic()
+        time.sleep(seconds)
+        _, b = self.gw_json("status", "--api", api)
+        t1 = time.monotonic()
+        if not a or not b:
+            return None
+        return (b.get("guest-progress-count", 0) - a.get("guest-progress-count", 0)) / (t1 - t0)
+
     def wait_progress(self, api, proc, pages, timeout_s):
         """Until the guest wrote more than PAGES pages (a balloon that filled its RAM)."""
         end = time.monotonic() + timeout_s
@@ -290,13 +301,16 @@ class Bench:
 
     def migrate(self, link, group, memory, fill, workload, channels=1, codec="none",
                 extra=(), iperf_bps=None, use_ramfile=True, src_extra=(), dst_prealloc=None,
-                wait_pages=0, give_up_ok=False):
+                wait_pages=0, give_up_ok=False, dst_extra=(), progress=False):
         """One migration with fresh processes; returns the record (dict).
 
-        src_extra: more `run` options for the source (--vcpus ...);
-        dst_prealloc: None follows --no-dst-prealloc, else True/False;
-        wait_pages: migrate once the guest wrote more pages than this;
-        give_up_ok: "did not converge" is an outcome (rec["outcome"]), not an error."""
+        src_extra / dst_extra: more `run` options for the source (--vcpus ...)
+        and the destination; dst_prealloc: None follows --no-dst-prealloc, else
+        True/False; wait_pages: migrate once the guest wrote more pages than
+        this; give_up_ok: "did not converge" is an outcome (rec["outcome"]),
+        not an error; progress: measure the guest's progress rate before the
+        migration (source, over one second) and during postcopy (from the
+        destination's postcopy_ram log lines)."""
         self.nrun += 1
         label = "%s %s %s fill=%s %s ch=%d %s" % (group, link.name, size_str(memory), fill,
                                                   workload, channels, codec)
@@ -325,7 +339,9 @@ class Bench:
             # this virtualised host first touches of memory cost ~3 s/GiB and
             # are not migration work. --no-dst-prealloc measures without.
             dst_argv = [self.godwit, "run", "--incoming", "tcp:%s:0" % link.dst_addr,
-                        "--api", dst_api] + common
+                        "--api", dst_api] + common + list(dst_extra)
+            if progress:
+                dst_argv += ["--log-level", "info"]	# postcopy_ram lines, stamped
             if dst_prealloc is None:
                 dst_prealloc = not self.args.no_dst_prealloc
             if dst_prealloc:
@@ -340,6 +356,8 @@ class Bench:
                 raise RuntimeError("source VM did not start")
             if wait_pages and not self.wait_progress(src_api, src, wait_pages, 900):
                 raise RuntimeError("guest did not write %d pages" % wait_pages)
+            if progress:
+                rec["pre-progress-pps"] = self.progress_rate(src_api, 1.0)
             mig = [self.godwit, "migrate", "--api", src_api, "--to", url, "--json",
                    "--channels", str(channels), "--compress", codec] + list(extra)
             if self.args.timelines:
@@ -377,6 +395,8 @@ class Bench:
                     check = {0: "ok", 1: "mismatch", 2: "n/a"}.get(crc, "error")
                 else:
                     check = "dst-not-running"
+            if progress:
+                rec["postcopy-progress-pps"] = postcopy_progress(os.path.join(run_dir, "dst.log"))
             digest = st.get("verified", False)
             rec["check"] = check
             rec["guest-progress"] = progress
@@ -433,6 +453,24 @@ class Bench:
         self.ramfiles = {}
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.out.close()
+
+
+def postcopy_progress(dst_log):
+    """Pages per second the destination guest wrote between the postcopy
+    switch (postcopy_ram complete=0) and the last page (complete=1), from the
+    CLOCK_MONOTONIC stamps of the two soft VM log lines."""
+    pts = []
+    try:
+        with open(dst_log, errors="replace") as f:
+            for line in f:
+                if " postcopy_ram " in line:
+                    fields = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+                    pts.append((float(line.split()[0]), int(fields.get("progress", 0))))
+    except OSError:
+        return None
+    if len(pts) < 2 or pts[1][0] <= pts[0][0]:
+        return None
+    return (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
 
 
 def derive(rec):
@@ -565,6 +603,49 @@ def table_converge(groups):
     return table(headers, rows)
 
 
+def table_postcopy(groups):
+    """Issue 9's figures, one row per scenario and configuration, median [min-max] over runs."""
+    headers = ["scenario", "config", "completed", "total ms", "downtime ms",
+               "breakdown ms (median run)", "postcopy ms", "pages after switch",
+               "requested", "pushed", "dup", "fault p50 us", "fault p99 us", "fault max us",
+               "blocktime ms (all vCPUs)", "vCPU blocktime ms (sum)", "progress pre, pages/s",
+               "progress in postcopy", "ratio", "verified"]
+    rows = []
+    for sc, recs in groups:
+        done = [r for r in recs if (r.get("stats") or {}).get("status") == "completed"]
+        pcs = [r for r in done if (r.get("stats") or {}).get("postcopy")]
+        dts = sorted(done, key=lambda r: r["downtime-ms"])
+        mid = dts[len(dts) // 2] if dts else None
+        bd = (mid or {}).get("stats", {}).get("downtime-breakdown", {}) if mid else {}
+
+        def pc(r, k, sub=None):
+            v = (r.get("stats") or {}).get("postcopy", {}).get(k)
+            return v.get(sub) if sub and isinstance(v, dict) else v
+
+        ratio = [r["postcopy-progress-pps"] / r["pre-progress-pps"] for r in pcs
+                 if r.get("postcopy-progress-pps") is not None and r.get("pre-progress-pps")]
+        rows.append([sc["name"], sc["config"], "%d/%d (%d postcopy)" % (len(done), len(recs), len(pcs)),
+                     spread([r["total-ms"] for r in done], "%.0f"),
+                     spread([r["downtime-ms"] for r in done], "%.2f"),
+                     ", ".join("%s %.2f" % (short, bd.get(k, 0)) for k, short in BREAKDOWN) if bd else "-",
+                     spread([pc(r, "postcopy-time") for r in pcs], "%.0f"),
+                     spread([pc(r, "pages") for r in pcs], "%d"),
+                     spread([pc(r, "requests") for r in pcs], "%d"),
+                     spread([pc(r, "pushed") for r in pcs], "%d"),
+                     spread([pc(r, "duplicates") for r in pcs], "%d"),
+                     spread([pc(r, "fault-latency-us", "p50") for r in pcs], "%.0f"),
+                     spread([pc(r, "fault-latency-us", "p99") for r in pcs], "%.0f"),
+                     spread([pc(r, "fault-latency-us", "max") for r in pcs], "%.0f"),
+                     spread([(r.get("stats") or {}).get("postcopy-blocktime") for r in pcs], "%.1f"),
+                     spread([pc(r, "vcpu-blocktime-total") for r in pcs], "%.1f"),
+                     spread([r.get("pre-progress-pps") for r in recs], "%.0f"),
+                     spread([r.get("postcopy-progress-pps") for r in pcs], "%.0f"),
+                     spread(ratio, "%.2f"),
+                     "yes" if done and len(done) == len(recs) and all(r["verified"] for r in recs) else
+                     "%d of %d verified" % (sum(r["verified"] for r in recs), len(recs))])
+    return table(headers, rows)
+
+
 # ---- scenarios ------------------------------------------------------------
 
 # Issue 13's convergence scenarios: name, memory, fill, workload, source
@@ -604,6 +685,47 @@ def converge_plan(args):
              configs=[("defaults", hot), ("auto-converge", hot + ["--auto-converge"]),
                       ("dirty limit 64M", hot + ["--dirty-limit", "64M"])]),
     ]
+
+
+# Issue 9's benchmarks: the hot set of issue 13 rewritten at full speed (one
+# byte per page), 1 and 4 vCPUs, and the four-vCPU 8 GiB guest, each switched
+# to postcopy after 2 precopy rounds (a 1 ms downtime limit keeps precopy
+# from finishing by itself), with normal scheduling and with rt-priority 10
+# on both ends. The destination's RAM is not preallocated (the pages arrive
+# into fresh memory, as with --no-dst-prealloc).
+PC_AFTER = ["--postcopy-after", "2", "--downtime-limit", "1"]
+PC_RT = ["--set", "rt-priority=10"]
+
+
+def postcopy_plan(args):
+    cfgs = [("after 2 rounds", PC_AFTER, []), ("after 2 rounds, rt", PC_AFTER + PC_RT, PC_RT)]
+    if args.quick:
+        return [dict(name="64M hot set, 1 vCPU", memory=256 * MIB, workload="dirty:ws=64M", src=[],
+                     wait=16384, configs=cfgs[:1])]
+    return [
+        dict(name="256M hot set, 1 vCPU", memory=1 * GIB, workload="dirty:ws=256M", src=[],
+             wait=65536, configs=cfgs),
+        dict(name="256M hot set, 4 vCPUs", memory=1 * GIB, workload="dirty:ws=256M",
+             src=["--vcpus", "4"], wait=65536, configs=cfgs),
+        dict(name="4 vCPU x 256M byte/page, 8G guest", memory=8 * GIB, workload="dirty:ws=1G",
+             src=["--vcpus", "4"], wait=262144, configs=cfgs),
+    ]
+
+
+def run_postcopy(b, lo, scenarios, repeat):
+    """Each configuration REPEAT times, interleaved."""
+    lo.setup()
+    groups = [(dict(name=sc["name"], config=name), sc, extra, dst) for sc in scenarios
+              for name, extra, dst in sc["configs"]]
+    recs = {id(g[0]): [] for g in groups}
+    for _ in range(repeat):
+        for key, sc, extra, dst in groups:
+            rec = b.migrate(lo, "postcopy", sc["memory"], "none", sc["workload"], channels=2,
+                            extra=extra, src_extra=sc["src"], dst_extra=dst, dst_prealloc=False,
+                            wait_pages=sc["wait"], use_ramfile=False, progress=True)
+            rec["name"], rec["config"] = key["name"], key["config"]
+            recs[id(key)].append(rec)
+    return [(key, recs[id(key)]) for key, _, _, _ in groups]
 
 
 def plan(args, netns_ok):
@@ -677,7 +799,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--quick", action="store_true", help="reduced set (256M, few combos)")
-    ap.add_argument("--groups", default="basic,matrix,converge", help="basic,matrix,converge")
+    ap.add_argument("--groups", default="basic,matrix,converge,postcopy",
+                    help="basic,matrix,converge,postcopy")
     ap.add_argument("--repeat", type=int, default=0,
                     help="runs of each convergence configuration (default 3, 1 with --quick)")
     ap.add_argument("--links", default="", help="matrix links: loopback,10gbit,1gbit")
@@ -711,8 +834,9 @@ def main():
     if "matrix" not in groups:
         matrix = []
     conv = converge_plan(args) if "converge" in groups else []
+    pcs = postcopy_plan(args) if "postcopy" in groups else []
     repeat = args.repeat or (1 if args.quick else 3)
-    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv)
+    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs)
     log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
 
     def on_signal(signum, frame):
@@ -766,6 +890,13 @@ def main():
             print("## Convergence (%s, loopback, %d run%s each: median [min-max])\n" %
                   ("quick" if args.quick else "full", repeat, "s" if repeat > 1 else ""))
             print(table_converge(conv_groups))
+            print()
+            sys.stdout.flush()
+        if pcs:
+            pc_groups = run_postcopy(b, links["loopback"], pcs, repeat)
+            print("## Postcopy (%s, loopback, 2 channels, %d run%s each: median [min-max])\n" %
+                  ("quick" if args.quick else "full", repeat, "s" if repeat > 1 else ""))
+            print(table_postcopy(pc_groups))
             print()
             sys.stdout.flush()
         if any(r["error"] for r in b.records):

@@ -33,7 +33,7 @@
  *
  * Threads (struct gw_pc_dst belongs to the migration thread unless said):
  * the bitmaps untrusted (set before resume, then read-only), claimed,
- * received, requested, pushed and hashed are per-page atomic bits; the
+ * received, requested, pushed and settled are per-page atomic bits; the
  * counters are atomic; req_lock orders request sending against a recovery;
  * lock guards the digest sum; the fault account has its own lock.
  */
@@ -86,7 +86,9 @@ struct gw_pc_dst {
 	struct gw_bitmap received[GW_MAX_RAM_BLOCKS];	/* atomic: placed (mapped) */
 	struct gw_bitmap requested[GW_MAX_RAM_BLOCKS];	/* atomic: asked on preempt, no answer yet */
 	struct gw_bitmap pushed[GW_MAX_RAM_BLOCKS];	/* atomic: came by the background stream */
-	struct gw_bitmap hashed[GW_MAX_RAM_BLOCKS];	/* atomic: in the verification digest */
+	struct gw_bitmap settled[GW_MAX_RAM_BLOCKS];	/* atomic, under the page's stripe lock: a trusted
+							   page hashed (when verifying) and mapped or
+							   about to be */
 
 	uint64_t pages;			/* untrusted pages at the switch */
 	uint64_t remaining;		/* atomic */
@@ -114,6 +116,9 @@ struct gw_pc_dst {
 	struct dst_recv recv[MAX_RECV];
 	pthread_t handler;
 	bool handler_started;
+	pthread_t mapper;
+	bool mapper_started;
+	bool mapper_stop;		/* atomic */
 	int stop_fd;			/* eventfd: the fault handler leaves */
 	struct { pid_t tid; int vcpu; } tids[256];	/* fault handler: known threads */
 	unsigned nr_tids;
@@ -512,21 +517,25 @@ static int vcpu_of(struct gw_pc_dst *pc, pid_t tid)
 	return v;
 }
 
-/* Verification: a trusted page enters the digest as it is, before the guest can write it. */
-static void hash_trusted(struct gw_pc_dst *pc, unsigned block, uint64_t page, struct gw_page_digest *sum)
+/*
+ * A trusted page about to be mapped: settled once, under its stripe lock;
+ * when verifying it enters the digest as it is, before the guest can write
+ * it (the mapper and the sweep take the same lock).
+ */
+static void settle_trusted(struct gw_pc_dst *pc, unsigned block, uint64_t page, struct gw_page_digest *sum)
 {
 	struct gw_dst_block *db = &pc->s->dblk[block];
 	uint8_t buf[PAGE];
 
-	if (!pc->verify || gw_bitmap_test_atomic(&pc->hashed[block], page))
+	if (gw_bitmap_test_atomic(&pc->settled[block], page))
 		return;
 	pthread_mutex_lock(stripe(pc, page));
-	if (!gw_bitmap_test_atomic(&pc->hashed[block], page)) {
+	if (!gw_bitmap_test_atomic(&pc->settled[block], page)) {
 		/* Pages precopy never wrote are still the zero they started as. */
-		if (gw_bitmap_test_atomic(&db->written, page) &&
+		if (pc->verify && gw_bitmap_test_atomic(&db->written, page) &&
 		    !gw_pread_all(db->fd, buf, PAGE, (off_t)(db->fd_offset_bytes + page * PAGE)))
 			gw_page_digest_add(sum, block, page, buf);
-		gw_bitmap_set_atomic(&pc->hashed[block], page);
+		gw_bitmap_set_atomic(&pc->settled[block], page);
 	}
 	pthread_mutex_unlock(stripe(pc, page));
 }
@@ -566,8 +575,8 @@ static void on_fault(struct gw_pc_dst *pc, const struct gw_uffd_fault *f)
 
 	if (!gw_bitmap_test(&pc->untrusted[f->block], f->page) ||
 	    gw_bitmap_test_atomic(&pc->received[f->block], f->page)) {
-		if (!gw_bitmap_test(&pc->untrusted[f->block], f->page))
-			hash_trusted(pc, f->block, f->page, &pc->handler_sum);
+		if (!gw_bitmap_test(&pc->untrusted[f->block], f->page) && s->dblk[f->block].fd >= 0)
+			settle_trusted(pc, f->block, f->page, &pc->handler_sum);
 		ret = gw_uffd_post_resolve(pc->uffd, f->block, f->page, f->minor);
 		if (ret)
 			gw_fail(s, "postcopy", ret, false, "mapping page %llu of block %u: %s",
@@ -665,6 +674,86 @@ static void stop_handler(struct gw_pc_dst *pc)
 		pthread_cancel(pc->handler);	/* cannot happen with an eventfd */
 	pthread_join(pc->handler, NULL);
 	pc->handler_started = false;
+}
+
+/* ---- the mapper: trusted pages mapped in bulk after resume ---- */
+
+/*
+ * Every first touch of a page faults under postcopy, and a fault resolved by
+ * the handler costs a round trip through user space (tens of microseconds
+ * here). The pages precopy wrote and the source did not re-dirty are right
+ * in the page cache: this thread maps them in runs right after resume (one
+ * UFFDIO_CONTINUE per run), hashing them first when verifying, so the guest
+ * seldom faults on them. Normal priority: it yields to the guest.
+ */
+static void map_window(struct gw_pc_dst *pc, unsigned b, uint64_t w, uint8_t *buf, struct gw_page_digest *sum)
+{
+	struct gw_dst_block *db = &pc->s->dblk[b];
+	uint64_t first = w * 64, n = db->nr_pages - first < 64 ? db->nr_pages - first : 64, todo;
+
+	pthread_mutex_lock(stripe(pc, first));
+	todo = __atomic_load_n(&db->written.words[w], __ATOMIC_RELAXED) & ~pc->untrusted[b].words[w] &
+	       ~__atomic_load_n(&pc->settled[b].words[w], __ATOMIC_RELAXED);
+	if (n < 64)
+		todo &= (1ull << n) - 1;
+	if (todo && pc->verify &&
+	    gw_pread_all(db->fd, buf, n * PAGE, (off_t)(db->fd_offset_bytes + first * PAGE)))
+		todo = 0;	/* left to the faults */
+	for (uint64_t k = 0; k < 64 && (todo >> k);) {	/* k < 64 first: a shift by 64 is undefined */
+		uint64_t run;
+
+		if (!(todo >> k & 1)) {
+			k++;
+			continue;
+		}
+		for (run = 0; k + run < 64 && (todo >> (k + run) & 1); run++) {
+			if (pc->verify)
+				gw_page_digest_add(sum, b, first + k + run, buf + (k + run) * PAGE);
+			gw_bitmap_set_atomic(&pc->settled[b], first + k + run);
+		}
+		(void)gw_uffd_post_map_cached(pc->uffd, b, first + k, run);	/* failures: faults map them */
+		k += run;
+	}
+	pthread_mutex_unlock(stripe(pc, first));
+}
+
+static void *mapper_main(void *arg)
+{
+	struct gw_pc_dst *pc = arg;
+	struct gw_session *s = pc->s;
+	struct gw_page_digest sum = { 0 };
+	uint8_t *buf = malloc(64 * PAGE);
+	uint64_t t0 = gw_now_ns(), pages = 0;
+
+	gw_log_set_side(s->side);
+	for (unsigned b = 0; buf && b < s->vm.nr_blocks; b++) {
+		if (s->dblk[b].fd < 0)
+			continue;	/* anonymous: trusted pages stayed mapped */
+		for (uint64_t w = 0; w < gw_bitmap_words(&s->dblk[b].written) &&
+		     !__atomic_load_n(&pc->mapper_stop, __ATOMIC_ACQUIRE) &&
+		     !__atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE); w++) {
+			if (!s->dblk[b].written.words[w])
+				continue;
+			map_window(pc, b, w, buf, &sum);
+			pages += (uint64_t)__builtin_popcountll(s->dblk[b].written.words[w] & ~pc->untrusted[b].words[w]);
+		}
+	}
+	free(buf);
+	pthread_mutex_lock(&pc->lock);
+	gw_page_digest_merge(&pc->sum, &sum);
+	pthread_mutex_unlock(&pc->lock);
+	gw_log(GW_LOG_INFO, "mem", "postcopy_mapped", "pages=%llu duration_us=%llu", (unsigned long long)pages,
+	       (unsigned long long)((gw_now_ns() - t0) / 1000));
+	return NULL;
+}
+
+static void stop_mapper(struct gw_pc_dst *pc)
+{
+	if (!pc->mapper_started)
+		return;
+	__atomic_store_n(&pc->mapper_stop, true, __ATOMIC_RELEASE);
+	pthread_join(pc->mapper, NULL);
+	pc->mapper_started = false;
 }
 
 /* ---- admission of connections (PC_PREPARE, recovery) ---- */
@@ -766,7 +855,7 @@ static int pc_alloc(struct gw_session *s)
 
 		if (gw_bitmap_init(&pc->untrusted[i], n) || gw_bitmap_init(&pc->claimed[i], n) ||
 		    gw_bitmap_init(&pc->received[i], n) || gw_bitmap_init(&pc->requested[i], n) ||
-		    gw_bitmap_init(&pc->pushed[i], n) || gw_bitmap_init(&pc->hashed[i], n))
+		    gw_bitmap_init(&pc->pushed[i], n) || gw_bitmap_init(&pc->settled[i], n))
 			return -ENOMEM;
 	}
 	if (gw_pages_in_init(&pc->preempt_in))
@@ -950,6 +1039,8 @@ void dst_pc_resumed(struct gw_session *s)
 	__atomic_store_n(&s->pc_state, GW_PC_ACTIVE, __ATOMIC_RELEASE);
 	gw_log(GW_LOG_INFO, "mig", "postcopy_active", "pages=%llu vcpus=%d", (unsigned long long)pc->pages,
 	       pc->nr_vcpus);
+	/* Best effort: without it the faults map the same pages, one by one. */
+	pc->mapper_started = pthread_create(&pc->mapper, NULL, mapper_main, pc) == 0;
 }
 
 /* ---- recovery ---- */
@@ -1185,7 +1276,7 @@ static void sweep(struct gw_session *s, struct gw_pc_dst *pc)
 
 		for (uint64_t w = 0; !ret && w < gw_bitmap_words(&db->written); w++) {
 			uint64_t todo = db->written.words[w] & ~pc->untrusted[b].words[w] &
-					~__atomic_load_n(&pc->hashed[b].words[w], __ATOMIC_RELAXED);
+					~__atomic_load_n(&pc->settled[b].words[w], __ATOMIC_RELAXED);
 			uint64_t first = w * 64, n = db->nr_pages - first < 64 ? db->nr_pages - first : 64;
 
 			if (!todo)
@@ -1193,10 +1284,10 @@ static void sweep(struct gw_session *s, struct gw_pc_dst *pc)
 			pthread_mutex_lock(stripe(pc, first));
 			ret = gw_pread_all(db->fd, buf, n * PAGE, (off_t)(db->fd_offset_bytes + first * PAGE));
 			for (uint64_t k = 0; !ret && k < n; k++) {
-				if (!(todo >> k & 1) || gw_bitmap_test_atomic(&pc->hashed[b], first + k))
+				if (!(todo >> k & 1) || gw_bitmap_test_atomic(&pc->settled[b], first + k))
 					continue;
 				gw_page_digest_add(&sum, b, first + k, buf + k * PAGE);
-				gw_bitmap_set_atomic(&pc->hashed[b], first + k);
+				gw_bitmap_set_atomic(&pc->settled[b], first + k);
 			}
 			pthread_mutex_unlock(stripe(pc, first));
 		}
@@ -1219,6 +1310,7 @@ static void finish(struct gw_session *s, struct gw_pc_dst *pc, bool verify)
 	for (unsigned i = 0; i < s->nr_channels; i++)
 		gw_conn_shutdown(&s->chans[i].conn);
 	join_receivers(pc);
+	stop_mapper(pc);	/* what it did not map, the sweep hashes */
 	gw_thread_normal(s);	/* the sweep hashes RAM: bulk work */
 	if (verify && pc->verify)
 		sweep(s, pc);	/* the handler still maps (and hashes) first touches */
@@ -1318,6 +1410,7 @@ void dst_pc_release(struct gw_session *s)
 		       (unsigned long long)__atomic_load_n(&pc->remaining, __ATOMIC_RELAXED));
 	gw_session_shutdown_conns(s);
 	join_receivers(pc);
+	stop_mapper(pc);
 	stop_handler(pc);
 	publish(pc);
 	/* Closing the userfaultfd wakes every thread still waiting in a fault. */
@@ -1332,7 +1425,7 @@ void dst_pc_release(struct gw_session *s)
 		gw_bitmap_free(&pc->received[i]);
 		gw_bitmap_free(&pc->requested[i]);
 		gw_bitmap_free(&pc->pushed[i]);
-		gw_bitmap_free(&pc->hashed[i]);
+		gw_bitmap_free(&pc->settled[i]);
 	}
 	gw_pc_faults_destroy(&pc->faults);
 	for (unsigned i = 0; i < NR_STRIPES; i++)

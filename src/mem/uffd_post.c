@@ -236,6 +236,30 @@ int gw_uffd_post_resolve(struct gw_uffd_post *u, unsigned block, uint64_t page, 
 	return ret == -EEXIST ? gw_uffd_post_wake(u, block, page) : ret;
 }
 
+int gw_uffd_post_map_cached(struct gw_uffd_post *u, unsigned block, uint64_t page, uint64_t nr)
+{
+	const struct gw_ram_block *b = &u->vm->blocks[block];
+	uint64_t end = page + nr;
+
+	for (unsigned tries = 0; page < end && tries < MAX_RETRIES + nr; tries++) {
+		struct uffdio_continue c = {
+			.range = { .start = (uintptr_t)b->host + page * PAGE, .len = (end - page) * PAGE },
+		};
+
+		if (b->fd < 0)
+			return -EINVAL;
+		if (ioctl(u->uffd, UFFDIO_CONTINUE, &c) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EEXIST)
+			return -errno;
+		if (c.mapped > 0)
+			page += (uint64_t)c.mapped / PAGE;	/* stopped at a mapped page, or the mapping changed */
+		else if (errno == EEXIST)
+			page++;				/* this one is mapped: the next */
+	}
+	return page < end ? -EAGAIN : 0;
+}
+
 int gw_uffd_post_wake(struct gw_uffd_post *u, unsigned block, uint64_t page)
 {
 	const struct gw_ram_block *b = &u->vm->blocks[block];

@@ -83,6 +83,12 @@ int gw_uffd_post_zero(struct gw_uffd_post *u, unsigned block, uint64_t page, uin
  * fine (the waiters are woken). 0 or -errno.
  */
 int gw_uffd_post_resolve(struct gw_uffd_post *u, unsigned block, uint64_t page, bool minor);
+/*
+ * fd-backed RAM: map @nr pages from @page whose page-cache copies are right,
+ * skipping any page mapped already (a fault's resolution got there first).
+ * 0 or -errno.
+ */
+int gw_uffd_post_map_cached(struct gw_uffd_post *u, unsigned block, uint64_t page, uint64_t nr);
 /* Wake threads waiting on one page (already mapped). 0 or -errno. */
 int gw_uffd_post_wake(struct gw_uffd_post *u, unsigned block, uint64_t page);
 /* Host address of a page (for reading a page that nobody can write yet). */
