@@ -72,6 +72,8 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	uint64_t t0 = gw_now_ns();
 	int ret;
 
+	/* COMPLETE to the resume is the critical path: rt-priority (dropped before resume). */
+	gw_thread_critical(s, "switchover");
 	if (m->nr_channels != s->nr_channels)
 		return gw_fail(s, "final", -EPROTO, false, "COMPLETE for %u channels, %u open",
 			       m->nr_channels, s->nr_channels);
@@ -174,6 +176,8 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 		dst_pc_go(s);
 	else
 		snapshot_arm(s, d);
+	/* Normal priority again: the VMM starts its vCPU threads here and they would inherit it. */
+	gw_thread_normal(s);
 	ret = s->ops->resume(s->opaque);
 	resumed.resume_mono_ns = gw_now_ns();
 	resumed.go_to_resume_ns = resumed.resume_mono_ns - t_go;
@@ -363,8 +367,8 @@ static int control_loop(struct gw_session *s)
 		ret = dst_pc_run(s, d.buf, d.cap);
 		ret = ret == 0 ? 1 : ret == GW_PC_UNVERIFIED ? 0 : ret;
 	}
+	gw_thread_normal(s);	/* a failure between COMPLETE and the resume left it raised */
 	if (ret == 1) {
-		gw_thread_normal(s);	/* hashing RAM is bulk work */
 		dst_verify(s, &d);
 		ret = 0;
 	}
@@ -455,7 +459,6 @@ void *gw_dest_main(void *arg)
 	int ret;
 
 	gw_log_set_side(s->side);
-	gw_thread_critical(s, "migration");
 	__atomic_store_n(&s->round, 0, __ATOMIC_RELAXED);
 	ret = dst_handshake(s);
 	if (!ret)

@@ -1311,7 +1311,6 @@ static void finish(struct gw_session *s, struct gw_pc_dst *pc, bool verify)
 		gw_conn_shutdown(&s->chans[i].conn);
 	join_receivers(pc);
 	stop_mapper(pc);	/* what it did not map, the sweep hashes */
-	gw_thread_normal(s);	/* the sweep hashes RAM: bulk work */
 	if (verify && pc->verify)
 		sweep(s, pc);	/* the handler still maps (and hashes) first touches */
 	stop_handler(pc);

@@ -430,6 +430,7 @@ static int pc_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src
 		return ret;	/* c->paused: the caller resumes the VM here */
 	}
 	c->paused = false;	/* it may run there now: never resumed here by us */
+	gw_thread_normal(s);
 	if (ret == -ETIMEDOUT && !gw_failed(s))
 		gw_fail(s, "handover", -ETIMEDOUT, false, "no RESUMED within the I/O timeout");
 	if (ret) {
@@ -442,6 +443,7 @@ static int pc_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src
 	r = s->mbox_resumed;
 	pthread_mutex_unlock(&s->lock);
 	c->t.resumed = src_resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
+	gw_thread_normal(s);	/* the critical path ends here; threads started from now on inherit */
 	pc->resumed_seen = true;
 	pc->t_resumed_ns = t_rx;
 	src_publish_downtime(s, c);

@@ -223,10 +223,13 @@ void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 
 /*
  * The calling thread is on the critical path (switchover, control, postcopy
- * requests): SCHED_FIFO at rt-priority when set, best effort (one warning).
+ * requests): SCHED_FIFO at rt-priority when set, best effort (a warning).
+ * Threads created meanwhile inherit it: only leaf threads (readers, the
+ * fault handler) keep it for their life; the migration threads raise it for
+ * the switchover alone and drop it (gw_thread_normal) before anything that
+ * starts threads (the VMM's resume) or does bulk work.
  */
 void gw_thread_critical(struct gw_session *s, const char *what);
-/* Back to normal scheduling before bulk work (hashing RAM for verification). */
 void gw_thread_normal(struct gw_session *s);
 
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */

@@ -608,7 +608,6 @@ void *gw_source_main(void *arg)
 
 	gw_log_set_side(s->side);
 	gw_emit_status(s);	/* setup, set by gw_migrate_start */
-	gw_thread_critical(s, "migration");
 	src_reset(s, local);
 	ret = c ? src_ctx_init(s, c) : gw_fail(s, "setup", -ENOMEM, false, "no memory");
 	if (!ret)
@@ -627,10 +626,9 @@ void *gw_source_main(void *arg)
 		if (!ret)
 			ret = src_handover(s, c);
 	}
-	if (!ret) {
-		gw_thread_normal(s);	/* hashing RAM is bulk work */
+	gw_thread_normal(s);	/* the switchover raised it (rt-priority) */
+	if (!ret)
 		src_verify(s, c);
-	}
 	if (ret < 0 && c && c->paused)
 		resume_after_failure(s, c);
 	if (c) {

@@ -43,6 +43,8 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	s->hint_free = NULL;
 	pthread_mutex_unlock(&s->hint_lock);
 	gw_set_status(s, GW_STATUS_DEVICE);
+	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
+	gw_thread_critical(s, "switchover");
 	c->t.pause = gw_now_ns();
 	ret = s->ops->pause(s->opaque);
 	if (ret)
