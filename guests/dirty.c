@@ -1,17 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dirty: rewrite this vCPU's slice of the working set over and over, whole
- * pages (rep stosq) or one 8-byte word per page. `written` counts pages;
+ * pages (8-byte stores) or one 8-byte word per page. `written` counts pages;
  * with a rate the VMM paces the guest: every pace_batch_pages pages the
  * guest asks GW_PV_PACE, which returns when the rate allows more.
  */
 #include "guest.h"
 
+/* Plain 8-byte stores, unrolled: no string or SSE instruction (guest.h). */
 static void page_fill(uint64_t *p, uint64_t v)
 {
-	unsigned long n = GW_GUEST_PAGE_BYTES / 8;
+	volatile uint64_t *q = p;
 
-	__asm__ __volatile__("rep stosq" : "+D"(p), "+c"(n) : "a"(v) : "memory");
+	for (unsigned k = 0; k < GW_GUEST_PAGE_BYTES / 8; k += 8) {
+		q[k] = v;
+		q[k + 1] = v;
+		q[k + 2] = v;
+		q[k + 3] = v;
+		q[k + 4] = v;
+		q[k + 5] = v;
+		q[k + 6] = v;
+		q[k + 7] = v;
+	}
 }
 
 void guest_main(uint64_t idx, struct gw_boot_info *bi)

@@ -4,6 +4,19 @@
  * console, the IDT, the x2APIC timer. Freestanding: no libc. Guest
  * instructions are emulated at about 1.5 M/s on nested hosts, so the loops
  * that matter are kept to a few instructions per word.
+ *
+ * Where KVM runs guests through its instruction emulator (nested hosts
+ * without hardware virtualisation for L2, like this one), two rules:
+ *  - never a string instruction (rep stos/movs) on guest RAM: one emulated
+ *    `rep stosq` pushes an entry into the KVM dirty ring per iteration, past
+ *    the ring's reserve (the host kernel warns in kvm_dirty_ring_push and the
+ *    ring overflows); one store instruction dirties a page at most twice,
+ *    which the reserve absorbs;
+ *  - no SSE/x87 arithmetic: KVM's emulator knows only SSE moves (movdqa,
+ *    movdqu, movaps, movups); anything else is KVM_INTERNAL_ERROR_EMULATION.
+ * So guests are built with -mgeneral-regs-only and
+ * -fno-tree-loop-distribute-patterns (gcc makes no memset calls or string
+ * instructions of its own); SSE registers appear only in explicit asm moves.
  */
 #ifndef GW_GUEST_H
 #define GW_GUEST_H

@@ -39,16 +39,21 @@ static char *const exc_stubs[32] = {
 
 void *memset(void *d, int c, unsigned long n)
 {
-	__asm__ __volatile__("rep stosb" : "+D"(d), "+c"(n) : "a"(c) : "memory");
+	volatile uint8_t *p = d;
+
+	while (n--)
+		*p++ = (uint8_t)c;
 	return d;
 }
 
 void *memcpy(void *d, const void *s, unsigned long n)
 {
-	void *ret = d;
+	volatile uint8_t *p = d;
+	const uint8_t *q = s;
 
-	__asm__ __volatile__("rep movsb" : "+D"(d), "+S"(s), "+c"(n) : : "memory");
-	return ret;
+	while (n--)
+		*p++ = *q++;
+	return d;
 }
 
 static void serial_putc(char c)

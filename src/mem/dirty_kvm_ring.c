@@ -30,6 +30,21 @@
  * retry just exits again): a full ring costs the guest about a reap, not a
  * round. Harvests by the reaper and by collect are serialized by `lock`.
  *
+ * Overflow. KVM promises a vCPU stops at the soft limit, before its ring is
+ * full; a host that runs guests through KVM's instruction emulator (nested,
+ * without hardware virtualisation for the guest) breaks that promise: the
+ * emulator pushes one entry per emulated store and checks the soft limit
+ * only now and then, so a busy vCPU can wrap its ring over entries nobody
+ * harvested (the host kernel warns once in kvm_dirty_ring_push). Lost
+ * entries are lost pages, so the backend watches for it: a harvest that
+ * finds a ring (nearly) full, or a ring whose next entry is empty while a
+ * later one is dirty (KVM's index moved past ours), marks every page dirty
+ * for the next collect (a full resend: correct, only slower), realigns its
+ * index with KVM's (the empty gap is marked harvested, so KVM's reset walks
+ * over it) and logs a warning. The reaper harvests every REAP_PERIOD_MS to
+ * keep rings far from full; the VMM makes rings large. The KVM dirty bitmap
+ * (kvm-log) has no such limit.
+ *
  * start/stop turn KVM_MEM_LOG_DIRTY_PAGES on and off on every slot; start
  * first drops entries older than itself, stop harvests and resets what is
  * left so the rings are empty for the next session.
@@ -50,7 +65,8 @@
 #include <godwit/log.h>
 #include "mem/dirty.h"
 
-#define REAP_PERIOD_MS 100
+#define REAP_PERIOD_MS 10
+#define FULL_SLACK_ENTRIES 16		/* a harvest this close to the ring size: overflow feared */
 
 struct kvm_ring {
 	const struct gw_vm_info *vm;	/* set at start */
@@ -61,7 +77,8 @@ struct kvm_ring {
 	pthread_t reaper;
 	bool reaper_started;		/* migration thread */
 	int stop_efd;			/* wakes the reaper to end */
-	uint64_t reaps, foreign_entries;	/* lock: statistics */
+	bool overflow;			/* lock: entries may have been lost: report everything */
+	uint64_t reaps, foreign_entries, overflows;	/* lock: statistics */
 };
 
 static int set_logging(const struct gw_vm_info *vm, unsigned bi, bool on)
@@ -95,36 +112,88 @@ static int kvm_ring_probe(const struct gw_vm_info *vm)
 	return 0;
 }
 
-/* lock held. Harvest every ring into pending (or drop when !keep), then reset. */
-static int harvest(struct kvm_ring *k, bool keep)
+/*
+ * lock held. Ring @c's next entry is empty: if a later one is dirty, KVM's
+ * index moved past ours (an overflow wrapped the ring). Mark the gap
+ * harvested so KVM's reset walks over it and continue from the dirty
+ * entry. Returns true when it realigned.
+ */
+static bool realign(struct kvm_ring *k, unsigned c)
 {
 	const struct gw_vm_info *vm = k->vm;
-	uint32_t mask = vm->kvm_dirty_ring_entries - 1;
+	struct kvm_dirty_gfn *ring = vm->kvm_dirty_rings[c];
+	uint32_t size = vm->kvm_dirty_ring_entries, fetch = vm->kvm_dirty_ring_fetch[c], j;
+
+	for (j = 1; j < size; j++)
+		if (__atomic_load_n(&ring[(fetch + j) & (size - 1)].flags, __ATOMIC_ACQUIRE) &
+		    KVM_DIRTY_GFN_F_DIRTY)
+			break;
+	/* KVM fills entries in order: an entry pushed meanwhile at fetch is no gap. */
+	if (j == size || (__atomic_load_n(&ring[fetch & (size - 1)].flags, __ATOMIC_ACQUIRE) &
+			  KVM_DIRTY_GFN_F_DIRTY))
+		return false;
+	for (uint32_t i = 0; i < j; i++)
+		__atomic_store_n(&ring[(fetch + i) & (size - 1)].flags, KVM_DIRTY_GFN_F_RESET,
+				 __ATOMIC_RELEASE);
+	vm->kvm_dirty_ring_fetch[c] = fetch + j;
+	return true;
+}
+
+/* lock held. Harvest ring @c from its fetch index; returns entries taken. */
+static uint64_t harvest_ring(struct kvm_ring *k, unsigned c, bool keep)
+{
+	const struct gw_vm_info *vm = k->vm;
+	struct kvm_dirty_gfn *ring = vm->kvm_dirty_rings[c];
+	uint32_t mask = vm->kvm_dirty_ring_entries - 1, fetch = vm->kvm_dirty_ring_fetch[c];
+	uint64_t n = 0;
+
+	for (;;) {
+		struct kvm_dirty_gfn *e = &ring[fetch & mask];
+		uint32_t flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
+		unsigned bi;
+
+		if (!(flags & KVM_DIRTY_GFN_F_DIRTY))
+			break;
+		for (bi = 0; bi < k->nr_blocks; bi++)
+			if (vm->blocks[bi].kvm_slot == (e->slot & 0xffff) && !(e->slot >> 16))
+				break;
+		if (keep && bi < k->nr_blocks && e->offset < k->pending[bi].nr_bits)
+			gw_bitmap_set(&k->pending[bi], e->offset);
+		else if (keep)
+			k->foreign_entries++;	/* another slot or address space */
+		__atomic_store_n(&e->flags, KVM_DIRTY_GFN_F_RESET, __ATOMIC_RELEASE);
+		fetch++;
+		n++;
+	}
+	vm->kvm_dirty_ring_fetch[c] = fetch;
+	return n;
+}
+
+/*
+ * lock held. Harvest every ring into pending (or drop when !keep), then
+ * reset. @scan: also look for a misaligned ring (a full scan of each ring:
+ * done by collect and when a vCPU reported its ring full, not on timer reaps).
+ */
+static int harvest(struct kvm_ring *k, bool keep, bool scan)
+{
+	const struct gw_vm_info *vm = k->vm;
+	uint32_t size = vm->kvm_dirty_ring_entries;
 	uint64_t n = 0;
 
 	for (unsigned c = 0; c < vm->nr_vcpus; c++) {
-		struct kvm_dirty_gfn *ring = vm->kvm_dirty_rings[c];
-		uint32_t fetch = vm->kvm_dirty_ring_fetch[c];
+		uint64_t got = harvest_ring(k, c, keep);
+		bool gap = scan && !got && realign(k, c);
 
-		for (;;) {
-			struct kvm_dirty_gfn *e = &ring[fetch & mask];
-			uint32_t flags = __atomic_load_n(&e->flags, __ATOMIC_ACQUIRE);
-			unsigned bi;
-
-			if (!(flags & KVM_DIRTY_GFN_F_DIRTY))
-				break;
-			for (bi = 0; bi < k->nr_blocks; bi++)
-				if (vm->blocks[bi].kvm_slot == (e->slot & 0xffff) && !(e->slot >> 16))
-					break;
-			if (keep && bi < k->nr_blocks && e->offset < k->pending[bi].nr_bits)
-				gw_bitmap_set(&k->pending[bi], e->offset);
-			else if (keep)
-				k->foreign_entries++;	/* another slot or address space */
-			__atomic_store_n(&e->flags, KVM_DIRTY_GFN_F_RESET, __ATOMIC_RELEASE);
-			fetch++;
-			n++;
+		if (gap)
+			got += harvest_ring(k, c, keep);
+		if (keep && (gap || got + FULL_SLACK_ENTRIES >= size)) {
+			if (!k->overflows++)
+				gw_log(GW_LOG_WARN, "dirty", "kvm_ring_overflow",
+				       "vcpu=%u entries=%llu ring_entries=%u action=resend_all",
+				       c, (unsigned long long)got, size);
+			k->overflow = true;
 		}
-		vm->kvm_dirty_ring_fetch[c] = fetch;
+		n += got;
 	}
 	if (n && ioctl(vm->kvm_vm_fd, KVM_RESET_DIRTY_RINGS, 0) < 0)
 		return -errno;
@@ -143,13 +212,14 @@ static void *reaper_main(void *arg)
 
 	for (;;) {
 		int r = poll(pfd, pfd[1].fd >= 0 ? 2 : 1, REAP_PERIOD_MS);
+		bool full = r > 0 && (pfd[1].revents & POLLIN);
 
 		if (r > 0 && (pfd[0].revents & POLLIN))
 			break;
-		if (r > 0 && (pfd[1].revents & POLLIN) && read(pfd[1].fd, &v, sizeof(v)) < 0)
+		if (full && read(pfd[1].fd, &v, sizeof(v)) < 0)
 			(void)0;	/* EAGAIN: another reader was first */
 		pthread_mutex_lock(&k->lock);
-		if (harvest(k, true) == 0)
+		if (harvest(k, true, full) == 0)
 			k->reaps++;
 		pthread_mutex_unlock(&k->lock);
 	}
@@ -172,10 +242,12 @@ static void kvm_ring_stop(struct gw_dirty *d)
 		if (k->logging[i])
 			(void)set_logging(d->vm, i, false);	/* nothing to undo on failure */
 	pthread_mutex_lock(&k->lock);
-	(void)harvest(k, false);	/* leave the rings empty for the next session */
-	if (k->reaps || k->foreign_entries)
-		gw_debug("dirty", "kvm_ring_stop", "reaps=%llu foreign_entries=%llu",
-			 (unsigned long long)k->reaps, (unsigned long long)k->foreign_entries);
+	(void)harvest(k, false, true);	/* leave the rings empty for the next session */
+	if (k->overflows)
+		gw_log(GW_LOG_WARN, "dirty", "kvm_ring_overflows", "count=%llu",
+		       (unsigned long long)k->overflows);
+	gw_debug("dirty", "kvm_ring_stop", "reaps=%llu foreign_entries=%llu",
+		 (unsigned long long)k->reaps, (unsigned long long)k->foreign_entries);
 	pthread_mutex_unlock(&k->lock);
 	for (unsigned i = 0; i < k->nr_blocks; i++)
 		gw_bitmap_free(&k->pending[i]);
@@ -205,7 +277,7 @@ static int kvm_ring_start(struct gw_dirty *d)
 		}
 	}
 	pthread_mutex_lock(&k->lock);
-	ret = harvest(k, false);	/* entries from before start are not ours */
+	ret = harvest(k, false, true);	/* entries from before start are not ours */
 	pthread_mutex_unlock(&k->lock);
 	for (unsigned i = 0; i < k->nr_blocks && !ret; i++) {
 		ret = set_logging(d->vm, i, true);
@@ -237,12 +309,16 @@ static ssize_t kvm_ring_collect(struct gw_dirty *d, struct gw_bitmap *out)
 	if (!k)
 		return -EINVAL;
 	pthread_mutex_lock(&k->lock);
-	ret = harvest(k, true);
+	ret = harvest(k, true, true);
 	for (unsigned i = 0; i < k->nr_blocks && !ret; i++) {
+		if (k->overflow)
+			gw_bitmap_set_all(&k->pending[i]);	/* entries were lost: all pages */
 		total += (ssize_t)gw_bitmap_weight(&k->pending[i]);
 		gw_bitmap_or(&out[i], &k->pending[i]);
 		gw_bitmap_zero(&k->pending[i]);
 	}
+	if (!ret)
+		k->overflow = false;
 	pthread_mutex_unlock(&k->lock);
 	return ret ? ret : total;
 }

@@ -97,15 +97,20 @@ static int check_config(const struct vmm_config *cfg, char *err, size_t err_len)
 	return 0;
 }
 
-/* The dirty ring: decided now, since KVM wants it before any vCPU exists. */
+/*
+ * The dirty ring: decided now, since KVM wants it before any vCPU exists,
+ * and a VM with a ring has no dirty bitmap. Only when asked (as QEMU's
+ * dirty-ring-size): the bitmap (kvm-log) is the default because it holds
+ * whatever the guest does, while rings overflow on hosts that run guests
+ * through KVM's instruction emulator (src/mem/dirty_kvm_ring.c).
+ */
 static uint32_t ring_entries_for(const struct kvm_vm *vm, const struct vmm_config *cfg)
 {
 	enum kvm_dirty_mode m = vm->opts.dirty;
 
-	if (m == KVM_DIRTY_MODE_AUTO)
-		m = cfg->dirty_backend == GW_DIRTY_KVM_RING ? KVM_DIRTY_MODE_RING :
-		    cfg->dirty_backend == GW_DIRTY_AUTO ? KVM_DIRTY_MODE_AUTO : KVM_DIRTY_MODE_LOG;
-	if (m == KVM_DIRTY_MODE_LOG || (m == KVM_DIRTY_MODE_AUTO && vm->caps.ring_max_bytes < 4096))
+	if (m == KVM_DIRTY_MODE_AUTO && cfg->dirty_backend == GW_DIRTY_KVM_RING)
+		m = KVM_DIRTY_MODE_RING;
+	if (m != KVM_DIRTY_MODE_RING)
 		return 0;
 	return vm->opts.ring_entries ? vm->opts.ring_entries : KVM_DEFAULT_RING_ENTRIES;
 }

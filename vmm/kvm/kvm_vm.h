@@ -23,12 +23,15 @@
 extern const struct vmm_backend vmm_kvm;
 
 #define KVM_MAX_VCPUS 64u
-#define KVM_DEFAULT_RING_ENTRIES 4096u	/* 64 KiB of struct kvm_dirty_gfn per vCPU */
+#define KVM_DEFAULT_RING_ENTRIES 16384u	/* 256 KiB of struct kvm_dirty_gfn per vCPU */
 
-/* Dirty tracking the VM is prepared for (decided at creation: the ring must be). */
+/*
+ * Dirty tracking the VM is prepared for, decided at creation (KVM enables
+ * the ring before any vCPU exists; a VM with a ring has no bitmap).
+ */
 enum kvm_dirty_mode {
-	KVM_DIRTY_MODE_AUTO = 0,	/* the ring where KVM has it, else the bitmap */
-	KVM_DIRTY_MODE_RING,		/* kvm-ring only (refused where KVM lacks it) */
+	KVM_DIRTY_MODE_AUTO = 0,	/* vmm_config.dirty_backend decides; default: the bitmap */
+	KVM_DIRTY_MODE_RING,		/* kvm-ring (refused where KVM lacks it) */
 	KVM_DIRTY_MODE_LOG,		/* kvm-log (bitmap) only: no ring */
 };
 
