@@ -94,6 +94,37 @@ static struct vmm *destination_for(struct vmm *src, const struct kvm_vm_opts *op
 	return dst;
 }
 
+/* The saved state has every part: MSRs with the TSC, every vCPU record. */
+static void check_sections(const struct gw_state *st)
+{
+	struct kvm_vm_state *vs = calloc(1, sizeof(*vs));
+	struct kvm_vcpu_state *cs = calloc(1, sizeof(*cs));
+	const void *p;
+	size_t len;
+	char why[200] = "";
+	bool tsc = false;
+
+	TEST_ASSERT(vs && cs, "calloc");
+	p = gw_state_find(st, KVM_SEC_VM, NULL, &len);
+	TEST_ASSERT(p && kvm_dec_vm(p, len, vs, why, sizeof(why)) == 0, "kvm-vm: %s", why);
+	for (uint32_t i = 0; i < vs->compat.nr_msrs; i++)
+		tsc |= vs->compat.msrs[i] == 0x10;	/* MSR_IA32_TSC */
+	TEST_CHECK(tsc && vs->compat.nr_msrs > 10, "%u MSRs saved, TSC %s", vs->compat.nr_msrs,
+		   tsc ? "included" : "missing");
+	TEST_CHECK(vs->has_pit && vs->compat.nr_cpuid > 10, "kvm-vm: pit %d, %u CPUID entries",
+		   vs->has_pit, vs->compat.nr_cpuid);
+	p = gw_state_find(st, "kvm-vcpu1", NULL, &len);
+	TEST_ASSERT(p && kvm_dec_vcpu(p, len, vs->compat.caps, cs, why, sizeof(why)) == 0,
+		    "kvm-vcpu1: %s", why);
+	TEST_CHECK(cs->index == 1 && cs->nr_msrs == vs->compat.nr_msrs && cs->xsave_bytes >= 4096 &&
+		   cs->has_xcrs && cs->has_events && cs->has_debugregs,
+		   "kvm-vcpu1: %u MSRs, XSAVE %u bytes, xcrs %d events %d debugregs %d", cs->nr_msrs,
+		   cs->xsave_bytes, cs->has_xcrs, cs->has_events, cs->has_debugregs);
+	free(cs->xsave);
+	free(cs);
+	free(vs);
+}
+
 static void test_compute_round_trip(uint64_t iters)
 {
 	struct kvm_vm_opts opts = { .guest = "compute", .compute_iters = iters, .guest_recheck = 0 };
@@ -109,6 +140,7 @@ static void test_compute_round_trip(uint64_t iters)
 	TEST_CHECK(vmm_kvm.progress(src) < iters, "the computation ended before the pause");
 	TEST_CHECK(gw_state_count(st) == 7, "%u sections, expected 7 (vm, workload, clock, irqchip, "
 		   "pit, 2 vCPUs)", gw_state_count(st));
+	check_sections(st);
 	dst = destination_for(src, &opts);
 	TEST_ASSERT(vmm_kvm.engine_ops->load_state(dst, st) == 0, "load_state: %s", st->reject_reason);
 	TEST_ASSERT(vmm_kvm.engine_ops->resume(dst) == 0, "resume");

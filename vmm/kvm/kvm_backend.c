@@ -155,6 +155,7 @@ static void vm_free(struct kvm_vm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	kvm_pause_destroy(&vm->pause);
+	free(vm->host_compat);
 	free((char *)vm->memory_file);
 	pthread_mutex_destroy(&vm->ctl);
 	pthread_mutex_destroy(&vm->lock);
@@ -272,6 +273,8 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 	ret = kvm_vm_fd_setup(vm, why, sizeof(why));
 	if (ret)
 		goto fail;
+	if (cfg->incoming && kvm_host_compat_probe(vm))
+		gw_log(GW_LOG_WARN, "kvm", "host_probe_failed", "the load will probe instead");
 	if (cfg->memory_bytes && cfg->incoming) {
 		bool fresh;
 

@@ -108,6 +108,13 @@ struct kvm_vm {
 	uint32_t msrs[KVM_COMPAT_MAX_MSRS];
 	uint64_t xcr0;
 
+	/*
+	 * Destination (creation): this host's supported CPUID and the MSRs a
+	 * vCPU with it can restore, probed ahead so that a load from a source
+	 * with the same CPUID does not probe inside the downtime.
+	 */
+	struct kvm_compat *host_compat;	/* NULL: not probed */
+
 	struct kvm_pause pause;
 	uint64_t pace_rate_pps;		/* per vCPU, 0 = not paced (creation or load) */
 
@@ -158,6 +165,8 @@ void kvm_kick(void *opaque, unsigned idx);
 int kvm_state_save(struct kvm_vm *vm, struct gw_state *st);
 int kvm_state_load(struct kvm_vm *vm, struct gw_state *st);
 void kvm_host_compat(const struct kvm_vm *vm, struct kvm_compat *out);
+/* Destination: probe this host once, ahead of any migration (vm->host_compat). */
+int kvm_host_compat_probe(struct kvm_vm *vm);
 
 /* kvm_check.c */
 uint64_t kvm_progress(const struct kvm_vm *vm);

@@ -356,7 +356,9 @@ int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entr
 		vm->nr_vcpus = i + 1;	/* what exists is destroyed on failure */
 		if (!ret && (ret = vcpu_cpuid(v, cpuid, nr_cpuid)) < 0)
 			kvm_why(why, why_len, "KVM_SET_CPUID2 on vCPU %u: %s", i, strerror(-ret));
-		if (!ret && i == 0 && (ret = probe_msrs(vm->kvm_fd, v->fd, vm->msrs, &vm->nr_msrs)) < 0)
+		/* A loaded VM keeps the source's MSR list (checked restorable here). */
+		if (!ret && i == 0 && !vm->nr_msrs &&
+		    (ret = probe_msrs(vm->kvm_fd, v->fd, vm->msrs, &vm->nr_msrs)) < 0)
 			kvm_why(why, why_len, "MSR list: %s", strerror(-ret));
 		if (!ret && boot_regs && (ret = vcpu_boot_regs(vm, v, vm->entry_gpa)) < 0)
 			kvm_why(why, why_len, "vCPU %u boot registers: %s", i, strerror(-ret));

@@ -214,6 +214,23 @@ static enum vmm_fill fill_from_wire(uint32_t w)
 	return w < sizeof(map) / sizeof(map[0]) ? map[w] : VMM_FILL_NONE;
 }
 
+int kvm_host_compat_probe(struct kvm_vm *vm)
+{
+	struct kvm_compat *c = calloc(1, sizeof(*c));
+	int ret;
+
+	if (!c)
+		return -ENOMEM;
+	kvm_host_compat(vm, c);
+	ret = kvm_probe_msrs_tmp(vm->kvm_fd, c->cpuid, c->nr_cpuid, c->msrs, &c->nr_msrs);
+	if (ret) {
+		free(c);
+		return ret;
+	}
+	vm->host_compat = c;
+	return 0;
+}
+
 void kvm_host_compat(const struct kvm_vm *vm, struct kvm_compat *out)
 {
 	uint32_t n = 0;
@@ -360,11 +377,18 @@ static int load_check_vm(struct kvm_vm *vm, struct gw_state *st, struct load_ctx
 		return gw_state_reject(st, -EINVAL, "%s", why);
 	if (c->vs.nr_vcpus < 1 || c->vs.nr_vcpus > KVM_MAX_VCPUS)
 		return gw_state_reject(st, -EINVAL, "%u vCPUs (1..%u)", c->vs.nr_vcpus, KVM_MAX_VCPUS);
-	kvm_host_compat(vm, &c->host);
-	ret = kvm_probe_msrs_tmp(vm->kvm_fd, c->vs.compat.cpuid, c->vs.compat.nr_cpuid,
-				 c->host.msrs, &c->host.nr_msrs);
-	if (ret)
-		return gw_state_reject(st, ret, "probing MSRs with the source's CPUID: %s", strerror(-ret));
+	if (vm->host_compat && vm->host_compat->nr_cpuid == c->vs.compat.nr_cpuid &&
+	    !memcmp(vm->host_compat->cpuid, c->vs.compat.cpuid,
+		    c->vs.compat.nr_cpuid * sizeof(c->vs.compat.cpuid[0]))) {
+		c->host = *vm->host_compat;	/* probed at creation with this very CPUID */
+	} else {
+		kvm_host_compat(vm, &c->host);
+		ret = kvm_probe_msrs_tmp(vm->kvm_fd, c->vs.compat.cpuid, c->vs.compat.nr_cpuid,
+					 c->host.msrs, &c->host.nr_msrs);
+		if (ret)
+			return gw_state_reject(st, ret, "probing MSRs with the source's CPUID: %s",
+					       strerror(-ret));
+	}
 	if (kvm_compat_check(&c->vs.compat, &c->host, why, sizeof(why)))
 		return gw_state_reject(st, -EOPNOTSUPP, "this host cannot run the guest: %s", why);
 	if (c->vs.has_pit && !vm->has_pit)
@@ -444,6 +468,8 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c
 	char why[KVM_MSG_MAX];
 	int ret;
 
+	vm->nr_msrs = c->vs.compat.nr_msrs;	/* checked restorable by load_check_vm */
+	memcpy(vm->msrs, c->vs.compat.msrs, vm->nr_msrs * sizeof(vm->msrs[0]));
 	ret = kvm_vcpus_create(vm, c->vs.nr_vcpus, c->vs.compat.cpuid, c->vs.compat.nr_cpuid,
 			       false, why, sizeof(why));
 	if (ret)
