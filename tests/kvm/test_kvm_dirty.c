@@ -1,26 +1,30 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Invariant (kvm-log and kvm-ring, as the engine drives them): every page
- * the guest writes after the tracker re-armed it is reported by the next
- * collect; none is lost between harvests; block "ram" reports no page
- * outside the working set; block "sys" reports the vCPU areas the guests
- * keep writing. The dirty guest writes its slice in order and publishes
- * `written` = t after page t, so the pages written between two instants
- * are known exactly: with Y read after the previous re-arm and X read
- * before this collect, pages t in [Y + 1, X) were written after the re-arm
- * (page Y may have been written just before it) and before the collect, so
- * this collect must report them. Pages written while a collect and its
- * re-arm ran, t in [X, Y] (those written by the next check), must be in
- * that collect's report (the engine reads them after the re-arm) or in the
- * next one: together the two windows cover every write since start.
+ * the guest writes after tracking starts is reported by a collect that may
+ * have seen the write; none is lost between harvests; block "ram" reports no
+ * page outside the working set; block "sys" reports the vCPU areas the
+ * guests keep writing.
+ *
+ * The dirty guest writes its slice in order and publishes `written` = t
+ * after writing page t, so page t was written after the last counter read
+ * that returned less than t and before the first that returned more than t.
+ * The test reads the counters before each collect (X) and after each re-arm
+ * (Y). Per round (strict): pages t in [Y' + 1, X) were written after the
+ * previous re-arm and before this collect, which reports them. At the end
+ * (exact): every page written since start is in one of the reports from the
+ * first collect after the read before its write to the first collect after
+ * the read that follows it (a write during a collect and its re-arm may be
+ * in that report, since the engine reads the page after the re-arm, or in
+ * the next one).
  *
  * kvm-log: after each collect the test clears every chunk of 100 pages (not
  * a multiple of 64: KVM_CLEAR_DIRTY_LOG wants 64-page alignment, the
  * backend widens and masks) as the engine does before sending.
  * kvm-ring: a large ring, and a 256-entry ring that fills: its vCPUs must
  * exit with KVM_EXIT_DIRTY_RING_FULL and keep running after the reaper
- * resets the rings (the invariant holds throughout; an overflow, where the
- * host's KVM lets one happen, turns into a full resend, a superset).
+ * resets the rings (an overflow, where the host's KVM lets one happen, turns
+ * into a full resend, a superset).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +36,7 @@
 TEST_DEFINE_FAILURES;
 
 #define ROUNDS 30
+#define MAX_ROUNDS 400
 #define MIN_WRITES 1000
 #define CLEAR_CHUNK_PAGES 100u
 #define NR_VCPUS 2
@@ -52,13 +57,30 @@ static const struct config configs[] = {
 	{ "kvm-ring small", GW_DIRTY_KVM_RING, KVM_DIRTY_MODE_RING, 256, "dirty:ws=64M,pattern=byte", true },
 };
 
-static void read_counters(struct vmm *vm, uint64_t *t)
+/* Counter reads of one vCPU, round by round (round 0: after start). */
+struct history {
+	unsigned nr_rounds;		/* collects done */
+	uint64_t x[MAX_ROUNDS + 1];	/* before collect r (r >= 1) */
+	uint64_t y[MAX_ROUNDS + 1];	/* after re-arm r (y[0]: after start) */
+};
+
+struct run {
+	const struct config *c;
+	struct vmm *vm;
+	const struct gw_vm_info *info;
+	struct gw_dirty d;
+	struct gw_bitmap sys;		/* the current report of block "sys" */
+	struct gw_bitmap *ram[MAX_ROUNDS + 1];	/* reports of block "ram", by round */
+	struct history h[NR_VCPUS];
+	uint64_t ws_end;		/* first page past every slice */
+};
+
+static uint64_t counter(struct vmm *vm, unsigned i)
 {
-	for (unsigned i = 0; i < NR_VCPUS; i++)
-		t[i] = __atomic_load_n(&kvm_test_area(vm, i)->written, __ATOMIC_ACQUIRE);
+	return __atomic_load_n(&kvm_test_area(vm, i)->written, __ATOMIC_ACQUIRE);
 }
 
-/* Every page of vCPU @i written for t in [from, to) is in @got; counts misses. */
+/* Pages of vCPU @i written for t in [from, to), not in @got. */
 static uint64_t missing(struct vmm *vm, unsigned i, uint64_t from, uint64_t to,
 			const struct gw_bitmap *got)
 {
@@ -75,110 +97,151 @@ static uint64_t missing(struct vmm *vm, unsigned i, uint64_t from, uint64_t to,
 	return miss;
 }
 
-static void rearm(const struct gw_dirty *d, const struct gw_vm_info *info)
+/* Lowest and highest collect that may report the write of page t. */
+static void window(const struct history *h, uint64_t t, unsigned *lo, unsigned *hi)
 {
-	if (!d->ops->clear)
+	*lo = 1;
+	for (unsigned r = 1; r <= h->nr_rounds; r++) {
+		if (h->x[r] < t)
+			*lo = r;	/* written after this read: collect r at the earliest */
+		if (h->y[r] < t)
+			*lo = r + 1;	/* written after re-arm r */
+	}
+	*hi = h->nr_rounds;
+	for (unsigned r = h->nr_rounds; r >= 1; r--) {
+		if (h->y[r] > t && r < h->nr_rounds)
+			*hi = r + 1;	/* written before this read: collect r + 1 at the latest */
+		if (h->x[r] > t)
+			*hi = r;	/* written before collect r */
+	}
+}
+
+static uint64_t check_history(struct run *rn, unsigned i)
+{
+	const struct gw_vcpu_area *a = kvm_test_area(rn->vm, i);
+	const struct history *h = &rn->h[i];
+	uint64_t miss = 0;
+
+	for (uint64_t t = h->y[0] + 1; t < h->x[h->nr_rounds]; t++) {
+		uint64_t page = a->first_page + t % a->nr_pages;
+		unsigned lo, hi, r;
+
+		window(h, t, &lo, &hi);
+		for (r = lo; r <= hi; r++)
+			if (gw_bitmap_test(rn->ram[r], page))
+				break;
+		if (r > hi && ++miss <= 3)
+			fprintf(stderr, "%s vCPU %u: page %llu (t %llu) in none of reports %u..%u\n",
+				rn->c->name, i, (unsigned long long)page, (unsigned long long)t, lo, hi);
+	}
+	return miss;
+}
+
+/* The engine's clear before sending, chunk by chunk (kvm-log only). */
+static void rearm(struct run *rn)
+{
+	if (!rn->d.ops->clear)
 		return;
-	for (unsigned b = 0; b < info->nr_blocks; b++) {
-		uint64_t pages = info->blocks[b].size_bytes / GW_PAGE_BYTES;
+	for (unsigned b = 0; b < rn->info->nr_blocks; b++) {
+		uint64_t pages = rn->info->blocks[b].size_bytes / GW_PAGE_BYTES;
 
 		for (uint64_t p = 0; p < pages; p += CLEAR_CHUNK_PAGES) {
 			uint64_t n = pages - p < CLEAR_CHUNK_PAGES ? pages - p : CLEAR_CHUNK_PAGES;
 
-			TEST_ASSERT(d->ops->clear((struct gw_dirty *)d, b, p, n) == 0, "clear");
+			TEST_ASSERT(rn->d.ops->clear(&rn->d, b, p, n) == 0, "clear");
 		}
 	}
 }
 
-/* The relaxed window of the previous round: in its report or in this one. */
-static uint64_t missing_either(struct vmm *vm, unsigned i, uint64_t from, uint64_t to,
-			       const struct gw_bitmap *a, const struct gw_bitmap *b)
-{
-	struct gw_bitmap both;
-	uint64_t miss;
-
-	TEST_ASSERT(gw_bitmap_init(&both, a->nr_bits) == 0, "bitmap");
-	gw_bitmap_or(&both, a);
-	gw_bitmap_or(&both, b);
-	miss = missing(vm, i, from, to, &both);
-	gw_bitmap_free(&both);
-	return miss;
-}
-
-static bool full_seen(struct vmm *vm)
+static uint64_t full_exits(struct vmm *vm)
 {
 	struct kvm_guest_report rep;
 
 	vmm_kvm_guest_report(vm, &rep);
-	return rep.dirty_ring_full_exits > 0;
+	return rep.dirty_ring_full_exits;
+}
+
+/* One harvest: read X, collect, re-arm, read Y; the per-round checks. */
+static uint64_t round_once(struct run *rn, unsigned r)
+{
+	struct gw_bitmap got[2];
+	uint64_t wrote = 0;
+
+	TEST_ASSERT(gw_bitmap_init(&got[1], rn->info->blocks[1].size_bytes / GW_PAGE_BYTES) == 0, "bm");
+	got[0] = rn->sys;
+	for (unsigned i = 0; i < NR_VCPUS; i++)
+		rn->h[i].x[r] = counter(rn->vm, i);
+	TEST_ASSERT(rn->d.ops->collect(&rn->d, got) >= 0, "%s: collect", rn->c->name);
+	rearm(rn);
+	for (unsigned i = 0; i < NR_VCPUS; i++) {
+		struct history *h = &rn->h[i];
+		uint64_t miss = missing(rn->vm, i, h->y[r - 1] + 1, h->x[r], &got[1]);
+
+		h->y[r] = counter(rn->vm, i);
+		h->nr_rounds = r;
+		wrote += h->x[r] - h->y[r - 1];
+		TEST_CHECK(miss == 0, "%s round %u vCPU %u: %llu pages written after the re-arm not reported",
+			   rn->c->name, r, i, (unsigned long long)miss);
+	}
+	if (rn->h[0].x[r] > rn->h[0].y[r - 1] + 1)	/* the guest wrote: its area's page too */
+		TEST_CHECK(gw_bitmap_test(&got[0], GW_GUEST_VCPU_AREA_GPA / GW_PAGE_BYTES),
+			   "%s round %u: vCPU area page not reported", rn->c->name, r);
+	if (gw_bitmap_weight(&got[1]) < got[1].nr_bits)	/* not a full resend */
+		TEST_CHECK(gw_bitmap_next_set(&got[1], rn->ws_end) == got[1].nr_bits,
+			   "%s round %u: page %llu outside the working set reported", rn->c->name, r,
+			   (unsigned long long)gw_bitmap_next_set(&got[1], rn->ws_end));
+	gw_bitmap_zero(&rn->sys);
+	rn->ram[r] = malloc(sizeof(struct gw_bitmap));
+	TEST_ASSERT(rn->ram[r], "malloc");
+	*rn->ram[r] = got[1];
+	return wrote;
 }
 
 static void run(const struct config *c)
 {
 	struct kvm_vm_opts opts = { .dirty = c->mode, .ring_entries = c->ring_entries,
 				    .guest_recheck = 0 };
-	struct vmm *vm = kvm_test_vm(128 << 20, NR_VCPUS, c->workload, VMM_FILL_ZERO, &opts);
-	const struct gw_vm_info *info = vmm_kvm.info(vm);
-	struct gw_bitmap got[2], prev;
-	struct gw_dirty d = { 0 };
-	uint64_t y[NR_VCPUS], x[NR_VCPUS], px[NR_VCPUS], ws_end = 0, wrote = 0;
-	struct kvm_guest_report rep;
+	struct run *rn = calloc(1, sizeof(*rn));
+	uint64_t wrote = 0, miss = 0;
+	unsigned r;
 
-	TEST_ASSERT(vmm_kvm.start(vm) == 0, "start");
-	kvm_test_wait_progress(vm, 100);
-	TEST_ASSERT(gw_dirty_select(&d, info, c->id) == 0, "%s: select", c->name);
-	TEST_ASSERT(d.ops->id == c->id, "%s: got %s", c->name, d.ops->name);
-	TEST_ASSERT(d.ops->start(&d) == 0, "%s: start", c->name);
-	for (unsigned b = 0; b < 2; b++)
-		TEST_ASSERT(gw_bitmap_init(&got[b], info->blocks[b].size_bytes / GW_PAGE_BYTES) == 0, "bm");
-	TEST_ASSERT(gw_bitmap_init(&prev, got[1].nr_bits) == 0, "bm");
+	TEST_ASSERT(rn, "calloc");
+	rn->c = c;
+	rn->vm = kvm_test_vm(128 << 20, NR_VCPUS, c->workload, VMM_FILL_ZERO, &opts);
+	rn->info = vmm_kvm.info(rn->vm);
+	TEST_ASSERT(vmm_kvm.start(rn->vm) == 0, "start");
+	kvm_test_wait_progress(rn->vm, 100);
+	TEST_ASSERT(gw_dirty_select(&rn->d, rn->info, c->id) == 0 && rn->d.ops->id == c->id,
+		    "%s: select", c->name);
+	TEST_ASSERT(rn->d.ops->start(&rn->d) == 0, "%s: start", c->name);
+	TEST_ASSERT(gw_bitmap_init(&rn->sys, rn->info->blocks[0].size_bytes / GW_PAGE_BYTES) == 0, "bm");
 	for (unsigned i = 0; i < NR_VCPUS; i++) {
-		const struct gw_vcpu_area *a = kvm_test_area(vm, i);
+		const struct gw_vcpu_area *a = kvm_test_area(rn->vm, i);
 
-		ws_end = a->first_page + a->nr_pages > ws_end ? a->first_page + a->nr_pages : ws_end;
+		if (a->first_page + a->nr_pages > rn->ws_end)
+			rn->ws_end = a->first_page + a->nr_pages;
+		rn->h[i].y[0] = counter(rn->vm, i);
 	}
-	read_counters(vm, y);
 	/* At least ROUNDS harvests, and on until the guest did enough (speed never decides). */
-	for (unsigned r = 0; r < ROUNDS || wrote < MIN_WRITES || (c->expect_full && !full_seen(vm)); r++) {
+	for (r = 1; r <= MAX_ROUNDS && (r <= ROUNDS || wrote < MIN_WRITES ||
+					(c->expect_full && !full_exits(rn->vm))); r++) {
 		kvm_test_sleep_ms(5 + (r * 37) % 60);
-		read_counters(vm, x);
-		TEST_ASSERT(d.ops->collect(&d, got) >= 0, "%s: collect", c->name);
-		rearm(&d, info);
-		for (unsigned i = 0; i < NR_VCPUS; i++) {
-			uint64_t miss = missing(vm, i, y[i] + 1, x[i], &got[1]);
-
-			wrote += x[i] - y[i];
-			TEST_CHECK(miss == 0, "%s round %u vCPU %u: %llu written pages not reported (t %llu..%llu)",
-				   c->name, r, i, (unsigned long long)miss, (unsigned long long)y[i] + 1,
-				   (unsigned long long)x[i]);
-			/* t in [X', Y'] of the previous round, those written by now (< X). */
-			miss = r ? missing_either(vm, i, px[i], y[i] + 1 < x[i] ? y[i] + 1 : x[i],
-						  &prev, &got[1]) : 0;
-			TEST_CHECK(miss == 0, "%s round %u vCPU %u: %llu pages written during the previous "
-				   "collect and re-arm lost", c->name, r, i, (unsigned long long)miss);
-			px[i] = x[i];
-		}
-		if (x[0] > y[0] + 1)	/* the guest wrote: its counters' page is reported */
-			TEST_CHECK(gw_bitmap_test(&got[0], GW_GUEST_VCPU_AREA_GPA / GW_PAGE_BYTES),
-				   "%s round %u: vCPU area page not reported", c->name, r);
-		if (gw_bitmap_weight(&got[1]) < got[1].nr_bits)	/* not a full resend */
-			TEST_CHECK(gw_bitmap_next_set(&got[1], ws_end) == got[1].nr_bits,
-				   "%s round %u: page %llu outside the working set reported", c->name, r,
-				   (unsigned long long)gw_bitmap_next_set(&got[1], ws_end));
-		gw_bitmap_zero(&prev);
-		gw_bitmap_or(&prev, &got[1]);
-		gw_bitmap_zero(&got[0]);
-		gw_bitmap_zero(&got[1]);
-		read_counters(vm, y);
+		wrote += round_once(rn, r);
 	}
-	d.ops->stop(&d);
-	vmm_kvm_guest_report(vm, &rep);
-	printf("%s: %llu pages written, %llu ring-full exits\n", c->name,
-	       (unsigned long long)wrote, (unsigned long long)rep.dirty_ring_full_exits);
-	gw_bitmap_free(&got[0]);
-	gw_bitmap_free(&got[1]);
-	gw_bitmap_free(&prev);
-	vmm_kvm.destroy(vm);
+	rn->d.ops->stop(&rn->d);
+	for (unsigned i = 0; i < NR_VCPUS; i++)
+		miss += check_history(rn, i);
+	TEST_CHECK(miss == 0, "%s: %llu written pages in no report that could have seen them", c->name,
+		   (unsigned long long)miss);
+	printf("%s: %llu pages written over %u harvests, %llu ring-full exits\n", c->name,
+	       (unsigned long long)wrote, r - 1, (unsigned long long)full_exits(rn->vm));
+	for (unsigned i = 1; i < r; i++) {
+		gw_bitmap_free(rn->ram[i]);
+		free(rn->ram[i]);
+	}
+	gw_bitmap_free(&rn->sys);
+	vmm_kvm.destroy(rn->vm);
+	free(rn);
 }
 
 int main(void)
