@@ -275,6 +275,7 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		goto fail;
 	if (cfg->incoming && kvm_host_compat_probe(vm))
 		gw_log(GW_LOG_WARN, "kvm", "host_probe_failed", "the load will probe instead");
+	kvm_layout_workload(vm);	/* no RAM yet on a destination: ws 0 until setup/load */
 	if (cfg->memory_bytes && cfg->incoming) {
 		bool fresh;
 

@@ -408,12 +408,16 @@ int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_sta
 		struct kvm_le_r p = kvm_le_sub(&r, n);
 
 		if (kvm_le_r_err(&p))
-			return bad(why, why_len, "vCPU record %u: %u bytes past the section end", tag, n);
-		if (tag == 0 || tag > KVM_REC__MAX || (seen & (1u << tag)))
-			return bad(why, why_len, "vCPU record %u unknown or repeated", tag);
-		if (rec_bytes[tag] && n != rec_bytes[tag])
-			return bad(why, why_len, "vCPU record %u is %u bytes, expected %u",
-				   tag, n, rec_bytes[tag]);
+			ret = bad(why, why_len, "vCPU record %u: %u bytes past the section end", tag, n);
+		else if (tag == 0 || tag > KVM_REC__MAX || (seen & (1u << tag)))
+			ret = bad(why, why_len, "vCPU record %u unknown or repeated", tag);
+		else if (rec_bytes[tag] && n != rec_bytes[tag])
+			ret = bad(why, why_len, "vCPU record %u is %u bytes, expected %u",
+				  tag, n, rec_bytes[tag]);
+		else
+			ret = 0;
+		if (ret)
+			goto fail;	/* frees what an earlier record allocated */
 		seen |= 1u << tag;
 		ret = dec_record(tag, &p, s, why, why_len);
 		if (!ret && kvm_le_r_done(&p))
