@@ -35,6 +35,7 @@ int kvm_pause_init(struct kvm_pause *p, kvm_kick_fn kick, void *opaque)
 	p->nr_vcpus = 0;
 	p->nr_members = 0;
 	p->nr_parked = 0;
+	p->nr_acked = 0;
 	p->epoch = 0;
 	p->nr_pauses = 0;
 	p->kick = kick;
@@ -81,6 +82,7 @@ bool kvm_pause_point(struct kvm_pause *p, bool *parked)
 
 		*parked = true;
 		p->nr_parked++;
+		p->nr_acked++;
 		pthread_cond_broadcast(&p->cond);
 		while (p->epoch == epoch && !atomic_load(&p->stop))
 			pthread_cond_wait(&p->cond, &p->lock);
@@ -111,10 +113,11 @@ void kvm_pause_all(struct kvm_pause *p)
 {
 	pthread_mutex_lock(&p->lock);
 	atomic_store(&p->requested, true);
+	p->nr_acked = 0;
 	pthread_cond_broadcast(&p->cond);
 	for (unsigned i = 0; i < p->nr_vcpus; i++)
 		p->kick(p->kick_opaque, i);
-	while (p->nr_parked < p->nr_members)
+	while (p->nr_acked < p->nr_members)
 		pthread_cond_wait(&p->cond, &p->lock);
 	p->nr_pauses++;
 	pthread_mutex_unlock(&p->lock);

@@ -10,8 +10,11 @@
  *   2. kick every vCPU: kick(opaque, i). For KVM: a signal whose handler
  *      sets kvm_run->immediate_exit, so KVM_RUN returns -EINTR whether the
  *      signal lands before or during KVM_RUN;
- *   3. wait until nr_parked == nr_members: every vCPU thread that is still
- *      a member has acknowledged, and none runs guest code.
+ *   3. wait until every member thread has acknowledged *this* pause
+ *      (nr_acked, reset in step 1): none runs guest code. Counting threads
+ *      merely parked would be wrong: right after a resume, a thread of the
+ *      previous pause may still be asleep, not yet woken; it will leave,
+ *      see the new request and acknowledge it.
  * vCPU thread: before each KVM_RUN it sets immediate_exit to 1 when
  *   `requested` (so that last run completes a pending I/O exit without
  *   entering the guest: the state it leaves is complete), never to 0 there
@@ -49,6 +52,7 @@ struct kvm_pause {
 	unsigned nr_vcpus;		/* lock: indices kicked, 0..nr_vcpus-1 */
 	unsigned nr_members;		/* lock: threads taking part */
 	unsigned nr_parked;		/* lock: members parked in kvm_pause_point */
+	unsigned nr_acked;		/* lock: members that parked since this pause began */
 	uint64_t epoch;			/* lock: bumped by every resume */
 	uint64_t nr_pauses;		/* lock: completed kvm_pause_all calls */
 	kvm_kick_fn kick;		/* set at init */

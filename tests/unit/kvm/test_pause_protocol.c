@@ -8,12 +8,15 @@
  * signal unblocked only inside the wait, as KVM_RUN does), handling an exit
  * or sleeping in pacing (some halts last a minute: only a kick ends them,
  * so a lost kick trips the time bound); threads that end (leave) never
- * block a pause; stop ends every thread. 2000 cycles with random timing.
+ * block a pause; stop ends every thread; after a resume every thread runs
+ * again, also when the next pause comes before a parked thread woke up.
+ * 2000 cycles with random timing.
  * No KVM needed.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -36,6 +39,7 @@ struct fake_vcpu {
 	atomic_bool alive;
 	volatile sig_atomic_t imm;	/* immediate_exit: the handler and the thread set it */
 	atomic_uint_fast64_t work;	/* "guest" progress */
+	atomic_uint_fast64_t entries;	/* fake_run calls that entered the "guest" */
 	atomic_bool in_guest;		/* inside the busy part of fake_run */
 	uint64_t leave_at;		/* leaves once work reaches it (0: never) */
 	uint64_t seed;
@@ -82,6 +86,7 @@ static int fake_run(struct fake_vcpu *v)
 		pthread_sigmask(SIG_UNBLOCK, &block, NULL);
 		return -EINTR;
 	}
+	atomic_fetch_add(&v->entries, 1);
 	if (rnd(v) % 3 == 0) {
 		/*
 		 * Halted in the kernel: the signal is unblocked only inside the
@@ -147,7 +152,7 @@ static void on_alarm(int sig)
 int main(void)
 {
 	struct sigaction sa;
-	uint64_t before[NR];
+	uint64_t before[NR], entered[NR];
 	unsigned leavers = 0;
 
 	memset(&sa, 0, sizeof(sa));
@@ -172,11 +177,13 @@ int main(void)
 	for (unsigned c = 0; c < CYCLES; c++) {
 		struct timespec ts = { 0, (long)(c % 7) * 100000 };
 
-		nanosleep(&ts, NULL);
+		if (c % 3 == 1)		/* otherwise pause again at once: a parked thread may not be awake yet */
+			nanosleep(&ts, NULL);
 		kvm_pause_all(&pause_ctl);
 		for (unsigned i = 0; i < NR; i++) {
 			TEST_CHECK(!atomic_load(&vcpus[i].in_guest), "cycle %u: vCPU %u in guest while paused", c, i);
 			before[i] = atomic_load(&vcpus[i].work);
+			entered[i] = atomic_load(&vcpus[i].entries);
 		}
 		if (c % 50 == 0) {
 			ts.tv_nsec = 2000000;
@@ -186,6 +193,10 @@ int main(void)
 			TEST_CHECK(atomic_load(&vcpus[i].work) == before[i], "cycle %u: vCPU %u progressed while paused",
 				   c, i);
 		kvm_pause_resume_all(&pause_ctl);
+		if (c % 2 == 0)		/* and every thread enters its guest again (bounded by the alarm) */
+			for (unsigned i = 0; i < NR; i++)
+				while (atomic_load(&vcpus[i].alive) && atomic_load(&vcpus[i].entries) == entered[i])
+					sched_yield();
 	}
 	for (unsigned i = 0; i < NR; i++)
 		leavers += !atomic_load(&vcpus[i].alive);
