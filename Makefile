@@ -3,7 +3,7 @@
 BUILD ?= build
 MESON_OPTS ?= --buildtype=release
 
-.PHONY: all deps demo test bench install clean
+.PHONY: all deps demo test test-kvm bench install clean
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
@@ -19,6 +19,10 @@ demo: all
 test: all
 	@scripts/deps.sh test
 	tests/run-all.sh $(BUILD)
+
+# The KVM tests alone (they skip, exit 77, where /dev/kvm is missing).
+test-kvm: all
+	tests/run-all.sh $(BUILD) --only kvm
 
 # make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures.
 bench: all

@@ -1,10 +1,16 @@
 #!/bin/bash
-# Run every test: unit tests (in parallel), then integration tests (one at a
-# time). Prints a closing line "N passed, N failed, N skipped".
-# Usage: tests/run-all.sh BUILD_DIR [extra meson test args]
+# Run every test: unit tests (in parallel), then the KVM tests and the
+# integration tests (one at a time; KVM tests skip where /dev/kvm is
+# missing). Prints a closing line "N passed, N failed, N skipped".
+# Usage: tests/run-all.sh BUILD_DIR [--only SUITE] [extra meson test args]
 set -u
 build=${1:-build}
 shift || true
+only=
+if [ "${1:-}" = "--only" ]; then
+	only=${2:?--only needs a suite name}
+	shift 2
+fi
 passed=0 failed=0 skipped=0 rc=0
 run_suite() {
 	local suite=$1 procs=$2 log
@@ -22,8 +28,13 @@ run_suite() {
 	skipped=$((skipped + ${skip:-0}))
 	rm -f "$log"
 }
-run_suite unit 2 "$@"
-run_suite integration 1 "$@"
+if [ -n "$only" ]; then
+	run_suite "$only" 1 "$@"
+else
+	run_suite unit 2 "$@"
+	run_suite kvm 1 "$@"
+	run_suite integration 1 "$@"
+fi
 echo
-echo "$passed passed, $failed failed, $skipped skipped"
+echo "${only:+$only: }$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$rc" = 0 ]

@@ -36,6 +36,12 @@ static inline uint64_t vmm_verify_seed(uint64_t page, uint64_t gen)
 	return vmm_mix64(page * 0x9e3779b97f4a7c15ull ^ vmm_mix64(gen + 0x1234567));
 }
 
+/* Word @k (>= 2) of the verify page whose vmm_verify_seed() is @seed. */
+static inline uint64_t vmm_verify_word(uint64_t seed, unsigned k)
+{
+	return seed ^ (k * 0xd6e8feb86659fd93ull);
+}
+
 /*
  * The verify page for (@page, @gen), VMM_PAGE_BYTES, 8-byte aligned: word 0
  * the page index, word 1 the generation, every other word k derived from
@@ -49,7 +55,7 @@ static inline void vmm_verify_page(uint64_t page, uint64_t gen, uint64_t *out)
 	out[0] = page;
 	out[1] = gen;
 	for (unsigned k = 2; k < VMM_PAGE_BYTES / 8; k++)
-		out[k] = x ^ (k * 0xd6e8feb86659fd93ull);
+		out[k] = vmm_verify_word(x, k);
 }
 
 #endif

@@ -5,7 +5,9 @@
 
 /* Preference order: the first that probes is what --accel auto runs. */
 const struct vmm_backend *const vmm_backends[] = {
-	/* &vmm_kvm,	(vmm/kvm/: add this line when it is built) */
+#ifdef GW_VMM_KVM
+	&vmm_kvm,	/* vmm/kvm/: x86-64 builds */
+#endif
 	&vmm_soft,
 	NULL,
 };

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <godwit/params.h>
 #include <godwit/vm.h>
 #include "workload.h"	/* VMM_WORKLOAD_SPEC_MAX */
 
@@ -57,6 +58,12 @@ struct vmm_config {
 					   "balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]"; NULL = idle */
 	bool incoming;			/* destination: no vCPUs until migrated */
 	bool prealloc;			/* allocate and zero all RAM at creation */
+	/*
+	 * Dirty tracking the VM must be ready for (GW_DIRTY_AUTO = the
+	 * backend's choice). KVM enables its dirty ring at creation, and a VM
+	 * with a ring has no dirty bitmap: kvm-log needs GW_DIRTY_KVM_LOG here.
+	 */
+	enum gw_dirty_backend_id dirty_backend;
 };
 
 struct vmm;				/* one VM of one backend */

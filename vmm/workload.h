@@ -36,7 +36,9 @@
  * [0, cursor) of the slice hold vmm_verify_page(page, gen) and pages
  * [cursor, end) hold generation gen-1; generation 0 means "never written by
  * the workload": the initial fill content of that page. A page is written
- * whole before the cursor moves.
+ * whole before the cursor moves. Where a vCPU can stop in the middle of a
+ * page (KVM), the page at the cursor holds, word by word, its gen or its
+ * gen-1 value (vmm/kvm/guest_abi.h).
  */
 #ifndef GW_VMM_WORKLOAD_H
 #define GW_VMM_WORKLOAD_H

@@ -45,6 +45,23 @@ struct gw_vm_info {
 	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
 	int kvm_vm_fd;			/* -1 when not a KVM VM */
 	unsigned nr_vcpus;
+	/*
+	 * KVM dirty ring (the kvm-ring tracker). A VM without one leaves
+	 * kvm_dirty_ring_entries 0 and the rest unused. The VMM owns the
+	 * storage behind the pointers (valid while the VM lives, nr_vcpus
+	 * entries each) and maps the rings; blocks[i].kvm_slot are its memslots.
+	 */
+	uint32_t kvm_dirty_ring_entries;	/* entries per vCPU ring (a power of two), 0 = no ring */
+	void *const *kvm_dirty_rings;		/* vCPU i's ring: struct kvm_dirty_gfn[entries] */
+	uint32_t *kvm_dirty_ring_fetch;		/* vCPU i's next entry to harvest: written only by
+						   the tracker, kept by the VMM across sessions */
+	/*
+	 * An eventfd the VMM writes (1) when a vCPU exits with
+	 * KVM_EXIT_DIRTY_RING_FULL, or -1. The vCPU then retries KVM_RUN at
+	 * least every millisecond until the tracker has harvested and reset
+	 * its ring (src/mem/dirty_kvm_ring.c).
+	 */
+	int kvm_dirty_ring_full_efd;
 };
 
 /* Device and vCPU state travels as opaque, named, versioned sections. */

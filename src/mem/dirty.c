@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The table of dirty-tracking backends and the choice among them.
- * Preference order: the KVM backends (dirty ring, then dirty bitmap) will go
- * in front of uffd-wp once written; uffd-wp works on any process memory.
+ * Preference order: the KVM dirty ring, the KVM dirty bitmap (both only for
+ * a KVM VM: their probes say -EOPNOTSUPP when kvm_vm_fd < 0, and a VM has
+ * either a ring or a bitmap), then uffd-wp, which works on any process memory.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -11,10 +12,13 @@
 #include <godwit/session.h>
 #include "mem/dirty.h"
 
+extern const struct gw_dirty_ops gw_dirty_kvm_ring;
+extern const struct gw_dirty_ops gw_dirty_kvm_log;
 extern const struct gw_dirty_ops gw_dirty_uffd_wp;
 
 const struct gw_dirty_ops *const gw_dirty_backends[] = {
-	/* &gw_dirty_kvm_ring, &gw_dirty_kvm_log: later, in this order */
+	&gw_dirty_kvm_ring,
+	&gw_dirty_kvm_log,
 	&gw_dirty_uffd_wp,
 	NULL,
 };

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dirty tracking with the KVM dirty bitmap and manual re-protection
+ * (KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2):
+ *
+ *   start:   enable manual protection (without INITIALLY_SET: KVM
+ *            write-protects the slots when logging starts, and round 0
+ *            sends the populated pages anyway), then turn on
+ *            KVM_MEM_LOG_DIRTY_PAGES on every block's memslot.
+ *   collect: KVM_GET_DIRTY_LOG per slot. With manual protection KVM only
+ *            copies its bitmap: nothing is cleared or re-protected, so a
+ *            page stays dirty in KVM until clear(). The pages are ORed into
+ *            the caller's bitmaps and into `reported`.
+ *   clear:   just before a chunk is read for sending, KVM_CLEAR_DIRTY_LOG
+ *            re-protects the chunk's pages that collect reported (only
+ *            those: a page of the chunk written after the collect was not
+ *            reported, is not sent now, and must stay dirty for the next
+ *            collect). A write after the clear dirties the page again; a
+ *            write before it is in what the engine reads next. Nothing lost.
+ *            KVM wants first_page and num_pages multiples of 64 (or the
+ *            range ending at the slot's end): the chunk is widened, its
+ *            bitmap keeps only the reported bits inside [first, first+count).
+ *   stop:    logging off on every slot.
+ *
+ * The VMM registered each block as memslot blocks[i].kvm_slot at blocks[i].gpa
+ * over blocks[i].host with flags 0; KVM allows changing only the flags.
+ * A VM with a dirty ring has no dirty bitmap: probe says no there.
+ *
+ * Threads: the priv state belongs to the migration thread (start, collect,
+ * clear, stop); vCPUs dirty pages concurrently inside KVM.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/kvm.h>
+#include "mem/dirty.h"
+
+struct kvm_log_block {
+	uint64_t nr_pages;
+	uint64_t *kbuf;			/* KVM_GET_DIRTY_LOG target, 64-bit words */
+	struct gw_bitmap reported;	/* collected, not yet cleared */
+	bool logging;			/* KVM_MEM_LOG_DIRTY_PAGES set */
+};
+
+struct kvm_log {
+	unsigned nr_blocks;
+	uint64_t *scratch;		/* clear() bitmap, largest block's words */
+	struct kvm_log_block blk[GW_MAX_RAM_BLOCKS];
+};
+
+static int set_logging(const struct gw_vm_info *vm, unsigned bi, bool on)
+{
+	const struct gw_ram_block *b = &vm->blocks[bi];
+	struct kvm_userspace_memory_region r = {
+		.slot = b->kvm_slot,
+		.flags = on ? KVM_MEM_LOG_DIRTY_PAGES : 0,
+		.guest_phys_addr = b->gpa,
+		.memory_size = b->size_bytes,
+		.userspace_addr = (uintptr_t)b->host,
+	};
+
+	return ioctl(vm->kvm_vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0 ? -errno : 0;
+}
+
+static int kvm_log_probe(const struct gw_vm_info *vm)
+{
+	int flags;
+
+	if (!vm || vm->kvm_vm_fd < 0 || vm->kvm_dirty_ring_entries)
+		return -EOPNOTSUPP;
+	if (vm->nr_blocks == 0 || vm->nr_blocks > GW_MAX_RAM_BLOCKS)
+		return -EINVAL;
+	for (unsigned i = 0; i < vm->nr_blocks; i++)
+		if (!vm->blocks[i].host || vm->blocks[i].page_size_bytes != GW_PAGE_BYTES)
+			return -EINVAL;
+	flags = ioctl(vm->kvm_vm_fd, KVM_CHECK_EXTENSION, KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2);
+	return flags > 0 && (flags & KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE) ? 0 : -EOPNOTSUPP;
+}
+
+static void kvm_log_stop(struct gw_dirty *d)
+{
+	struct kvm_log *l = d->priv;
+
+	if (!l)
+		return;
+	for (unsigned i = 0; i < l->nr_blocks; i++) {
+		if (l->blk[i].logging)
+			(void)set_logging(d->vm, i, false);	/* nothing to undo on failure */
+		free(l->blk[i].kbuf);
+		gw_bitmap_free(&l->blk[i].reported);
+	}
+	free(l->scratch);
+	free(l);
+	d->priv = NULL;
+}
+
+static int kvm_log_start(struct gw_dirty *d)
+{
+	struct kvm_enable_cap cap = {
+		.cap = KVM_CAP_MANUAL_DIRTY_LOG_PROTECT2,
+		.args = { KVM_DIRTY_LOG_MANUAL_PROTECT_ENABLE },
+	};
+	struct kvm_log *l = calloc(1, sizeof(*l));
+	uint64_t max_words = 1;
+	int ret;
+
+	if (!l)
+		return -ENOMEM;
+	d->priv = l;
+	if (ioctl(d->vm->kvm_vm_fd, KVM_ENABLE_CAP, &cap) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	for (unsigned i = 0; i < d->vm->nr_blocks; i++) {
+		struct kvm_log_block *b = &l->blk[i];
+		uint64_t words;
+
+		b->nr_pages = d->vm->blocks[i].size_bytes / GW_PAGE_BYTES;
+		words = (b->nr_pages + 63) / 64;
+		max_words = words > max_words ? words : max_words;
+		l->nr_blocks = i + 1;
+		b->kbuf = calloc(words, sizeof(uint64_t));
+		if (!b->kbuf || gw_bitmap_init(&b->reported, b->nr_pages) < 0) {
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	l->scratch = calloc(max_words, sizeof(uint64_t));
+	if (!l->scratch) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned i = 0; i < l->nr_blocks; i++) {
+		ret = set_logging(d->vm, i, true);
+		if (ret)
+			goto fail;
+		l->blk[i].logging = true;
+	}
+	return 0;
+fail:
+	kvm_log_stop(d);
+	return ret;
+}
+
+static ssize_t kvm_log_collect(struct gw_dirty *d, struct gw_bitmap *out)
+{
+	struct kvm_log *l = d->priv;
+	ssize_t total = 0;
+
+	if (!l)
+		return -EINVAL;
+	for (unsigned i = 0; i < l->nr_blocks; i++) {
+		struct kvm_log_block *b = &l->blk[i];
+		struct kvm_dirty_log dl = { .slot = d->vm->blocks[i].kvm_slot };
+		uint64_t words = (b->nr_pages + 63) / 64;
+
+		dl.dirty_bitmap = b->kbuf;
+		if (ioctl(d->vm->kvm_vm_fd, KVM_GET_DIRTY_LOG, &dl) < 0)
+			return -errno;
+		if (b->nr_pages % 64)		/* KVM never sets bits past the slot; be sure */
+			b->kbuf[words - 1] &= (1ull << (b->nr_pages % 64)) - 1;
+		for (uint64_t w = 0; w < words; w++) {
+			uint64_t v = b->kbuf[w];
+
+			if (!v)
+				continue;
+			out[i].words[w] |= v;
+			b->reported.words[w] |= v;
+			total += __builtin_popcountll(v);
+		}
+	}
+	return total;
+}
+
+static int kvm_log_clear(struct gw_dirty *d, unsigned block, uint64_t first, uint64_t count)
+{
+	struct kvm_log *l = d->priv;
+	struct kvm_log_block *b;
+	struct kvm_clear_dirty_log cl;
+	uint64_t start, end, any = 0;
+
+	if (!l || block >= l->nr_blocks)
+		return -EINVAL;
+	b = &l->blk[block];
+	if (first >= b->nr_pages || count > b->nr_pages - first)
+		return -EINVAL;
+	if (!count || !gw_bitmap_any_in_range(&b->reported, first, count))
+		return 0;
+	start = first / 64 * 64;
+	end = (first + count + 63) / 64 * 64;
+	if (end > b->nr_pages)
+		end = b->nr_pages;
+	memset(l->scratch, 0, (end - start + 63) / 64 * sizeof(uint64_t));
+	for (uint64_t p = first; p < first + count; p++) {
+		if (!gw_bitmap_test(&b->reported, p))
+			continue;
+		l->scratch[(p - start) / 64] |= 1ull << ((p - start) % 64);
+		any++;
+	}
+	gw_bitmap_clear_range(&b->reported, first, count);
+	memset(&cl, 0, sizeof(cl));
+	cl.slot = d->vm->blocks[block].kvm_slot;
+	cl.first_page = start;
+	cl.num_pages = (uint32_t)(end - start);
+	cl.dirty_bitmap = l->scratch;
+	if (any && ioctl(d->vm->kvm_vm_fd, KVM_CLEAR_DIRTY_LOG, &cl) < 0)
+		return -errno;
+	return 0;
+}
+
+const struct gw_dirty_ops gw_dirty_kvm_log = {
+	.name = "kvm-log",
+	.id = GW_DIRTY_KVM_LOG,
+	.probe = kvm_log_probe,
+	.start = kvm_log_start,
+	.collect = kvm_log_collect,
+	.clear = kvm_log_clear,
+	.stop = kvm_log_stop,
+};

@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A new VM's guest memory and vCPUs: the guest image (ELF), the boot-info
+ * page and vCPU areas (guest_abi.h), page tables, GDT and TSS (kvm_boot.h);
+ * vCPUs with CPUID, long-mode system registers, XCR0 and entry registers.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <godwit/log.h>
+#include "kvm/kvm_boot.h"
+#include "kvm/kvm_elf.h"
+#include "kvm/kvm_guests.h"
+#include "kvm/kvm_internal.h"
+
+#define RECHECK_AUTO_MAX_PAGES 4096ull	/* guest re-check by default up to 16 MiB */
+#define XCR0_USER_MASK 0xe7ull		/* x87, SSE, AVX, AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM) */
+
+struct gw_boot_info *kvm_boot_info(const struct kvm_vm *vm)
+{
+	return kvm_gpa_host(vm, GW_GUEST_BOOT_GPA, sizeof(struct gw_boot_info));
+}
+
+struct gw_vcpu_area *kvm_vcpu_area(const struct kvm_vm *vm, unsigned i)
+{
+	return kvm_gpa_host(vm, GW_GUEST_VCPU_AREA_GPA + i * GW_VCPU_AREA_BYTES, GW_VCPU_AREA_BYTES);
+}
+
+void kvm_layout_workload(struct kvm_vm *vm)
+{
+	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
+	vmm_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
+}
+
+static int load_image(struct kvm_vm *vm, uint8_t *sys, char *why, size_t why_len)
+{
+	const struct kvm_guest_image *g = kvm_guest_image_find(vm->guest);
+	struct kvm_elf_image img;
+	char reason[KVM_MSG_MAX];
+	int ret;
+
+	if (!g) {
+		kvm_why(why, why_len, "no guest image called '%s'", vm->guest);
+		return -ENOENT;
+	}
+	ret = kvm_elf_parse(g->elf, g->elf_bytes, GW_GUEST_IMAGE_GPA, GW_GUEST_IMAGE_END, &img,
+			    reason, sizeof(reason));
+	if (ret) {
+		kvm_why(why, why_len, "guest %s: %s", g->name, reason);
+		return ret;
+	}
+	ret = kvm_elf_load(g->elf, &img, sys, 0, vm->info.blocks[KVM_BLOCK_SYS].size_bytes);
+	if (ret) {
+		kvm_why(why, why_len, "guest %s does not fit block sys", g->name);
+		return ret;
+	}
+	vm->entry_gpa = img.entry;
+	return 0;
+}
+
+uint64_t kvm_pace_per_vcpu(uint64_t rate_pps, unsigned nr_vcpus)
+{
+	uint64_t r = rate_pps / (nr_vcpus ? nr_vcpus : 1);
+
+	return rate_pps && !r ? 1 : r;
+}
+
+static uint32_t guest_workload(const struct kvm_vm *vm)
+{
+	if (!strcmp(vm->guest, "compute"))
+		return GW_GUEST_WL_COMPUTE;
+	switch (vm->wl.kind) {
+	case VMM_WL_DIRTY: return GW_GUEST_WL_DIRTY;
+	case VMM_WL_VERIFY: return GW_GUEST_WL_VERIFY;
+	default: return GW_GUEST_WL_IDLE;
+	}
+}
+
+/* Boot info and vCPU slices; pacing as the soft VM's: ~100 calls/s at low rates. */
+static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
+{
+	struct gw_boot_info *bi = kvm_boot_info(vm);
+	uint64_t per_vcpu = kvm_pace_per_vcpu(vm->wl.rate_pps, nr_vcpus);
+	uint64_t batch = 64;
+	bool recheck = vm->opts.guest_recheck > 0 ||
+		       (vm->opts.guest_recheck < 0 && vm->ws_pages <= RECHECK_AUTO_MAX_PAGES);
+
+	if (per_vcpu && per_vcpu / 100 < batch)
+		batch = per_vcpu / 100 ? per_vcpu / 100 : 1;
+	vm->pace_rate_pps = per_vcpu;
+	memset(bi, 0, sizeof(*bi));
+	bi->magic = GW_BOOT_MAGIC;
+	bi->abi_version = GW_GUEST_ABI_VERSION;
+	bi->nr_vcpus = nr_vcpus;
+	bi->workload = guest_workload(vm);
+	bi->flags = (vm->wl.pattern_page ? GW_BOOT_PATTERN_PAGE : 0) |
+		    (per_vcpu ? GW_BOOT_PACED : 0) | (recheck ? GW_BOOT_RECHECK : 0);
+	bi->ram_gpa = GW_GUEST_RAM_GPA;
+	bi->ram_pages = vm->ram_pages;
+	bi->ws_pages = vm->ws_pages;
+	bi->pace_batch_pages = batch;
+	bi->seed = vm->seed;
+	bi->tick_apic_count = vm->opts.tick_ns ? vm->opts.tick_ns : 1000000;
+	bi->compute_iters = vm->opts.compute_iters;
+	for (unsigned i = 0; i < nr_vcpus; i++) {
+		struct gw_vcpu_area *a = kvm_vcpu_area(vm, i);
+		uint64_t first = vm->ws_pages * i / nr_vcpus;
+
+		memset(a, 0, sizeof(*a));
+		a->first_page = first;
+		a->nr_pages = vm->ws_pages * (i + 1) / nr_vcpus - first;
+	}
+}
+
+/* Everything block "sys" holds at boot, for @nr_vcpus vCPUs. Needs both blocks. */
+int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len)
+{
+	const struct gw_ram_block *sb = &vm->info.blocks[KVM_BLOCK_SYS];
+	struct kvm_boot_range r[2];
+	uint8_t *sys = sb->host;
+	uint64_t pt_bytes;
+	unsigned n;
+	int ret;
+
+	ret = load_image(vm, sys, why, why_len);
+	if (ret)
+		return ret;
+	kvm_boot_gdt_build(sys + GW_GUEST_GDT_GPA, GW_GUEST_TSS_GPA);
+	kvm_boot_tss_build(sys + GW_GUEST_TSS_GPA);
+	n = kvm_boot_ranges(vm->info.blocks[KVM_BLOCK_RAM].size_bytes, r);
+	pt_bytes = sb->size_bytes - GW_GUEST_PT_GPA;
+	ret = kvm_boot_pt_build(sys + GW_GUEST_PT_GPA, pt_bytes, GW_GUEST_PT_GPA, r, n);
+	if (ret) {
+		kvm_why(why, why_len, "page tables: %s", strerror(-ret));
+		return ret;
+	}
+	write_boot_info(vm, nr_vcpus);
+	return 0;
+}
+
+/* Per-vCPU CPUID: the APIC IDs say which vCPU this is. */
+static void cpuid_for_vcpu(struct kvm_cpuid2 *c, unsigned idx)
+{
+	for (uint32_t i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		if (e->function == 1)
+			e->ebx = (e->ebx & 0x00ffffffu) | (uint32_t)idx << 24;
+		else if (e->function == 0xb || e->function == 0x1f)
+			e->edx = idx;
+	}
+}
+
+static int vcpu_cpuid(struct kvm_vcpu *v, const struct kvm_cpuid_entry2 *e, uint32_t n)
+{
+	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + n * sizeof(*e));
+	int ret;
+
+	if (!c)
+		return -ENOMEM;
+	c->nent = n;
+	memcpy(c->entries, e, n * sizeof(*e));
+	cpuid_for_vcpu(c, v->index);
+	ret = ioctl(v->fd, KVM_SET_CPUID2, c) < 0 ? -errno : 0;
+	free(c);
+	return ret;
+}
+
+/* A fresh vCPU at the guest's entry, 64-bit mode (the selftests' way). */
+static int vcpu_boot_regs(struct kvm_vm *vm, struct kvm_vcpu *v, uint64_t entry)
+{
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
+	struct kvm_xcrs xcrs = { .nr_xcrs = 1 };
+
+	if (ioctl(v->fd, KVM_GET_SREGS, &sregs) < 0)
+		return -errno;
+	kvm_boot_sregs(&sregs, GW_GUEST_PT_GPA, vm->xcr0 != 0);
+	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) < 0)
+		return -errno;
+	if (vm->xcr0) {
+		xcrs.xcrs[0].xcr = 0;
+		xcrs.xcrs[0].value = vm->xcr0;
+		if (ioctl(v->fd, KVM_SET_XCRS, &xcrs) < 0)
+			return -errno;
+	}
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = entry;
+	regs.rsp = GW_GUEST_STACK_GPA + (v->index + 1) * GW_GUEST_STACK_BYTES;
+	regs.rdi = v->index;
+	regs.rsi = GW_GUEST_BOOT_GPA;
+	regs.rflags = 0x2;
+	if (ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return -errno;
+	return ioctl(v->fd, KVM_SET_MP_STATE, &mp) < 0 ? -errno : 0;
+}
+
+struct kvm_cpuid_entry2 *kvm_supported_cpuid(int kvm_fd, uint32_t *n)
+{
+	for (uint32_t cap = 128; cap <= 4096; cap *= 2) {
+		struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + cap * sizeof(c->entries[0]));
+		struct kvm_cpuid_entry2 *e;
+
+		if (!c)
+			return NULL;
+		c->nent = cap;
+		if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0) {
+			*n = c->nent;
+			e = malloc(c->nent * sizeof(*e) + 1);
+			if (e)
+				memcpy(e, c->entries, c->nent * sizeof(*e));
+			free(c);
+			return e;
+		}
+		free(c);
+		if (errno != E2BIG)
+			return NULL;
+	}
+	errno = E2BIG;
+	return NULL;
+}
+
+/* XCR0 for the guests: the user-state components KVM offers (AVX-512 all or none). */
+static uint64_t guest_xcr0(const struct kvm_cpuid_entry2 *e, uint32_t n)
+{
+	const struct kvm_cpuid_entry2 *l1 = kvm_compat_cpuid_find(e, n, 1, 0);
+	const struct kvm_cpuid_entry2 *d = kvm_compat_cpuid_find(e, n, 0xd, 0);
+	uint64_t x;
+
+	if (!l1 || !(l1->ecx & (1u << 26)) || !d)	/* no XSAVE */
+		return 0;
+	x = ((uint64_t)d->edx << 32 | d->eax) & XCR0_USER_MASK;
+	if ((x & 0xe0) != 0xe0)
+		x &= ~0xe0ull;
+	if (!(x & 4))
+		x &= ~0xe0ull;
+	return x | 1;
+}
+
+/* MSRs of KVM_GET_MSR_INDEX_LIST that @vcpu_fd can both read and write back. */
+static int probe_msrs(int kvm_fd, int vcpu_fd, uint32_t *out, uint32_t *nr_out)
+{
+	struct kvm_msr_list probe = { .nmsrs = 0 }, *list;
+	struct { struct kvm_msrs h; struct kvm_msr_entry e; } one;
+
+	if (ioctl(kvm_fd, KVM_GET_MSR_INDEX_LIST, &probe) < 0 && errno != E2BIG)
+		return -errno;
+	list = calloc(1, sizeof(*list) + probe.nmsrs * sizeof(list->indices[0]));
+	if (!list)
+		return -ENOMEM;
+	list->nmsrs = probe.nmsrs;
+	if (ioctl(kvm_fd, KVM_GET_MSR_INDEX_LIST, list) < 0) {
+		free(list);
+		return -errno;
+	}
+	*nr_out = 0;
+	for (uint32_t i = 0; i < list->nmsrs && *nr_out < KVM_COMPAT_MAX_MSRS; i++) {
+		memset(&one, 0, sizeof(one));
+		one.h.nmsrs = 1;
+		one.e.index = list->indices[i];
+		if (ioctl(vcpu_fd, KVM_GET_MSRS, &one) != 1 || ioctl(vcpu_fd, KVM_SET_MSRS, &one) != 1)
+			continue;
+		out[(*nr_out)++] = list->indices[i];
+	}
+	free(list);
+	return 0;
+}
+
+int kvm_probe_msrs_tmp(int kvm_fd, const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid,
+		       uint32_t *out, uint32_t *nr_out)
+{
+	struct kvm_vcpu v = { .index = 0 };
+	int vm_fd, ret;
+
+	*nr_out = 0;
+	vm_fd = ioctl(kvm_fd, KVM_CREATE_VM, 0);
+	if (vm_fd < 0)
+		return -errno;
+	if (ioctl(vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+		ret = -errno;
+		goto out_vm;
+	}
+	v.fd = ioctl(vm_fd, KVM_CREATE_VCPU, 0ul);
+	if (v.fd < 0) {
+		ret = -errno;
+		goto out_vm;
+	}
+	ret = vcpu_cpuid(&v, cpuid, nr_cpuid);
+	if (!ret)
+		ret = probe_msrs(kvm_fd, v.fd, out, nr_out);
+	close(v.fd);
+out_vm:
+	close(vm_fd);
+	return ret;
+}
+
+static int vcpu_create_one(struct kvm_vm *vm, unsigned i, char *why, size_t why_len)
+{
+	struct kvm_vcpu *v = &vm->vcpus[i];
+	uint64_t ring_bytes = (uint64_t)vm->ring_entries * sizeof(struct kvm_dirty_gfn);
+	void *run;
+
+	v->vm = vm;
+	v->index = i;
+	v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)i);
+	if (v->fd < 0) {
+		int e = errno;
+
+		kvm_why(why, why_len, "KVM_CREATE_VCPU %u: %s", i, strerror(e));
+		return -e;
+	}
+	run = mmap(NULL, vm->caps.vcpu_mmap_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
+	if (run == MAP_FAILED) {
+		int e = errno;
+
+		kvm_why(why, why_len, "mmap of vCPU %u's kvm_run: %s", i, strerror(e));
+		return -e;
+	}
+	v->run = run;
+	if (ring_bytes) {
+		void *ring = mmap(NULL, ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd,
+				  (off_t)KVM_DIRTY_LOG_PAGE_OFFSET * getpagesize());
+
+		if (ring == MAP_FAILED) {
+			int e = errno;
+
+			kvm_why(why, why_len, "mmap of vCPU %u's dirty ring: %s", i, strerror(e));
+			return -e;
+		}
+		v->ring = ring;
+		vm->rings[i] = ring;
+	}
+	return 0;
+}
+
+int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entry2 *cpuid,
+		     uint32_t nr_cpuid, bool boot_regs, char *why, size_t why_len)
+{
+	int ret;
+
+	vm->cpuid = malloc(nr_cpuid * sizeof(*cpuid) + 1);
+	if (!vm->cpuid)
+		return -ENOMEM;
+	memcpy(vm->cpuid, cpuid, nr_cpuid * sizeof(*cpuid));
+	vm->nr_cpuid = nr_cpuid;
+	vm->xcr0 = guest_xcr0(cpuid, nr_cpuid);
+	for (unsigned i = 0; i < nr; i++) {
+		struct kvm_vcpu *v = &vm->vcpus[i];
+
+		ret = vcpu_create_one(vm, i, why, why_len);
+		vm->nr_vcpus = i + 1;	/* what exists is destroyed on failure */
+		if (!ret && (ret = vcpu_cpuid(v, cpuid, nr_cpuid)) < 0)
+			kvm_why(why, why_len, "KVM_SET_CPUID2 on vCPU %u: %s", i, strerror(-ret));
+		/* A loaded VM keeps the source's MSR list (checked restorable here). */
+		if (!ret && i == 0 && !vm->nr_msrs &&
+		    (ret = probe_msrs(vm->kvm_fd, v->fd, vm->msrs, &vm->nr_msrs)) < 0)
+			kvm_why(why, why_len, "MSR list: %s", strerror(-ret));
+		if (!ret && boot_regs && (ret = vcpu_boot_regs(vm, v, vm->entry_gpa)) < 0)
+			kvm_why(why, why_len, "vCPU %u boot registers: %s", i, strerror(-ret));
+		if (ret)
+			return ret;
+	}
+	vm->info.nr_vcpus = nr;
+	kvm_pause_set_vcpus(&vm->pause, nr);
+	return 0;
+}
+
+void kvm_vcpus_destroy(struct kvm_vm *vm)
+{
+	uint64_t ring_bytes = (uint64_t)vm->ring_entries * sizeof(struct kvm_dirty_gfn);
+
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		struct kvm_vcpu *v = &vm->vcpus[i];
+
+		if (v->ring)
+			munmap(v->ring, ring_bytes);
+		if (v->run)
+			munmap(v->run, vm->caps.vcpu_mmap_bytes);
+		if (v->fd >= 0)
+			close(v->fd);
+		v->ring = NULL;
+		v->run = NULL;
+		v->fd = -1;
+		vm->rings[i] = NULL;
+	}
+	vm->nr_vcpus = 0;
+	vm->info.nr_vcpus = 0;
+	free(vm->cpuid);
+	vm->cpuid = NULL;
+	vm->nr_cpuid = 0;
+}
