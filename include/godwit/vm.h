@@ -117,7 +117,7 @@ struct gw_vm_ops {
 	/*
 	 * Optional: cap each vCPU's dirty rate at @bytes_per_sec (0 = off;
 	 * dirty limit). The VMM enforces it (soft vCPUs take a token per page
-	 * they dirty; KVM through the dirty ring's per-vCPU counts). 0 or -errno.
+	 * they dirty; the KVM VMM's guests at their pace calls, per batch). 0 or -errno.
 	 */
 	int (*dirty_limit)(void *opaque, uint64_t bytes_per_sec);
 	/*
@@ -138,7 +138,9 @@ struct gw_vm_ops {
 	 * must be reached only through the registered mappings (a fault waits
 	 * for its page; reads through a file descriptor see stale pages);
 	 * returns the number of vCPUs the VM will run (0: unknown). @complete
-	 * true once every page is there (returns 0).
+	 * true once every page is there (returns 0). A destination whose VMM
+	 * leaves postcopy_ram NULL refuses postcopy at HELLO (the source has
+	 * not paused yet) with -EOPNOTSUPP.
 	 */
 	int (*vcpu_of_thread)(void *opaque, pid_t tid);
 	int (*postcopy_ram)(void *opaque, bool complete);

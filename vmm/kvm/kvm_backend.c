@@ -431,9 +431,14 @@ static uint64_t kvm_progress_op(const struct vmm *v)
 	return kvm_progress(to_kvm(v));
 }
 
-static const char *kvm_workload(const struct vmm *v)
+static void kvm_workload(const struct vmm *v, char *buf, size_t len)
 {
-	return to_kvm(v)->spec;
+	struct kvm_vm *vm = to_kvm(v);
+
+	/* A load or setup_ram replaces it on another thread (kvm_layout_workload). */
+	pthread_mutex_lock(&vm->lock);
+	snprintf(buf, len, "%s", vm->spec);
+	pthread_mutex_unlock(&vm->lock);
 }
 
 static int kvm_check(struct vmm *v, char *msg, size_t msg_len)
@@ -668,13 +673,33 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 	return ret;
 }
 
+/* Auto-converge and dirty limit: one atomic store each, applied at the vCPUs' pace calls. */
+static int ops_throttle(void *opaque, unsigned pct)
+{
+	struct kvm_vm *vm = opaque;
+
+	if (pct > 99)
+		return -EINVAL;
+	atomic_store(&vm->throttle_pct, pct);
+	return 0;
+}
+
+static int ops_dirty_limit(void *opaque, uint64_t bytes_per_sec)
+{
+	struct kvm_vm *vm = opaque;
+
+	atomic_store(&vm->dirty_limit_bps, bytes_per_sec);
+	return 0;
+}
+
 static const struct gw_vm_ops kvm_engine_ops = {
 	.pause = ops_pause,
 	.resume = ops_resume,
 	.save_state = ops_save_state,
 	.load_state = ops_load_state,
 	.setup_ram = ops_setup_ram,
-	.throttle = NULL,
+	.throttle = ops_throttle,
+	.dirty_limit = ops_dirty_limit,
 };
 
 const struct vmm_backend vmm_kvm = {

@@ -63,6 +63,9 @@ struct kvm_vcpu {
 	unsigned serial_len;
 	uint64_t pace_base_ns;		/* pacing: start of the current accounting period */
 	uint64_t pace_pages;		/* pacing: pages since pace_base_ns */
+	uint64_t slice_start_ns;	/* throttle: start of the current 10 ms slice, 0 = none */
+	int64_t tokens_bytes;		/* dirty limit: bytes this vCPU may still dirty */
+	uint64_t tokens_ns;		/* dirty limit: last refill, 0 = bucket not running */
 	bool hello_seen;
 	unsigned warned_ports;		/* unexpected I/O reported (capped) */
 };
@@ -88,7 +91,7 @@ struct kvm_vm {
 	uint64_t ram_pages;
 	struct vmm_workload wl;
 	uint64_t ws_pages;
-	char spec[VMM_WORKLOAD_SPEC_MAX];
+	char spec[VMM_WORKLOAD_SPEC_MAX];	/* written under ctl and lock, read under either */
 	char guest[32];			/* guest image name */
 	uint64_t entry_gpa;		/* its entry point (boot only) */
 	enum vmm_fill init_fill;	/* what never-rewritten pages hold */
@@ -117,6 +120,9 @@ struct kvm_vm {
 
 	struct kvm_pause pause;
 	uint64_t pace_rate_pps;		/* per vCPU, 0 = not paced (creation or load) */
+	/* The engine's brakes, read by vCPU threads at their pace calls (any thread stores). */
+	atomic_uint throttle_pct;	/* auto-converge: vCPUs sleep this % of each 10 ms slice */
+	atomic_uint_least64_t dirty_limit_bps;	/* per vCPU, 0 = off */
 
 	/* post-migration check (destination, verify): like the soft VM's */
 	pthread_t post_thread;		/* ctl */

@@ -32,8 +32,14 @@ struct gw_vcpu_area *kvm_vcpu_area(const struct kvm_vm *vm, unsigned i)
 
 void kvm_layout_workload(struct kvm_vm *vm)
 {
+	char spec[VMM_WORKLOAD_SPEC_MAX];
+
 	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
-	vmm_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
+	vmm_workload_format(&vm->wl, vm->ws_pages, spec, sizeof(spec));
+	/* Readers (the report, status, QMP) copy it under vm->lock, not ctl. */
+	pthread_mutex_lock(&vm->lock);
+	memcpy(vm->spec, spec, sizeof(spec));
+	pthread_mutex_unlock(&vm->lock);
 }
 
 static int load_image(struct kvm_vm *vm, uint8_t *sys, char *why, size_t why_len)
@@ -80,6 +86,17 @@ static uint32_t guest_workload(const struct kvm_vm *vm)
 	}
 }
 
+/*
+ * The writing guests always call GW_PV_PACE after a batch, rate or not:
+ * that call is where the engine's throttle and dirty limit hold a vCPU.
+ */
+static bool writes(const struct kvm_vm *vm)
+{
+	uint32_t w = guest_workload(vm);
+
+	return w == GW_GUEST_WL_DIRTY || w == GW_GUEST_WL_VERIFY;
+}
+
 /* Boot info and vCPU slices; pacing as the soft VM's: ~100 calls/s at low rates. */
 static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 {
@@ -98,7 +115,7 @@ static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 	bi->nr_vcpus = nr_vcpus;
 	bi->workload = guest_workload(vm);
 	bi->flags = (vm->wl.pattern_page ? GW_BOOT_PATTERN_PAGE : 0) |
-		    (per_vcpu ? GW_BOOT_PACED : 0) | (recheck ? GW_BOOT_RECHECK : 0);
+		    (per_vcpu || writes(vm) ? GW_BOOT_PACED : 0) | (recheck ? GW_BOOT_RECHECK : 0);
 	bi->ram_gpa = GW_GUEST_RAM_GPA;
 	bi->ram_pages = vm->ram_pages;
 	bi->ws_pages = vm->ws_pages;

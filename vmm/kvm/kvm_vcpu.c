@@ -9,10 +9,16 @@
  * and one that lands during KVM_RUN interrupts it. The pause protocol is
  * in kvm_pause.h.
  *
- * Pacing (a workload rate): the guest calls GW_PV_PACE after each batch
- * with the pages it wrote; the vCPU thread sleeps until the vCPU's share of
- * the rate allows them (interruptible by a pause; a pause is not owed
- * back). The guest cannot read wall time cheaply; the VMM can.
+ * Pacing (a workload rate): the dirty and verify guests call GW_PV_PACE
+ * after each batch with the pages they wrote; the vCPU thread sleeps until
+ * the vCPU's share of the rate allows them (interruptible by a pause; a
+ * pause is not owed back). The guest cannot read wall time cheaply; the VMM
+ * can. The same call applies the engine's brakes, as the soft VM does:
+ * throttle (auto-converge: after (100 - pct)% of a 10 ms slice the vCPU
+ * sleeps to the slice's end) and dirty limit (a token bucket of bytes per
+ * vCPU, 10 ms of the rate deep, a page's worth per page written). They act
+ * at batch boundaries only: a guest that writes without calling (idle,
+ * compute) is not held.
  *
  * Dirty ring full: write the VM's eventfd (the kvm-ring tracker reaps on
  * it) and retry KVM_RUN after at most 1 ms, until the ring has been reset.
@@ -31,6 +37,8 @@
 #define RING_FULL_RETRY_NS 1000000ull
 #define PACE_MAX_DEBT_NS 1000000000ull	/* rate accounting restarts after 1 s behind */
 #define WARN_PORTS_MAX 4
+#define THROTTLE_SLICE_NS 10000000ull
+#define DIRTY_BURST_NS 10000000ull	/* a dirty-limit bucket holds this much of the rate */
 
 static __thread struct kvm_run *kick_run;
 static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
@@ -108,13 +116,67 @@ static void serial_io(struct kvm_vcpu *v, struct kvm_run *run, uint8_t *data)
 
 /* ---- paravirtual port ---- */
 
+/* Throttle: past (100 - pct)% of the current 10 ms slice, sleep to its end. */
+static void throttle(struct kvm_vcpu *v)
+{
+	unsigned pct = atomic_load_explicit(&v->vm->throttle_pct, memory_order_relaxed);
+	uint64_t now = kvm_pause_now_ns(), run_ns;
+
+	if (!pct) {
+		v->slice_start_ns = 0;
+		return;
+	}
+	run_ns = THROTTLE_SLICE_NS * (100 - pct) / 100;
+	if (!v->slice_start_ns || now - v->slice_start_ns >= THROTTLE_SLICE_NS) {
+		v->slice_start_ns = now;
+		return;
+	}
+	if (now - v->slice_start_ns < run_ns)
+		return;
+	kvm_pause_sleep_until(&v->vm->pause, v->slice_start_ns + THROTTLE_SLICE_NS);
+	v->slice_start_ns = kvm_pause_now_ns();
+}
+
+/* Dirty limit: take @pages' worth of tokens, sleep while the bucket is short. */
+static void dirty_limit(struct kvm_vcpu *v, uint64_t pages)
+{
+	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
+	uint64_t now = kvm_pause_now_ns(), cap, need = pages * GW_GUEST_PAGE_BYTES;
+
+	if (!bps) {
+		v->tokens_bytes = 0;
+		v->tokens_ns = 0;
+		return;
+	}
+	cap = bps * DIRTY_BURST_NS / 1000000000ull;
+	if (cap < GW_GUEST_PAGE_BYTES)
+		cap = GW_GUEST_PAGE_BYTES;
+	if (!v->tokens_ns)
+		v->tokens_bytes = (int64_t)cap;	/* limit just switched on: a full bucket */
+	else
+		v->tokens_bytes += (int64_t)((now - v->tokens_ns) * bps / 1000000000ull);
+	if (v->tokens_bytes > (int64_t)cap)
+		v->tokens_bytes = (int64_t)cap;
+	v->tokens_ns = now;
+	v->tokens_bytes -= (int64_t)need;
+	if (v->tokens_bytes < 0) {
+		kvm_pause_sleep_until(&v->vm->pause,
+				      now + (uint64_t)(-v->tokens_bytes) * 1000000000ull / bps);
+		v->tokens_bytes = 0;
+		v->tokens_ns = kvm_pause_now_ns();
+	}
+}
+
 static void pace(struct kvm_vcpu *v, uint64_t pages)
 {
 	struct kvm_vm *vm = v->vm;
 	uint64_t now = kvm_pause_now_ns(), due;
 
+	throttle(v);
+	dirty_limit(v, pages);
 	if (!vm->pace_rate_pps)
 		return;
+	now = kvm_pause_now_ns();
 	if (!v->pace_base_ns || now > v->pace_base_ns + PACE_MAX_DEBT_NS +
 	    v->pace_pages * 1000000000ull / vm->pace_rate_pps) {
 		v->pace_base_ns = now;	/* first call, or far behind: start over */
@@ -291,6 +353,8 @@ static void *vcpu_main(void *arg)
 			if (parked) {
 				v->run->immediate_exit = 0;
 				v->pace_base_ns = 0;	/* a pause is not owed back */
+				v->slice_start_ns = 0;
+				v->tokens_ns = 0;
 			}
 			continue;
 		}
