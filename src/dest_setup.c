@@ -65,6 +65,11 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
 		return -EPROTO;
 	}
+	if ((h->flags & GW_HELLO_POSTCOPY) && !s->ops->postcopy_ram) {
+		/* A VMM without it cannot be told RAM is incomplete (the KVM VMM: kvm.md). */
+		snprintf(why, why_len, "postcopy: this destination's VMM does not support it (no postcopy_ram callback)");
+		return -EOPNOTSUPP;
+	}
 	if (h->flags & GW_HELLO_POSTCOPY)
 		return dst_pc_probe(why, why_len);
 	return 0;

@@ -79,6 +79,7 @@ static void demo_usage(FILE *out)
 		"  --seed N (default 1) --workload SPEC (default verify)\n"
 		"  --fill zero|mix|random|text|none (default none) --memory-file PATH (source only)\n"
 		"  --prealloc (source; default off) --log-level error|warn|info|debug (default info)\n"
+		"  --dirty-track auto|kvm-ring|kvm-log|uffd-wp (default auto)\n"
 		"Migrate options (defaults as in 'godwit migrate --help'): --channels N\n"
 		"  --compress ALG[:LEVEL] --xbzrle[=SIZE] --downtime-limit MS --max-bandwidth RATE\n"
 		"  --converge-timeout MS --on-timeout cancel|force|keep-going --local --no-verify\n"
@@ -204,6 +205,19 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 	migrate_opts_finish(&d->mo);
 	d->verify_on = param_or(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = param_or(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
+	/*
+	 * The KVM VMM does not take part in postcopy (docs/kvm.md): --accel
+	 * kvm is refused with it, and auto takes the soft VM.
+	 */
+	if (param_or(&d->mo.params, GW_PARAM_POSTCOPY, 0)) {
+		if (!strcmp(d->ro.accel, "kvm")) {
+			cli_usage_error("demo", "--postcopy: the KVM VMM does not support postcopy "
+					"(docs/kvm.md); use --accel soft");
+			return CLI_EXIT_USAGE;
+		}
+		if (!strcmp(d->ro.accel, "auto"))
+			d->ro.accel = "soft";	/* the children log accel chosen=soft "asked for" */
+	}
 	return -1;
 }
 
@@ -305,6 +319,9 @@ static void src_args(struct demo *d)
 		demo_argv_add(a, "--memory-file=%s", d->ro.memory_file);
 	if (d->ro.prealloc)
 		demo_argv_add(a, "--prealloc");
+	for (unsigned i = 0; i < d->ro.params.nr; i++)	/* --dirty-track: the VM is made for it */
+		if (d->ro.params.v[i].p == GW_PARAM_DIRTY_BACKEND)
+			demo_argv_add(a, "--set=dirty-backend=%" PRId64, d->ro.params.v[i].value);
 	if (d->ro.log_level)
 		demo_argv_add(a, "--log-level=%s", d->ro.log_level);
 }
