@@ -77,6 +77,7 @@ enum cli_opt {
 	OPT_START_POSTCOPY,
 	OPT_RESUME,
 	OPT_RECOVER,
+	OPT_DIRTY_TRACK,		/* --dirty-track NAME: the dirty-backend parameter, known at VM creation */
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -90,6 +91,7 @@ enum cli_opt {
 	{ "seed", required_argument, NULL, OPT_SEED },			\
 	{ "memory-file", required_argument, NULL, OPT_MEMORY_FILE },	\
 	{ "prealloc", no_argument, NULL, OPT_PREALLOC },		\
+	{ "dirty-track", required_argument, NULL, OPT_DIRTY_TRACK },	\
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL }
 /* Parameters of a migration (`migrate`, `demo`). */
 #define CLI_MIGRATE_PARAM_OPTS						\

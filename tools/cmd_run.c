@@ -59,6 +59,9 @@ static void run_usage(FILE *out)
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
 		"  --memory-file PATH     map RAM from this file (default: a memfd)\n"
+		"  --dirty-track auto|kvm-ring|kvm-log|uffd-wp   dirty tracking of this VM's migrations\n"
+		"                         (default auto: kvm-log on KVM, uffd-wp on the soft VM; KVM\n"
+		"                         creates its dirty ring only for kvm-ring)\n"
 		"  --prealloc             allocate and zero all RAM at start, like QEMU's -mem-prealloc\n"
 		"                         (default off; a destination given --memory is then ready\n"
 		"                         before migrating)\n"
@@ -202,6 +205,10 @@ static int create_vm(struct run_state *rs, const struct run_opts *o, struct vmm_
 	cfg->seed = o->seed;
 	cfg->workload = o->workload;
 	cfg->incoming = rs->dest;
+	cfg->dirty_backend = GW_DIRTY_AUTO;
+	for (unsigned i = 0; i < o->params.nr; i++)	/* --dirty-track or --set dirty-backend= */
+		if (o->params.v[i].p == GW_PARAM_DIRTY_BACKEND)
+			cfg->dirty_backend = (enum gw_dirty_backend_id)o->params.v[i].value;
 	rs->vm = rs->be->create(cfg, err, sizeof(err));
 	if (!rs->vm) {
 		cli_error("cannot create the VM: %s", err[0] ? err : strerror(errno));

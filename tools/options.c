@@ -175,6 +175,16 @@ static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const c
 	case OPT_PREALLOC:
 		o->prealloc = true;
 		return 0;
+	case OPT_DIRTY_TRACK: {
+		/*
+		 * The dirty-backend parameter, given where the VM is created: a
+		 * KVM VM enables its dirty ring (kvm-ring) or not (kvm-log) then.
+		 */
+		char set[64];
+
+		snprintf(set, sizeof(set), "dirty-backend=%s", arg);
+		return apply_set(&o->params, set, cmd, "--dirty-track");
+	}
 	default:
 		return 1;
 	}
