@@ -8,8 +8,8 @@
  * RAM digests agree, the guest keeps making progress on the destination,
  * and the source never runs again. Holds with the kvm-log and the kvm-ring
  * trackers, over unix: and tcp:, and with local migration (RAM fds passed:
- * the destination maps the source's memfds). The idle guest's LAPIC timers
- * keep ticking after migration. Bandwidth is capped so that round 0 lasts
+ * the destination maps the source's memfds; no digest to compare there).
+ * The idle guest's LAPIC timers keep ticking after migration. Bandwidth is capped so that round 0 lasts
  * about a second while the guest writes (at a rate: convergence never
  * depends on this machine's speed).
  */
@@ -102,7 +102,8 @@ static void run(const struct config *c)
 	gw_session_stats(ds, &st_dst);
 	TEST_ASSERT(sret == 0 && dret == 0, "%s: source %d (%s), destination %d (%s)", c->name, sret,
 		    gw_session_error(ss, err, sizeof(err)), dret, st_dst.error);
-	TEST_CHECK(st_src.verified, "%s: RAM digest not verified", c->name);
+	/* A local migration shares the RAM: main's engine has no digest to compare then. */
+	TEST_CHECK(c->local || st_src.verified, "%s: RAM digest not verified", c->name);
 	TEST_CHECK(!strcmp(st_src.dirty_backend, c->backend), "%s: tracker %s, expected %s", c->name,
 		   st_src.dirty_backend, c->backend);
 	vmm_kvm.set_postmigrate(src);
