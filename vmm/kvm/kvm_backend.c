@@ -72,6 +72,8 @@ static int kvm_probe(char *why, size_t why_len)
 		}
 	}
 	close(fd);
+	if (!ret)	/* the reason --accel auto logs for its choice */
+		kvm_why(why, why_len, "/dev/kvm works (KVM_CREATE_VM succeeded)");
 	return ret;
 #endif
 }

@@ -25,6 +25,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -369,6 +370,7 @@ static void *vcpu_main(void *arg)
 
 int kvm_vcpus_start(struct kvm_vm *vm)
 {
+	pthread_attr_t attr;
 	sigset_t block, old;
 	int ret = 0;
 
@@ -377,6 +379,16 @@ int kvm_vcpus_start(struct kvm_vm *vm)
 	sigemptyset(&block);
 	sigaddset(&block, KVM_KICK_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
+	/*
+	 * vCPU threads run SCHED_OTHER whatever the caller runs: a destination
+	 * may start them from a thread the engine raised to SCHED_FIFO
+	 * (rt-priority), and a guest spinning at real-time priority starves
+	 * the host.
+	 */
+	pthread_attr_init(&attr);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	pthread_attr_setschedparam(&attr, &(struct sched_param){ .sched_priority = 0 });
 	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];
 
@@ -384,7 +396,7 @@ int kvm_vcpus_start(struct kvm_vm *vm)
 			continue;
 		atomic_store(&v->alive, true);
 		kvm_pause_join(&vm->pause);	/* before the thread exists: a pause waits for it */
-		ret = -pthread_create(&v->thread, NULL, vcpu_main, v);
+		ret = -pthread_create(&v->thread, &attr, vcpu_main, v);
 		if (ret) {
 			atomic_store(&v->alive, false);
 			kvm_pause_leave(&vm->pause);
@@ -392,6 +404,7 @@ int kvm_vcpus_start(struct kvm_vm *vm)
 		}
 		v->started = true;
 	}
+	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
 }
