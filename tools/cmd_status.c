@@ -102,7 +102,8 @@ static void print_status(const json_t *st)
 	struct report_extra x;
 	char line[400];
 
-	printf("vm-status:         %s (%s)\n", js_str(js_get(st, "vm-status"), "?"), role);
+	printf("vm-status:         %s (%s, accel %s)\n", js_str(js_get(st, "vm-status"), "?"), role,
+	       js_str(js_get(st, "accel"), "?"));
 	if (js_get(st, "workload"))
 		printf("workload:          %s, progress %.0f\n", js_str(js_get(st, "workload"), "?"),
 		       js_num(js_get(st, "guest-progress-count"), 0));

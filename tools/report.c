@@ -25,7 +25,7 @@ static const char *const known_top[] = {
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
 	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
-	"postcopy-blocktime", "postcopy-vcpu-blocktime", NULL,
+	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -304,6 +304,8 @@ static void print_ram(FILE *out, const json_t *st, const json_t *ram, bool dest)
 			js_num(js_get(ram, "compression-ratio"), 1),
 			cli_fmt_bytes((uint64_t)num(ram, "payload-raw-bytes"), b1, sizeof(b1)),
 			cli_fmt_bytes((uint64_t)num(ram, "payload-wire-bytes"), b2, sizeof(b2)));
+	if (js_get(st, "accel"))
+		fprintf(out, "%-19s%s\n", "accelerator:", js_str(js_get(st, "accel"), "?"));
 	if (!dest && js_get(st, "dirty-backend"))
 		fprintf(out, "%-19s%s, %.0f syncs, %.0f pages/s dirtied at the last\n", "dirty tracking:",
 			js_str(js_get(st, "dirty-backend"), "?"), num(ram, "dirty-sync-count"),

@@ -165,6 +165,7 @@ json_t *run_status(struct run_state *rs)
 	rs->be->workload(rs->vm, wl, sizeof(wl));
 	r |= js_set_str(o, "role", role_name(rs));
 	r |= js_set_str(o, "vm-status", run_vm_status(rs));
+	r |= js_set_str(o, "accel", rs->be->name);	/* the --accel backend running the VM */
 	r |= js_set_str(o, "workload", wl);
 	r |= js_set_int(o, "guest-progress-count", (long long)rs->be->progress(rs->vm));
 	r |= js_set_str(o, "verify-check", vc);
