@@ -7,6 +7,27 @@ set -u
 GODWIT=${GODWIT:?GODWIT must point at the godwit binary}
 T=$(mktemp -d /tmp/gw-it.XXXXXX)
 PIDS=()
+# The VM backend: `run` and `demo` get --accel $IT_ACCEL first (a later
+# --accel in a test wins). soft by default: most cases use soft-VM-only
+# workloads and sizes; the kvm-* tests set IT_ACCEL=kvm and skip (77) where
+# /dev/kvm does not work.
+IT_ACCEL=${IT_ACCEL:-soft}
+# (/dev/kvm is char device 10:232; anything else there, e.g. /dev/null
+# bind-mounted over it, is no KVM.)
+if [ "$IT_ACCEL" = kvm ] && ! { [ "$(stat -Lc '%t:%T' /dev/kvm 2>/dev/null)" = a:e8 ] &&
+				[ -r /dev/kvm ] && [ -w /dev/kvm ]; }; then
+	echo "SKIP: no usable /dev/kvm"
+	rm -rf "$T"
+	exit 77
+fi
+accel_wrap() {	# accel_wrap BINARY NAME: a script in $T that adds --accel
+	printf '#!/bin/bash\ncase "${1:-}" in run|demo) c=$1; shift; exec %q "$c" --accel %q "$@" ;; esac\nexec %q "$@"\n' \
+		"$1" "$IT_ACCEL" "$1" >"$T/$2"
+	chmod +x "$T/$2"
+	echo "$T/$2"
+}
+GODWIT=$(accel_wrap "$GODWIT" godwit)
+[ -n "${GODWIT_FI:-}" ] && GODWIT_FI=$(accel_wrap "$GODWIT_FI" godwit-fi)
 cleanup() {
 	# The watchdog first (so it reports nothing), then its sleep.
 	if [ -n "${WATCHDOG_PID:-}" ]; then

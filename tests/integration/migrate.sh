@@ -1,5 +1,5 @@
 #!/bin/bash
-# Invariant: a live migration of the soft VM over TRANSPORT (tcp|unix) for
+# Invariant: a live migration of the VM (IT_ACCEL: soft, or kvm) over TRANSPORT (tcp|unix) for
 # CASE completes; the destination's RAM digest equals the source's at pause
 # ("verified") and the workload advances on the destination after resume;
 # the downtime breakdown adds up to the downtime.
@@ -24,6 +24,11 @@ multi)    args=(--memory 1G --fill mix --workload dirty:ws=64M,pattern=byte,rate
 esac
 "$GODWIT" demo "${args[@]}" --to "$url" --json --keep-logs "$T" >"$T/out.json" || fail "demo exit $? $(cat "$T/out.json")"
 [ "$(jget "$T/out.json" "d['status']")" = completed ] || fail "status"
+# The backend asked for runs the VM, and KVM VMs are tracked by KVM (kvm-log by default).
+[ "$(jget "$T/out.json" "d['accel']")" = "$IT_ACCEL" ] || fail "accel $(jget "$T/out.json" "d.get('accel')")"
+if [ "$IT_ACCEL" = kvm ] && [ "$case" != local ]; then
+	[ "$(jget "$T/out.json" "d['dirty-backend']")" = kvm-log ] || fail "tracker $(jget "$T/out.json" "d.get('dirty-backend')")"
+fi
 [ "$(jget "$T/out.json" "d['verified']")" = True ] || fail "not verified"
 [ "$(jget "$T/out.json" "d['guest-progress']")" = True ] || fail "no guest progress"
 # The breakdown's parts are consecutive stamps: they add up to the downtime.
