@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "channel.h"
+#include "mem/mapped.h"
 #include "session_int.h"
 
 /* ---------------- source ---------------- */
@@ -88,10 +90,16 @@ static void sample_link(struct gw_channel *ch, size_t data_bytes, uint64_t send_
 
 	if (data_bytes < 65536)
 		return;
-	if (gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
+	if (ch->conn.sock->kernel && gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
 		gw_codec_auto_sample_tcp(&ch->out.autoc, rate_bps, app_limited);
 	else
 		gw_codec_auto_sample_wait(&ch->out.autoc, (double)send_ns / (double)data_bytes);
+}
+
+static void add_stage(struct gw_session *s, enum gw_stage st, uint64_t ns)
+{
+	if (ns)
+		__atomic_fetch_add(&s->ctr_stage_ns[st], ns, __ATOMIC_RELAXED);
 }
 
 static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
@@ -106,38 +114,164 @@ static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
 	__atomic_fetch_add(&s->ctr_raw_bytes, (uint64_t)(f->nr_normal + f->nr_xbzrle) * GW_PAGE_BYTES,
 			   __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_wire_payload_bytes, f->data_bytes, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_live_pages, ch->out.nr_live, __ATOMIC_RELAXED);
+	for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
+		add_stage(s, (enum gw_stage)i, f->stage_ns[i]);
+}
+
+/*
+ * The kernel is done with the live pages of @lf: name in a PAGES_VOID the
+ * ones the guest wrote (or unmapped) since they were last re-armed, which
+ * covers the whole time between their CRC and the kernel's copy. The
+ * dirty tracker saw those writes: the pages will be sent again. 0 or the
+ * sticky error.
+ */
+static int settle(struct gw_channel *ch, const struct gw_live_frame *lf)
+{
+	struct gw_session *s = ch->s;
+	uint64_t t0 = gw_now_ns(), written[GW_BATCH_MASK_WORDS];
+	struct gw_msg_pages_void *v = &ch->out_void;
+	int ret;
+
+	ret = s->dirty.ops->written(&s->dirty, lf->block, lf->first_page, lf->nr_pages, written);
+	if (ret)
+		return gw_fail(s, "send", ret, false, "channel %u: which pages changed while sent: %s",
+			       ch->index, strerror(-ret));
+	v->block = lf->block;
+	v->seq = lf->seq;
+	v->count = 0;
+	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++)
+		for (uint64_t bits = written[w] & lf->live[w]; bits; bits &= bits - 1)
+			v->pages[v->count++] = lf->first_page + w * 64 + (unsigned)__builtin_ctzll(bits);
+	if (v->count) {
+		ret = gw_conn_send_msg(&ch->conn, GW_MSG_PAGES_VOID, v);
+		if (ret)
+			return gw_fail(s, "send", ret, false, "channel %u: sending PAGES_VOID: %s",
+				       ch->index, strerror(-ret));
+		__atomic_fetch_add(&s->ctr_void_pages, v->count, __ATOMIC_RELAXED);
+	}
+	add_stage(s, GW_STAGE_SETTLE, gw_now_ns() - t0);
+	return 0;
+}
+
+/*
+ * MSG_ZEROCOPY: settle the frames whose sends completed; with @all, wait
+ * until every frame in flight is settled (before the queue may count as
+ * drained: a harvest must not run while live pages are unsettled).
+ */
+static int settle_zc(struct gw_channel *ch, bool all)
+{
+	struct gw_session *s = ch->s;
+
+	while (ch->inflight_len) {
+		struct gw_live_frame *lf = &ch->inflight[ch->inflight_head];
+		bool must = all || ch->inflight_len == GW_CHAN_ZC_INFLIGHT;
+		int ret = gw_zc_reap(&ch->zc, ch->conn.fd, must ? 1000 : 0);
+
+		if (ret && ret != -ETIMEDOUT)
+			return gw_fail(s, "send", ret, false, "channel %u: zero-copy completion: %s",
+				       ch->index, strerror(-ret));
+		if ((int32_t)(ch->zc.done - lf->zc_end) < 0) {
+			if (!must)
+				return 0;
+			if (gw_failed(s))
+				return gw_failed(s);
+			continue;	/* timed out: wait again (the sticky error ends it) */
+		}
+		ret = settle(ch, lf);
+		if (ret)
+			return ret;
+		ch->inflight_head = (ch->inflight_head + 1) % GW_CHAN_ZC_INFLIGHT;
+		ch->inflight_len--;
+	}
+	return 0;
+}
+
+/* Which pages of the batch are mapped here, when the pipeline can use it. */
+static const uint64_t *mapped_pages(struct gw_channel *ch, const struct gw_batch *b,
+				    const struct gw_ram_block *blk, double link, uint64_t *mask)
+{
+	if (blk->fd < 0 || b->discard || ch->pagemap_fd < 0)
+		return NULL;
+	if (!ch->live_ok && !gw_pages_out_copies(&ch->out, link))
+		return NULL;	/* everything goes through pread anyway */
+	if (gw_mapped_mask(ch->pagemap_fd, blk->host + b->first_page * GW_PAGE_BYTES, b->nr_pages, mask))
+		return NULL;
+	return mask;
 }
 
 static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
 {
 	struct gw_session *s = ch->s;
 	const struct gw_ram_block *blk = &s->vm.blocks[b->block];
-	struct gw_ram_view ram = { b->block, blk->host, blk->fd, blk->fd_offset_bytes };
 	double link = gw_codec_auto_link_cost(&ch->out.autoc, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
 					      s->nr_channels);
+	uint64_t mask[GW_BATCH_MASK_WORDS], t0 = gw_now_ns(), t_send;
+	const uint64_t *mapped;
+	uint64_t t_mapped;
+	struct gw_ram_view ram;
+	struct gw_live_frame lf;
 	struct gw_pages_frame f;
-	uint64_t t_send;
+	bool zc;
 	int ret;
 
+	/* Tracking runs before the first batch is queued: the backend is known by now. */
+	ch->live_ok = gw_param(s, GW_PARAM_SEND_PATH) != GW_SEND_COPY && s->dirty_started &&
+		      s->dirty.ops->written;
+	mapped = mapped_pages(ch, b, blk, link, mask);
+	t_mapped = gw_now_ns() - t0;
+	ram = (struct gw_ram_view){ b->block, blk->host, blk->fd, blk->fd_offset_bytes, mapped, ch->live_ok };
 	ret = gw_pages_out_build(&ch->out, &ram, b, gw_round(s), link, &f);
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: preparing pages: %s",
 			       ch->index, strerror(-ret));
-	if (!f.iovcnt)
+	f.stage_ns[GW_STAGE_READ] += t_mapped;
+	if (!f.iovcnt) {
+		for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
+			add_stage(s, (enum gw_stage)i, f.stage_ns[i]);
 		return 0;
+	}
 #ifdef GW_FAULT_INJECTION
 	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && f.data_bytes && ch->frames + 1 == gw_fault_arg(s))
 		ch->conn.fault_corrupt_next = true;
 #endif
-	gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
+	/* Zero-copy only when every data piece is guest memory (the buffers are reused next batch). */
+	zc = ch->zc_on && ch->out.nr_live && ch->out.nr_live == f.nr_normal && !f.nr_xbzrle &&
+	     f.ph.codec == GW_WIRE_CODEC_NONE;
+	if (!zc) {	/* any PAGES_VOID for this frame comes right after it */
+		f.ph.flags |= GW_PAGES_F_SETTLE_NEXT;
+		gw_msg_pages_hdr_encode(f.hdr, &f.ph);
+	}
+	lf = (struct gw_live_frame){ .block = b->block, .nr_pages = b->nr_pages, .first_page = b->first_page };
+	memcpy(lf.live, ch->out.live, sizeof(lf.live));
 	t_send = gw_now_ns();
-	ret = gw_conn_send(&ch->conn, GW_MSG_PAGES, f.iov, f.iovcnt, NULL, 0);
+	gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
+	ret = gw_conn_send_prefix_crc(&ch->conn, GW_MSG_PAGES, f.iov, f.iovcnt, f.crc_iovcnt,
+				      zc ? &ch->zc.sent : NULL, &lf.seq);
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
 			       ch->index, strerror(-ret));
+	add_stage(s, GW_STAGE_SEND, gw_now_ns() - t_send);
 	sample_link(ch, f.data_bytes, gw_now_ns() - t_send);
 	count_sent(ch, &f);
-	return 0;
+	if (!ch->out.nr_live)
+		return 0;
+	if (!zc)
+		return settle(ch, &lf);	/* sendmsg copied the pages before returning */
+	lf.zc_end = ch->zc.sent;
+	ch->inflight[(ch->inflight_head + ch->inflight_len) % GW_CHAN_ZC_INFLIGHT] = lf;
+	ch->inflight_len++;
+	return settle_zc(ch, false);
+}
+
+static bool queue_empty(struct gw_channel *ch)
+{
+	bool empty;
+
+	pthread_mutex_lock(&ch->qlock);
+	empty = !ch->q_len;
+	pthread_mutex_unlock(&ch->qlock);
+	return empty;
 }
 
 void *gw_channel_send_main(void *arg)
@@ -148,10 +282,24 @@ void *gw_channel_send_main(void *arg)
 	int ret = 0;
 
 	gw_log_set_side(s->side);
+	if (gw_param(s, GW_PARAM_SEND_PATH) == GW_SEND_ZEROCOPY) {
+		ret = ch->conn.sock->kernel ? gw_zc_enable(ch->conn.fd) : -EOPNOTSUPP;
+		ch->zc_on = !ret;
+		if (ret && ch->index == 0)
+			gw_log(GW_LOG_WARN, "mig", "zerocopy_unavailable", "err=\"%s\"", strerror(-ret));
+		ret = 0;
+	}
 	while (!ret && queue_pop(ch, &b)) {
 		ret = send_batch(ch, &b);
+		/* Drained means settled: no live page may be unsettled at a harvest. */
+		if (!ret && ch->inflight_len && queue_empty(ch))
+			ret = settle_zc(ch, true);
 		queue_done(ch, false);
 	}
+	if (!ret && !gw_failed(s))
+		ret = settle_zc(ch, true);
+	__atomic_fetch_add(&s->ctr_zc_sends, ch->zc.completed, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->ctr_zc_copied, ch->zc.copied, __ATOMIC_RELAXED);
 	if (!ret && !gw_failed(s)) {
 		struct gw_msg_chan_end m = { .index = ch->index, .frames = ch->frames, .pages = ch->pages };
 
@@ -200,33 +348,77 @@ static void count_received(struct gw_channel *ch, const struct gw_pages_plan *pl
 	__atomic_fetch_add(&s->ctr_wire_payload_bytes, plan->ph.data_bytes, __ATOMIC_RELAXED);
 }
 
-/* One PAGES frame: header -> sub-header -> entries -> check -> data -> CRC -> decompress -> apply. */
+static void add_since(struct gw_session *s, enum gw_stage st, uint64_t *t)
+{
+	uint64_t now = gw_now_ns();
+
+	add_stage(s, st, now - *t);
+	*t = now;
+}
+
+/*
+ * Verification snapshot: a block written through its mapping is protected
+ * after each frame rather than ahead (a protected page would fault the
+ * receive). Frames are whole regions, so whole digest chunks.
+ */
+static void protect_written(struct gw_channel *ch, const struct gw_pages_plan *plan)
+{
+	uint64_t first = gw_page_entry_page(gw_le64_get((const uint8_t *)&ch->in.entries[0]));
+	uint64_t last = gw_page_entry_page(gw_le64_get((const uint8_t *)&ch->in.entries[plan->ph.nr_entries - 1]));
+
+	if (ch->s->snap && plan->blk->map_write && last >= first)
+		(void)gw_snapshot_protect(ch->s->snap, plan->ph.block, first, last - first + 1);
+}
+
+/*
+ * One PAGES frame: header -> sub-header -> entries [+ page CRCs -> frame
+ * CRC] -> check -> data -> [frame CRC] -> decompress -> page CRCs -> apply.
+ */
 static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
 {
+	struct gw_session *s = ch->s;
 	uint8_t phbuf[GW_PAGES_HDR_BYTES];
-	struct iovec iov = { phbuf, sizeof(phbuf) };
+	struct iovec iov[2] = { { phbuf, sizeof(phbuf) } };
 	struct gw_msg_pages_hdr ph;
 	struct gw_pages_plan plan;
+	uint64_t t = gw_now_ns();
 	const uint8_t *raw;
+	bool page_crc;
 	int ret, nr;
 
 	if (h->len < GW_PAGES_HDR_BYTES)
 		return -EPROTO;
-	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	ret = gw_conn_recv_iov(&ch->conn, iov, 1, crc);
 	if (!ret && gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
 		ret = -EPROTO;
 	if (ret)
 		return ret;
-	iov = (struct iovec){ ch->in.entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
-	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	page_crc = ph.flags & GW_PAGES_F_PAGE_CRC;
+	iov[0] = (struct iovec){ ch->in.entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
+	iov[1] = (struct iovec){ ch->in.crcs, gw_pages_crc_bytes(&ph) };
+	ret = gw_conn_recv_iov(&ch->conn, iov, 2, crc);
+	if (!ret && page_crc)
+		ret = gw_conn_recv_check(h, *crc);	/* all but the data area, checked page by page */
+	add_since(s, GW_STAGE_RECV, &t);
 	if (!ret)
-		ret = gw_pages_in_check(&ch->in, &ch->s->layout, &ph, &plan);
+		ret = gw_pages_in_check(&ch->in, &s->layout, &ph, &plan);
+	add_since(s, GW_STAGE_CHECK, &t);
 	if (!ret)
-		ret = recv_data(ch, &plan, crc);
-	if (!ret)
+		ret = recv_data(ch, &plan, page_crc ? NULL : crc);
+	if (!ret && !page_crc)
 		ret = gw_conn_recv_check(h, *crc);
+	add_since(s, GW_STAGE_RECV, &t);
 	if (!ret)
 		ret = gw_pages_in_decompress(&ch->in, &plan, &raw);
+	add_since(s, GW_STAGE_DECOMPRESS, &t);
+	if (!ret)
+		ret = gw_pages_in_verify(&ch->in, &plan, plan.direct ? NULL : raw);
+	if (!ret && plan.nr_bad) {
+		ret = gw_pages_in_suspect(&ch->in, &plan, h->seq);
+		ch->void_next = ph.flags & GW_PAGES_F_SETTLE_NEXT;
+		ch->void_seq = h->seq;
+	}
+	add_since(s, GW_STAGE_CHECK, &t);
 	if (ret)
 		return ret;
 	nr = gw_pages_in_plan_writes(&ch->in, &plan, plan.direct ? NULL : raw);
@@ -234,7 +426,45 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 		return nr;
 	ret = gw_pages_in_apply(plan.blk, ch->in.writes, nr);
 	if (!ret)
+		protect_written(ch, &plan);
+	add_since(s, GW_STAGE_APPLY, &t);
+	if (!ret) {
 		count_received(ch, &plan);
+		if (plan.direct)
+			__atomic_fetch_add(&s->ctr_direct_pages, plan.nr_normal, __ATOMIC_RELAXED);
+	}
+	return ret;
+}
+
+/* A page failed its CRC and the PAGES_VOID that had to name it did not. */
+static int suspect_error(struct gw_channel *ch, const struct gw_void_pending *p)
+{
+	return gw_fail(ch->s, "receive", -EBADMSG, false,
+		       "channel %u: checksum mismatch: page %llu of block %u in frame %u (not named "
+		       "as written while sent)", ch->index, (unsigned long long)p->page, p->block, p->seq);
+}
+
+/* PAGES_VOID: pages of an earlier frame the guest wrote while they were sent. */
+static int recv_void(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
+{
+	struct gw_msg_pages_void *m = &ch->out_void;	/* unused on this side: room for one */
+	uint8_t *buf = (uint8_t *)ch->in.data;	/* between frames: free */
+	struct iovec iov = { buf, h->len };	/* h->len bounded by the header check */
+	int ret;
+
+	ret = gw_conn_recv_iov(&ch->conn, &iov, 1, crc);
+	if (!ret)
+		ret = gw_conn_recv_check(h, *crc);
+	if (!ret)
+		ret = gw_msg_decode(GW_MSG_PAGES_VOID, buf, h->len, m, NULL, 0);
+	if (!ret)
+		ret = gw_pages_in_void(&ch->in, &ch->s->layout, m);
+	if (!ret && ch->void_next) {
+		ch->void_next = false;
+		for (uint32_t i = 0; i < ch->in.nr_pending; i++)
+			if (ch->in.pending[i].seq == ch->void_seq)
+				return suspect_error(ch, &ch->in.pending[i]);
+	}
 	return ret;
 }
 
@@ -255,6 +485,11 @@ static int recv_end(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_
 		ret = gw_msg_decode(GW_MSG_CHAN_END, buf, h->len, &m, NULL, 0);
 	if (ret)
 		return ret;
+	if (ch->in.nr_pending)
+		return gw_fail(ch->s, "final", -EBADMSG, false,
+			       "channel %u: %u page(s) failed their CRC and no PAGES_VOID named them "
+			       "(first: block %u page %llu)", ch->index, ch->in.nr_pending,
+			       ch->in.pending[0].block, (unsigned long long)ch->in.pending[0].page);
 	if (m.index != ch->index || m.frames != ch->frames || m.pages != ch->pages)
 		return gw_fail(ch->s, "final", -EPROTO, false,
 			       "channel %u: end says %llu frames/%llu pages, received %llu/%llu",
@@ -292,12 +527,20 @@ static int recv_one(struct gw_channel *ch)
 		return ret;
 	if (gw_fault_armed(s, GW_FAULT_DST_STALL) && gw_round(s) >= gw_fault_arg(s))
 		gw_fault_stall(s);
+	if (ch->void_next && h.type != GW_MSG_PAGES_VOID) {
+		for (uint32_t i = 0; i < ch->in.nr_pending; i++)
+			if (ch->in.pending[i].seq == ch->void_seq)
+				return suspect_error(ch, &ch->in.pending[i]);
+		ch->void_next = false;
+	}
 	switch (h.type) {
 	case GW_MSG_PAGES:
 		if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && gw_round(s) == 0 &&
 		    ch->conn.bytes_recv >= gw_fault_arg(s))
 			gw_fault_die(s, GW_FAULT_DST_ROUND0);
 		return recv_pages(ch, &h, &crc);
+	case GW_MSG_PAGES_VOID:
+		return recv_void(ch, &h, &crc);
 	case GW_MSG_CHAN_END:
 		ret = recv_end(ch, &h, &crc);
 		return ret ? ret : 1;
@@ -331,6 +574,8 @@ static void channel_release(struct gw_channel *ch, enum gw_role role)
 		gw_pages_out_release(&ch->out);
 	else
 		gw_pages_in_release(&ch->in);
+	if (ch->pagemap_fd >= 0)
+		close(ch->pagemap_fd);
 	gw_conn_close(&ch->conn);
 	pthread_mutex_destroy(&ch->qlock);
 	pthread_cond_destroy(&ch->qcond);
@@ -346,8 +591,10 @@ static int channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned i
 	gw_conn_init(&ch->conn, -1);
 	pthread_mutex_init(&ch->qlock, NULL);
 	pthread_cond_init(&ch->qcond, NULL);
+	ch->pagemap_fd = -1;
 	if (s->role == GW_ROLE_DEST)
 		return gw_pages_in_init(&ch->in);
+	ch->pagemap_fd = gw_pagemap_open();	/* none: every fd-backed page goes through pread */
 	/* The XBZRLE cache is split over the channels: a page never changes channel. */
 	return gw_pages_out_init(&ch->out, (enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS),
 				 (int)gw_param(s, GW_PARAM_COMPRESS_LEVEL),

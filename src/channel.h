@@ -19,12 +19,30 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "net/io.h"
+#include "net/zerocopy.h"
 #include "pages_in.h"
 #include "pages_out.h"
 
 struct gw_session;
 
 #define GW_CHAN_QUEUE_LEN 16
+/* Zero-copy frames a channel may have in flight before it waits for the kernel. */
+#define GW_CHAN_ZC_INFLIGHT 8
+
+/*
+ * A frame sent with pages straight from guest memory, not settled yet:
+ * once the kernel is done with those pages (at once for a copying send,
+ * at its completion for MSG_ZEROCOPY) the dirty backend says which were
+ * written meanwhile, and they are named in a PAGES_VOID.
+ */
+struct gw_live_frame {
+	uint32_t block;
+	uint32_t nr_pages;		/* region length */
+	uint64_t first_page;		/* region start */
+	uint64_t live[GW_BATCH_MASK_WORDS];	/* region pages sent from guest memory */
+	uint32_t seq;			/* the PAGES frame's sequence number */
+	uint32_t zc_end;		/* MSG_ZEROCOPY: complete once zc.done reaches this */
+};
 
 struct gw_channel {
 	/* Set at creation. */
@@ -46,8 +64,17 @@ struct gw_channel {
 	/* Channel thread only; the migration thread reads them after joining it. */
 	struct gw_pages_out out;	/* source */
 	struct gw_pages_in in;		/* destination */
+	int pagemap_fd;			/* source: which pages are mapped here; -1 = none known */
+	bool live_ok;			/* source: mapped pages may be sent from guest memory */
+	bool zc_on;			/* source: MSG_ZEROCOPY in use on conn */
+	struct gw_zc zc;		/* source: its completions */
+	struct gw_live_frame inflight[GW_CHAN_ZC_INFLIGHT];	/* source: sent, not settled */
+	unsigned inflight_head, inflight_len;
+	struct gw_msg_pages_void out_void;	/* source: the PAGES_VOID being built */
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
 	bool end_seen;			/* destination: CHAN_END received and matching */
+	bool void_next;			/* destination: the next frame must be PAGES_VOID for void_seq */
+	uint32_t void_seq;
 };
 
 /* Source. Queue a batch (blocks while the queue is full). 0 or the sticky error. */

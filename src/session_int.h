@@ -88,6 +88,10 @@ struct gw_session {
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
 	uint64_t ctr_raw_bytes, ctr_wire_payload_bytes;
+	uint64_t ctr_stage_ns[GW_STAGE__COUNT];	/* pipeline stage times, all channels */
+	uint64_t ctr_live_pages, ctr_void_pages;	/* source: sent from guest memory; named in PAGES_VOID */
+	uint64_t ctr_direct_pages;	/* destination: received straight into guest memory */
+	uint64_t ctr_zc_sends, ctr_zc_copied;	/* source: MSG_ZEROCOPY sends completed; of those, copied */
 
 	/* Source: the control reader hands READY / RESUMED / VERIFIED over here. */
 	pthread_t ctl_reader;
@@ -168,6 +172,9 @@ struct timespec gw_deadline_ms(uint64_t ms);
 /* Source and destination migration threads. */
 void *gw_source_main(void *arg);
 void *gw_dest_main(void *arg);
+
+/* The "pipeline" log line: this side's stage times (us, ns per page) and page paths. */
+void gw_log_pipeline(struct gw_session *s);
 
 /* CPU time of this process so far (getrusage), for the statistics. */
 void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);

@@ -15,6 +15,27 @@ static const char *const status_names[] = {
 	[GW_STATUS_CANCELLED] = "cancelled", [GW_STATUS_UNKNOWN] = "unknown",
 };
 
+static const char *const stage_names[GW_STAGE__COUNT] = {
+	[GW_STAGE_READ] = "read", [GW_STAGE_CLASSIFY] = "classify", [GW_STAGE_COMPRESS] = "compress",
+	[GW_STAGE_SEND] = "send", [GW_STAGE_SETTLE] = "settle", [GW_STAGE_RECV] = "recv",
+	[GW_STAGE_CHECK] = "check", [GW_STAGE_DECOMPRESS] = "decompress", [GW_STAGE_APPLY] = "apply",
+};
+
+const char *gw_stage_name(enum gw_stage st)
+{
+	return (unsigned)st < GW_STAGE__COUNT ? stage_names[st] : "unknown";
+}
+
+/* {"read":ms,...} over the stages of one side (source: read..settle, destination: recv..apply). */
+static void stages_json(FILE *out, const uint64_t *ns, unsigned from, unsigned to, double div)
+{
+	fputc('{', out);
+	for (unsigned i = from; i <= to; i++)
+		fprintf(out, "%s\"%s\":%.*f", i > from ? "," : "", stage_names[i], div == 1e6 ? 3 : 1,
+			(double)ns[i] / div);
+	fputc('}', out);
+}
+
 const char *gw_status_name(enum gw_status st)
 {
 	return (unsigned)st < sizeof(status_names) / sizeof(status_names[0]) ? status_names[st] : "invalid";
@@ -95,19 +116,38 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 		fprintf(out, "%s{\"round\":%u,\"duration\":%.3f,\"dirty-pages\":%llu,\"sent-bytes\":%llu,"
 			"\"pages\":%llu,\"zero-pages\":%llu,\"skipped-pages\":%llu,\"rate-bps\":%llu,"
 			"\"expected-downtime\":%.3f,\"dirty-rate-pps\":%llu,\"cpu-throttle-percentage\":%u,"
-			"\"dirty-limit\":%s}",
+			"\"dirty-limit\":%s,\"void-pages\":%llu,\"stage-time\":",
 			i ? "," : "", r->round, ms(r->duration_ns), (unsigned long long)r->dirty_pages,
 			(unsigned long long)r->sent_bytes, (unsigned long long)r->normal_pages,
 			(unsigned long long)r->zero_pages, (unsigned long long)r->skipped_pages,
 			(unsigned long long)r->rate_bps, ms(r->expected_downtime_ns),
 			(unsigned long long)r->dirty_rate_pps, r->throttle_pct,
-			r->dirty_limit ? "true" : "false");
+			r->dirty_limit ? "true" : "false", (unsigned long long)r->void_pages);
+		stages_json(out, r->stage_ns, GW_STAGE_READ, GW_STAGE_SETTLE, 1e6);
+		fputc('}', out);
 	}
 	fprintf(out, "],\"channel-bytes\":[");
 	for (unsigned i = 0; i < st->nr_channels && i < GW_STATS_MAX_CHANNELS; i++)
 		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)st->channel_bytes[i]);
 	fprintf(out, "],\"cpu-user-seconds\":%.3f,\"cpu-system-seconds\":%.3f",
 		(double)st->cpu_user_ns / 1e9, (double)st->cpu_sys_ns / 1e9);
+	{
+		/* Stage times of this side, in ms and in ns per page moved (zero pages count). */
+		uint64_t pages = st->normal_pages + st->duplicate_pages + st->xbzrle_pages;
+		bool src = st->stage_ns[GW_STAGE_READ] || st->stage_ns[GW_STAGE_SEND] ||
+			   st->stage_ns[GW_STAGE_CLASSIFY];
+		unsigned from = src ? GW_STAGE_READ : GW_STAGE_RECV, to = src ? GW_STAGE_SETTLE : GW_STAGE_APPLY;
+
+		fprintf(out, ",\"stage-time\":");
+		stages_json(out, st->stage_ns, from, to, 1e6);
+		fprintf(out, ",\"stage-ns-per-page\":");
+		stages_json(out, st->stage_ns, from, to, pages ? (double)pages : 1);
+		fprintf(out, ",\"live-pages\":%llu,\"void-pages\":%llu,\"direct-pages\":%llu,"
+			"\"zerocopy-sends\":%llu,\"zerocopy-copied\":%llu",
+			(unsigned long long)st->live_pages, (unsigned long long)st->void_pages,
+			(unsigned long long)st->direct_pages, (unsigned long long)st->zerocopy_sends,
+			(unsigned long long)st->zerocopy_copied);
+	}
 	fprintf(out, ",\"verified\":%s,\"verify\":\"%s\",\"verify-time\":{\"source\":%.3f,"
 		"\"destination\":%.3f},\"verify-faults\":%llu",
 		st->verified ? "true" : "false", gw_verify_name(st->verify), ms(st->verify_src_ns),

@@ -43,6 +43,8 @@ enum gw_param {
 	GW_PARAM_DIRTY_LIMIT_START,	/* enum gw_dirty_limit_start; live */
 	GW_PARAM_ROUND_MAX_MS,		/* a round ends after this long, mid-pass; 0 = whole passes; live */
 	GW_PARAM_FREE_PAGE_HINTS,	/* 1 = take free-page hints from the VMM; setup */
+	GW_PARAM_SEND_PATH,		/* enum gw_send_path; setup */
+	GW_PARAM_RECV_PATH,		/* enum gw_recv_path (destination); setup */
 	GW_PARAM__COUNT
 };
 
@@ -60,6 +62,21 @@ enum gw_converge_policy {
 	GW_CONVERGE_KEEP_GOING = 0,	/* ignore the timeout */
 	GW_CONVERGE_CANCEL = 1,		/* at the timeout: fail, source keeps running */
 	GW_CONVERGE_FORCE = 2,		/* at the timeout: switch over anyway */
+};
+
+/* How the source hands page data to the kernel (docs/architecture.md, measured there). */
+enum gw_send_path {
+	GW_SEND_AUTO = 0,		/* live from guest memory where it is mapped and the dirty
+					   backend can tell writes during a send; copy elsewhere */
+	GW_SEND_COPY = 1,		/* always a stable copy first (pread, or memcpy from the mapping) */
+	GW_SEND_ZEROCOPY = 2,		/* as auto, with MSG_ZEROCOPY (TCP; completions settle pages) */
+};
+
+/* How the destination writes fd-backed RAM. */
+enum gw_recv_path {
+	GW_RECV_AUTO = 0,		/* through the mapping when it is all mapped (preallocated),
+					   else pwrite into the file */
+	GW_RECV_FILE = 1,		/* always pwrite into the file */
 };
 
 enum gw_dirty_limit_start {

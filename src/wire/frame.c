@@ -12,7 +12,7 @@ static const char *const frame_names[GW_MSG__MAX + 1] = {
 	[GW_MSG_COMPLETE] = "COMPLETE", [GW_MSG_READY] = "READY", [GW_MSG_GO] = "GO",
 	[GW_MSG_RESUMED] = "RESUMED", [GW_MSG_ERROR] = "ERROR", [GW_MSG_FDS] = "FDS",
 	[GW_MSG_VERIFY] = "VERIFY", [GW_MSG_VERIFIED] = "VERIFIED", [GW_MSG_PING] = "PING",
-	[GW_MSG_PONG] = "PONG",
+	[GW_MSG_PONG] = "PONG", [GW_MSG_PAGES_VOID] = "PAGES_VOID",
 };
 
 /* The length bound every receiver checks first: the message table's (wire/msg.c). */
