@@ -36,7 +36,7 @@ int gw_channel_drain(struct gw_channel *ch)
 	int err = 0;
 
 	pthread_mutex_lock(&ch->qlock);
-	while ((ch->q_len || ch->busy) && !(err = gw_failed(ch->s)) && !ch->exited)
+	while ((ch->q_len || ch->pending) && !(err = gw_failed(ch->s)) && !ch->exited)
 		pthread_cond_wait(&ch->qcond, &ch->qlock);
 	pthread_mutex_unlock(&ch->qlock);
 	return err ? err : gw_failed(ch->s);
@@ -50,7 +50,7 @@ void gw_channel_finish(struct gw_channel *ch)
 	pthread_mutex_unlock(&ch->qlock);
 }
 
-/* Take the next batch, or false when the thread must end (end requested and drained, or failure). */
+/* Prep: the next batch, or false when done (end requested and drained, or failure). */
 static bool queue_pop(struct gw_channel *ch, struct gw_batch *b)
 {
 	bool got = false;
@@ -62,38 +62,12 @@ static bool queue_pop(struct gw_channel *ch, struct gw_batch *b)
 		*b = ch->q[ch->q_head];
 		ch->q_head = (ch->q_head + 1) % GW_CHAN_QUEUE_LEN;
 		ch->q_len--;
-		ch->busy = true;
+		ch->pending++;
 		got = true;
 		pthread_cond_broadcast(&ch->qcond);
 	}
 	pthread_mutex_unlock(&ch->qlock);
 	return got;
-}
-
-static void queue_done(struct gw_channel *ch, bool exited)
-{
-	pthread_mutex_lock(&ch->qlock);
-	ch->busy = false;
-	ch->exited = exited;
-	pthread_cond_broadcast(&ch->qcond);
-	pthread_mutex_unlock(&ch->qlock);
-}
-
-/*
- * What the link costs per wire byte, for compress=auto: the kernel's TCP
- * delivery rate where there is one, else the time this send waited.
- */
-static void sample_link(struct gw_channel *ch, size_t data_bytes, uint64_t send_ns)
-{
-	uint64_t rate_bps;
-	bool app_limited;
-
-	if (data_bytes < 65536)
-		return;
-	if (ch->conn.sock->kernel && gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
-		gw_codec_auto_sample_tcp(&ch->out.autoc, rate_bps, app_limited);
-	else
-		gw_codec_auto_sample_wait(&ch->out.autoc, (double)send_ns / (double)data_bytes);
 }
 
 static void add_stage(struct gw_session *s, enum gw_stage st, uint64_t ns)
@@ -102,8 +76,42 @@ static void add_stage(struct gw_session *s, enum gw_stage st, uint64_t ns)
 		__atomic_fetch_add(&s->ctr_stage_ns[st], ns, __ATOMIC_RELAXED);
 }
 
-static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
+/* The link cost the send thread measured, for the prep thread's auto. */
+static double link_cost(struct gw_channel *ch)
 {
+	uint64_t bits = __atomic_load_n(&ch->link_cost_bits, __ATOMIC_RELAXED);
+	double d;
+
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
+/*
+ * What the link costs per wire byte, for compress=auto: the kernel's TCP
+ * delivery rate where there is one, else the time this send waited.
+ * Published for the prep thread with the max-bandwidth share applied.
+ */
+static void sample_link(struct gw_channel *ch, size_t data_bytes, uint64_t send_ns)
+{
+	struct gw_session *s = ch->s;
+	uint64_t rate_bps, bits;
+	bool app_limited;
+	double cost;
+
+	if (data_bytes >= 65536) {
+		if (ch->conn.sock->kernel && gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
+			gw_codec_auto_sample_tcp(&ch->link_est, rate_bps, app_limited);
+		else
+			gw_codec_auto_sample_wait(&ch->link_est, (double)send_ns / (double)data_bytes);
+	}
+	cost = gw_codec_auto_link_cost(&ch->link_est, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS), s->nr_channels);
+	memcpy(&bits, &cost, sizeof(bits));
+	__atomic_store_n(&ch->link_cost_bits, bits, __ATOMIC_RELAXED);
+}
+
+static void count_sent(struct gw_channel *ch, const struct gw_out_slot *sl)
+{
+	const struct gw_pages_frame *f = &sl->f;
 	struct gw_session *s = ch->s;
 
 	ch->frames++;
@@ -114,9 +122,7 @@ static void count_sent(struct gw_channel *ch, const struct gw_pages_frame *f)
 	__atomic_fetch_add(&s->ctr_raw_bytes, (uint64_t)(f->nr_normal + f->nr_xbzrle) * GW_PAGE_BYTES,
 			   __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_wire_payload_bytes, f->data_bytes, __ATOMIC_RELAXED);
-	__atomic_fetch_add(&s->ctr_live_pages, ch->out.nr_live, __ATOMIC_RELAXED);
-	for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
-		add_stage(s, (enum gw_stage)i, f->stage_ns[i]);
+	__atomic_fetch_add(&s->ctr_live_pages, sl->nr_live, __ATOMIC_RELAXED);
 }
 
 /*
@@ -156,7 +162,7 @@ static int settle(struct gw_channel *ch, const struct gw_live_frame *lf)
 
 /*
  * MSG_ZEROCOPY: settle the frames whose sends completed; with @all, wait
- * until every frame in flight is settled (before the queue may count as
+ * until every frame in flight is settled (before the channel may count as
  * drained: a harvest must not run while live pages are unsettled).
  */
 static int settle_zc(struct gw_channel *ch, bool all)
@@ -200,85 +206,84 @@ static const uint64_t *mapped_pages(struct gw_channel *ch, const struct gw_batch
 	return mask;
 }
 
-static int send_batch(struct gw_channel *ch, const struct gw_batch *b)
+/* Prep thread: build batch @b into slot @si. 0 or the sticky error. */
+static int prep_batch(struct gw_channel *ch, const struct gw_batch *b, unsigned si)
 {
 	struct gw_session *s = ch->s;
+	struct gw_out_slot *sl = &ch->slot[si];
 	const struct gw_ram_block *blk = &s->vm.blocks[b->block];
-	double link = gw_codec_auto_link_cost(&ch->out.autoc, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
-					      s->nr_channels);
-	uint64_t mask[GW_BATCH_MASK_WORDS], t0 = gw_now_ns(), t_send;
+	double link = link_cost(ch);
+	uint64_t mask[GW_BATCH_MASK_WORDS], t0 = gw_now_ns();
 	const uint64_t *mapped;
-	uint64_t t_mapped;
 	struct gw_ram_view ram;
-	struct gw_live_frame lf;
-	struct gw_pages_frame f;
-	bool zc;
 	int ret;
 
 	/* Tracking runs before the first batch is queued: the backend is known by now. */
 	ch->live_ok = gw_param(s, GW_PARAM_SEND_PATH) != GW_SEND_COPY && s->dirty_started &&
 		      s->dirty.ops->written;
 	mapped = mapped_pages(ch, b, blk, link, mask);
-	t_mapped = gw_now_ns() - t0;
+	add_stage(s, GW_STAGE_READ, gw_now_ns() - t0);
 	ram = (struct gw_ram_view){ b->block, blk->host, blk->fd, blk->fd_offset_bytes, mapped, ch->live_ok };
-	ret = gw_pages_out_build(&ch->out, &ram, b, gw_round(s), link, &f);
+	ret = gw_pages_out_build(&ch->out, si, &ram, b, gw_round(s), link, &sl->f);
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: preparing pages: %s",
 			       ch->index, strerror(-ret));
-	f.stage_ns[GW_STAGE_READ] += t_mapped;
-	if (!f.iovcnt) {
-		for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
-			add_stage(s, (enum gw_stage)i, f.stage_ns[i]);
+	for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
+		add_stage(s, (enum gw_stage)i, sl->f.stage_ns[i]);
+	sl->lf = (struct gw_live_frame){ .block = b->block, .nr_pages = b->nr_pages,
+					 .first_page = b->first_page };
+	memcpy(sl->lf.live, ch->out.buf[si].live, sizeof(sl->lf.live));
+	sl->nr_live = ch->out.buf[si].nr_live;
+	return 0;
+}
+
+/* Send thread: one built frame, then settle its live pages. 0 or the sticky error. */
+static int send_slot(struct gw_channel *ch, struct gw_out_slot *sl, bool last)
+{
+	struct gw_session *s = ch->s;
+	struct gw_pages_frame *f = &sl->f;
+	uint64_t t_send;
+	bool zc;
+	int ret;
+
+	if (!f->iovcnt)
 		return 0;
-	}
 #ifdef GW_FAULT_INJECTION
-	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && f.data_bytes && ch->frames + 1 == gw_fault_arg(s))
+	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && f->data_bytes && ch->frames + 1 == gw_fault_arg(s))
 		ch->conn.fault_corrupt_next = true;
 #endif
-	/* Zero-copy only when every data piece is guest memory (the buffers are reused next batch). */
-	zc = ch->zc_on && ch->out.nr_live && ch->out.nr_live == f.nr_normal && !f.nr_xbzrle &&
-	     f.ph.codec == GW_WIRE_CODEC_NONE;
+	/* Zero-copy only when every data piece is guest memory (the buffers are reused). */
+	zc = ch->zc_on && sl->nr_live && sl->nr_live == f->nr_normal && !f->nr_xbzrle &&
+	     f->ph.codec == GW_WIRE_CODEC_NONE;
 	if (!zc) {	/* any PAGES_VOID for this frame comes right after it */
-		f.ph.flags |= GW_PAGES_F_SETTLE_NEXT;
-		gw_msg_pages_hdr_encode(f.hdr, &f.ph);
+		f->ph.flags |= GW_PAGES_F_SETTLE_NEXT;
+		gw_msg_pages_hdr_encode(f->hdr, &f->ph);
 	}
-	lf = (struct gw_live_frame){ .block = b->block, .nr_pages = b->nr_pages, .first_page = b->first_page };
-	memcpy(lf.live, ch->out.live, sizeof(lf.live));
 	t_send = gw_now_ns();
-	gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
-	ret = gw_conn_send_prefix_crc(&ch->conn, GW_MSG_PAGES, f.iov, f.iovcnt, f.crc_iovcnt,
-				      zc ? &ch->zc.sent : NULL, &lf.seq);
+	gw_ratelimit(s, GW_WIRE_HDR_BYTES + f->payload_bytes);
+	ret = gw_conn_send_prefix_crc(&ch->conn, GW_MSG_PAGES, f->iov, f->iovcnt, f->crc_iovcnt,
+				      zc ? &ch->zc.sent : NULL, &sl->lf.seq);
 	if (ret)
 		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
 			       ch->index, strerror(-ret));
 	add_stage(s, GW_STAGE_SEND, gw_now_ns() - t_send);
-	sample_link(ch, f.data_bytes, gw_now_ns() - t_send);
-	count_sent(ch, &f);
-	if (!ch->out.nr_live)
-		return 0;
-	if (!zc)
-		return settle(ch, &lf);	/* sendmsg copied the pages before returning */
-	lf.zc_end = ch->zc.sent;
-	ch->inflight[(ch->inflight_head + ch->inflight_len) % GW_CHAN_ZC_INFLIGHT] = lf;
-	ch->inflight_len++;
-	return settle_zc(ch, false);
+	sample_link(ch, f->data_bytes, gw_now_ns() - t_send);
+	count_sent(ch, sl);
+	if (sl->nr_live && !zc)
+		ret = settle(ch, &sl->lf);	/* sendmsg copied the pages before returning */
+	else if (sl->nr_live) {
+		sl->lf.zc_end = ch->zc.sent;
+		ch->inflight[(ch->inflight_head + ch->inflight_len) % GW_CHAN_ZC_INFLIGHT] = sl->lf;
+		ch->inflight_len++;
+	}
+	/* Drained means settled: no live page may be unsettled at a harvest. */
+	return ret ? ret : settle_zc(ch, last);
 }
 
-static bool queue_empty(struct gw_channel *ch)
-{
-	bool empty;
-
-	pthread_mutex_lock(&ch->qlock);
-	empty = !ch->q_len;
-	pthread_mutex_unlock(&ch->qlock);
-	return empty;
-}
-
-void *gw_channel_send_main(void *arg)
+static void *send_main(void *arg)
 {
 	struct gw_channel *ch = arg;
 	struct gw_session *s = ch->s;
-	struct gw_batch b;
 	int ret = 0;
 
 	gw_log_set_side(s->side);
@@ -289,13 +294,29 @@ void *gw_channel_send_main(void *arg)
 			gw_log(GW_LOG_WARN, "mig", "zerocopy_unavailable", "err=\"%s\"", strerror(-ret));
 		ret = 0;
 	}
-	while (!ret && queue_pop(ch, &b)) {
-		ret = send_batch(ch, &b);
-		/* Drained means settled: no live page may be unsettled at a harvest. */
-		if (!ret && ch->inflight_len && queue_empty(ch))
-			ret = settle_zc(ch, true);
-		queue_done(ch, false);
+	pthread_mutex_lock(&ch->qlock);
+	for (;;) {
+		struct gw_out_slot *sl;
+		bool last;
+
+		while (!ch->slot_ready && !ch->prep_done && !gw_failed(s))
+			pthread_cond_wait(&ch->qcond, &ch->qlock);
+		if (gw_failed(s) || !ch->slot_ready)
+			break;
+		sl = &ch->slot[ch->slot_ready_head];
+		ch->slot_ready_head = (ch->slot_ready_head + 1) % GW_PAGES_OUT_BUFS;
+		ch->slot_ready--;
+		last = ch->pending == 1 && !ch->q_len;
+		pthread_mutex_unlock(&ch->qlock);
+		ret = send_slot(ch, sl, last);
+		pthread_mutex_lock(&ch->qlock);
+		ch->slot_busy--;
+		ch->pending--;
+		pthread_cond_broadcast(&ch->qcond);
+		if (ret)
+			break;
 	}
+	pthread_mutex_unlock(&ch->qlock);
 	if (!ret && !gw_failed(s))
 		ret = settle_zc(ch, true);
 	__atomic_fetch_add(&s->ctr_zc_sends, ch->zc.completed, __ATOMIC_RELAXED);
@@ -307,7 +328,56 @@ void *gw_channel_send_main(void *arg)
 		if (ret)
 			gw_fail(s, "final", ret, false, "channel %u: sending end: %s", ch->index, strerror(-ret));
 	}
-	queue_done(ch, true);
+	return NULL;
+}
+
+/*
+ * The channel's prep thread: it starts the send thread, builds each batch
+ * into a free buffer and hands it over, and joins the send thread at the end.
+ */
+void *gw_channel_send_main(void *arg)
+{
+	struct gw_channel *ch = arg;
+	struct gw_session *s = ch->s;
+	unsigned next = 0;
+	struct gw_batch b;
+	bool sender;
+	int ret;
+
+	gw_log_set_side(s->side);
+	ret = -pthread_create(&ch->send_thread, NULL, send_main, ch);
+	sender = !ret;
+	if (ret)
+		gw_fail(s, "setup", ret, false, "channel %u: send thread", ch->index);
+	while (!ret && queue_pop(ch, &b)) {
+		pthread_mutex_lock(&ch->qlock);
+		while (ch->slot_busy == GW_PAGES_OUT_BUFS && !gw_failed(s))
+			pthread_cond_wait(&ch->qcond, &ch->qlock);
+		pthread_mutex_unlock(&ch->qlock);
+		ret = gw_failed(s);
+		if (!ret)
+			ret = prep_batch(ch, &b, next);
+		pthread_mutex_lock(&ch->qlock);
+		if (!ret) {
+			ch->slot_busy++;
+			ch->slot_ready++;
+			next = (next + 1) % GW_PAGES_OUT_BUFS;
+		} else {
+			ch->pending--;
+		}
+		pthread_cond_broadcast(&ch->qcond);
+		pthread_mutex_unlock(&ch->qlock);
+	}
+	pthread_mutex_lock(&ch->qlock);
+	ch->prep_done = true;
+	pthread_cond_broadcast(&ch->qcond);
+	pthread_mutex_unlock(&ch->qlock);
+	if (sender)
+		pthread_join(ch->send_thread, NULL);
+	pthread_mutex_lock(&ch->qlock);
+	ch->exited = true;
+	pthread_cond_broadcast(&ch->qcond);
+	pthread_mutex_unlock(&ch->qlock);
 	return NULL;
 }
 
@@ -595,6 +665,7 @@ static int channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned i
 	if (s->role == GW_ROLE_DEST)
 		return gw_pages_in_init(&ch->in);
 	ch->pagemap_fd = gw_pagemap_open();	/* none: every fd-backed page goes through pread */
+	gw_codec_auto_init(&ch->link_est);
 	/* The XBZRLE cache is split over the channels: a page never changes channel. */
 	return gw_pages_out_init(&ch->out, (enum gw_codec_id)gw_param(s, GW_PARAM_COMPRESS),
 				 (int)gw_param(s, GW_PARAM_COMPRESS_LEVEL),

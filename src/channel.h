@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Data channels: a queue, a thread and a connection each; the page work is
+ * Data channels: a queue, threads and a connection each; the page work is
  * the pipeline's (pages_out.h, pages_in.h). Source: the migration thread
- * walks the dirty bitmaps and queues batches; the channel thread turns each
- * into a PAGES frame and sends it, then CHAN_END when asked. Destination:
- * the channel thread receives, checks and applies PAGES frames until
- * CHAN_END.
+ * walks the dirty bitmaps and queues batches; the channel's prep thread
+ * turns each into a PAGES frame (read, classify, compress) in one of two
+ * buffers, and its send thread sends the frames in order, settles their
+ * live pages (PAGES_VOID) and ends with CHAN_END when asked: preparing
+ * batch k+1 overlaps sending batch k. Destination: the channel thread
+ * receives, checks and applies PAGES frames until CHAN_END.
  *
  * Ordering guarantee: a page always travels on the same channel (region
  * r of block b goes to channel (r + b) % nr_channels), and TCP/UNIX keep a
@@ -49,20 +51,32 @@ struct gw_channel {
 	struct gw_session *s;
 	unsigned index;
 	struct gw_conn conn;		/* receive side: channel thread only */
-	pthread_t thread;
+	pthread_t thread;		/* destination: receiver; source: prep */
 	bool thread_started;		/* migration thread */
+	pthread_t send_thread;		/* source: started and joined by the prep thread */
 
-	/* Source queue: guarded by qlock. */
+	/* Source queue and prep -> send hand-off: guarded by qlock. */
 	pthread_mutex_t qlock;
-	pthread_cond_t qcond;		/* queue changed (both directions) */
+	pthread_cond_t qcond;		/* queue, slots or pending changed */
 	struct gw_batch q[GW_CHAN_QUEUE_LEN];
 	unsigned q_head, q_len;
-	bool busy;			/* the thread holds a batch */
+	unsigned pending;		/* batches taken from q, not yet sent and settled */
 	bool end_requested;		/* send CHAN_END after the queue drains */
-	bool exited;			/* the thread returned */
+	bool prep_done;			/* the prep thread hands over no more frames */
+	bool exited;			/* the threads returned */
+	unsigned slot_ready_head;	/* first built frame not taken by the send thread */
+	unsigned slot_ready;		/* built frames waiting to be sent */
+	unsigned slot_busy;		/* buffers in use: ready or being sent */
+	struct gw_out_slot {
+		struct gw_pages_frame f;	/* iovec into out.buf[its index] */
+		struct gw_live_frame lf;	/* where, and which pages went live */
+		uint32_t nr_live;
+	} slot[GW_PAGES_OUT_BUFS];
+	uint64_t link_cost_bits;	/* atomic: the send thread's link cost (double), for auto */
 
 	/* Channel thread only; the migration thread reads them after joining it. */
-	struct gw_pages_out out;	/* source */
+	struct gw_pages_out out;	/* source: prep thread (buffers: see slot) */
+	struct gw_codec_auto link_est;	/* source, send thread: the link's cost (link fields only) */
 	struct gw_pages_in in;		/* destination */
 	int pagemap_fd;			/* source: which pages are mapped here; -1 = none known */
 	bool live_ok;			/* source: mapped pages may be sent from guest memory */
@@ -71,7 +85,7 @@ struct gw_channel {
 	struct gw_live_frame inflight[GW_CHAN_ZC_INFLIGHT];	/* source: sent, not settled */
 	unsigned inflight_head, inflight_len;
 	struct gw_msg_pages_void out_void;	/* source: the PAGES_VOID being built */
-	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
+	uint64_t frames, pages;		/* PAGES frames and entries on this channel (source: send thread) */
 	bool end_seen;			/* destination: CHAN_END received and matching */
 	bool void_next;			/* destination: the next frame must be PAGES_VOID for void_seq */
 	uint32_t void_seq;

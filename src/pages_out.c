@@ -19,20 +19,27 @@
 int gw_pages_out_init(struct gw_pages_out *po, enum gw_codec_id codec, int level,
 		      size_t xbzrle_cache_bytes)
 {
+	bool ok = true;
+
 	memset(po, 0, sizeof(*po));
 	po->codec = codec;
 	po->level = level;
-	po->raw = malloc(RAW_CAP);
-	po->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
-	po->crcs = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint32_t));
-	po->iov = malloc(GW_PAGES_MAX_IOV * sizeof(struct iovec));
-	po->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
-	po->comp = malloc(po->comp_cap);
+	for (unsigned i = 0; i < GW_PAGES_OUT_BUFS; i++) {
+		struct gw_pages_buf *pb = &po->buf[i];
+
+		/* Touched only as far as batches go (batch-pages): malloc commits nothing yet. */
+		pb->raw = malloc(RAW_CAP);
+		pb->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
+		pb->crcs = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint32_t));
+		pb->iov = malloc(GW_PAGES_MAX_IOV * sizeof(struct iovec));
+		pb->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
+		pb->comp = malloc(pb->comp_cap);
+		ok = ok && pb->raw && pb->entries && pb->crcs && pb->iov && pb->comp;
+	}
 	if (xbzrle_cache_bytes)
 		po->xb = gw_xbzrle_cache_new(xbzrle_cache_bytes, PAGE);
 	gw_codec_auto_init(&po->autoc);
-	if (!po->raw || !po->entries || !po->crcs || !po->iov || !po->comp ||
-	    (xbzrle_cache_bytes && !po->xb)) {
+	if (!ok || (xbzrle_cache_bytes && !po->xb)) {
 		gw_pages_out_release(po);
 		return -ENOMEM;
 	}
@@ -45,11 +52,13 @@ void gw_pages_out_release(struct gw_pages_out *po)
 		if (po->ctx[i])
 			gw_codec_get((enum gw_codec_id)i)->ctx_free(po->ctx[i]);
 	gw_xbzrle_cache_free(po->xb);
-	free(po->raw);
-	free(po->entries);
-	free(po->crcs);
-	free(po->iov);
-	free(po->comp);
+	for (unsigned i = 0; i < GW_PAGES_OUT_BUFS; i++) {
+		free(po->buf[i].raw);
+		free(po->buf[i].entries);
+		free(po->buf[i].crcs);
+		free(po->buf[i].iov);
+		free(po->buf[i].comp);
+	}
 	memset(po, 0, sizeof(*po));
 }
 
@@ -98,7 +107,7 @@ static bool bit(const uint64_t *m, uint64_t i)
  * at raw + i * PAGE, never behind the compaction's write position.
  * 0 or -errno.
  */
-static int stage_read(struct gw_pages_out *po, const struct gw_ram_view *ram,
+static int stage_read(struct gw_pages_buf *pb, const struct gw_ram_view *ram,
 		      const struct gw_batch *b)
 {
 	uint64_t first = UINT64_MAX, last = 0;
@@ -116,7 +125,7 @@ static int stage_read(struct gw_pages_out *po, const struct gw_ram_view *ram,
 	}
 	if (first == UINT64_MAX)
 		return 0;
-	return gw_pread_all(ram->fd, po->raw + first * PAGE, (last - first + 1) * PAGE,
+	return gw_pread_all(ram->fd, pb->raw + first * PAGE, (last - first + 1) * PAGE,
 			    (off_t)(ram->fd_offset_bytes + (b->first_page + first) * PAGE));
 }
 
@@ -171,21 +180,21 @@ static void piece_add(struct pieces *p, const uint8_t *ptr, size_t len)
  * pread span). Where a page is read from: the span when it was not mapped,
  * else the mapping.
  */
-static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ram,
-			   const struct gw_batch *b, bool copy, struct pieces *pc,
-			   struct gw_pages_frame *f)
+static void stage_classify(struct gw_pages_out *po, struct gw_pages_buf *pb,
+			   const struct gw_ram_view *ram, const struct gw_batch *b, bool copy,
+			   struct pieces *pc, struct gw_pages_frame *f)
 {
 	bool anon = ram->fd < 0;
 	uint32_t n = 0;
 	size_t raw_len = 0;
 
-	memset(po->live, 0, sizeof(po->live));
-	po->nr_live = 0;
+	memset(pb->live, 0, sizeof(pb->live));
+	pb->nr_live = 0;
 	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
 		for (uint64_t bits = b->mask[w]; bits; bits &= bits - 1) {
 			uint64_t idx = w * 64 + (unsigned)__builtin_ctzll(bits), page = b->first_page + idx;
 			bool in_map = anon || bit(ram->mapped, idx);
-			const uint8_t *src = in_map ? ram->host + page * PAGE : po->raw + idx * PAGE;
+			const uint8_t *src = in_map ? ram->host + page * PAGE : pb->raw + idx * PAGE;
 			uint64_t key = (uint64_t)b->block << 48 | page;
 			enum gw_page_kind kind = GW_PAGE_NORMAL;
 			uint32_t crc = 0;
@@ -199,7 +208,7 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 				f->nr_zero++;
 			} else if (copy) {
 				/* A stable copy: the guest may write the page meanwhile. */
-				uint8_t *slot = po->raw + raw_len;
+				uint8_t *slot = pb->raw + raw_len;
 				size_t rec;
 
 				if (slot != src)
@@ -219,14 +228,14 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 				crc = gw_crc32c(0, src, PAGE);
 				piece_add(pc, src, PAGE);
 				if (in_map) {
-					po->live[w] |= 1ULL << (idx % 64);
-					po->nr_live++;
+					pb->live[w] |= 1ULL << (idx % 64);
+					pb->nr_live++;
 				}
 				raw_len += PAGE;
 				f->nr_normal++;
 			}
-			gw_le32_put((uint8_t *)&po->crcs[n], crc);
-			gw_le64_put((uint8_t *)&po->entries[n++], gw_page_entry(page, kind));
+			gw_le32_put((uint8_t *)&pb->crcs[n], crc);
+			gw_le64_put((uint8_t *)&pb->entries[n++], gw_page_entry(page, kind));
 		}
 	}
 	f->ph.nr_entries = n;
@@ -236,7 +245,8 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 /* ---- stage 3: compress ---- */
 
 /* The codec for this batch: the configured one, or auto's pick. */
-static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, double link)
+static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw, size_t raw_len,
+				     double link)
 {
 	struct gw_codec_auto *a = &po->autoc;
 	double probe = -1;
@@ -250,7 +260,7 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, do
 	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
 		const struct gw_codec_ops *ops;
 		void *ctx = codec_ctx(po, GW_CODEC_LZ4, &ops);
-		ssize_t got = ctx ? ops->compress(ctx, po->raw, GW_AUTO_PROBE_BYTES,
+		ssize_t got = ctx ? ops->compress(ctx, raw, GW_AUTO_PROBE_BYTES,
 						  po->probe, sizeof(po->probe)) : -1;
 
 		if (got > 0)
@@ -263,10 +273,10 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, do
  * Compress raw (a copied batch) into comp when a codec applies and it pays;
  * the data area becomes one piece, raw or comp. 0 or -errno.
  */
-static int stage_compress(struct gw_pages_out *po, double link, struct gw_pages_frame *f,
-			  struct pieces *pc)
+static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, double link,
+			  struct gw_pages_frame *f, struct pieces *pc)
 {
-	enum gw_codec_id id = f->raw_bytes ? choose_codec(po, f->raw_bytes, link) : GW_CODEC_NONE;
+	enum gw_codec_id id = f->raw_bytes ? choose_codec(po, pb->raw, f->raw_bytes, link) : GW_CODEC_NONE;
 	const struct gw_codec_ops *ops;
 	uint64_t t0;
 	void *ctx;
@@ -276,19 +286,19 @@ static int stage_compress(struct gw_pages_out *po, double link, struct gw_pages_
 	f->ph.codec = GW_WIRE_CODEC_NONE;
 	pc->n = 0;
 	if (f->raw_bytes)
-		piece_add(pc, po->raw, f->raw_bytes);
+		piece_add(pc, pb->raw, f->raw_bytes);
 	if (id == GW_CODEC_NONE)
 		return 0;
 	ctx = codec_ctx(po, id, &ops);
 	if (!ctx)
 		return -EOPNOTSUPP;
 	t0 = gw_now_ns();
-	n = ops->compress(ctx, po->raw, f->raw_bytes, po->comp, po->comp_cap);
+	n = ops->compress(ctx, pb->raw, f->raw_bytes, pb->comp, pb->comp_cap);
 	if (n > 0)
 		gw_codec_auto_sample_codec(&po->autoc, id, gw_now_ns() - t0, f->raw_bytes, (size_t)n);
 	if (n > 0 && (size_t)n < f->raw_bytes) {
 		f->ph.codec = gw_wire_codec_from_id(id);
-		pc->iov[0] = (struct iovec){ po->comp, (size_t)n };
+		pc->iov[0] = (struct iovec){ pb->comp, (size_t)n };
 		f->data_bytes = (size_t)n;
 	}
 	return 0;
@@ -296,7 +306,7 @@ static int stage_compress(struct gw_pages_out *po, double link, struct gw_pages_
 
 /* ---- stage 4: frame ---- */
 
-static void stage_frame(struct gw_pages_out *po, const struct pieces *pc, struct gw_pages_frame *f)
+static void stage_frame(struct gw_pages_buf *pb, const struct pieces *pc, struct gw_pages_frame *f)
 {
 	size_t entries_bytes = (size_t)f->ph.nr_entries * GW_PAGES_ENTRY_BYTES;
 
@@ -304,20 +314,21 @@ static void stage_frame(struct gw_pages_out *po, const struct pieces *pc, struct
 	f->ph.raw_bytes = (uint32_t)f->raw_bytes;
 	f->ph.data_bytes = (uint32_t)f->data_bytes;
 	gw_msg_pages_hdr_encode(f->hdr, &f->ph);
-	f->iov = po->iov;
+	f->iov = pb->iov;
 	f->iov[0] = (struct iovec){ f->hdr, sizeof(f->hdr) };
-	f->iov[1] = (struct iovec){ po->entries, entries_bytes };
-	f->iov[2] = (struct iovec){ po->crcs, gw_pages_crc_bytes(&f->ph) };
+	f->iov[1] = (struct iovec){ pb->entries, entries_bytes };
+	f->iov[2] = (struct iovec){ pb->crcs, gw_pages_crc_bytes(&f->ph) };
 	f->crc_iovcnt = 3;
 	f->iovcnt = 3 + pc->n;
 	f->payload_bytes = sizeof(f->hdr) + entries_bytes + gw_pages_crc_bytes(&f->ph) + f->data_bytes;
 }
 
-int gw_pages_out_build(struct gw_pages_out *po, const struct gw_ram_view *ram,
+int gw_pages_out_build(struct gw_pages_out *po, unsigned slot, const struct gw_ram_view *ram,
 		       const struct gw_batch *b, uint32_t round, double link_ns_per_byte,
 		       struct gw_pages_frame *f)
 {
-	struct pieces pc = { po->iov + 3, 0 };
+	struct gw_pages_buf *pb = &po->buf[slot % GW_PAGES_OUT_BUFS];
+	struct pieces pc = { pb->iov + 3, 0 };
 	bool copy = gw_pages_out_copies(po, link_ns_per_byte) || (!ram->live && ram->fd < 0);
 	struct gw_ram_view by_file;
 	uint64_t t0, t1, t2;
@@ -338,24 +349,24 @@ int gw_pages_out_build(struct gw_pages_out *po, const struct gw_ram_view *ram,
 	}
 	/* Copied anyway: mapped pages are read through the mapping, others with pread. */
 	t0 = gw_now_ns();
-	ret = stage_read(po, ram, b);
+	ret = stage_read(pb, ram, b);
 	if (ret)
 		return ret;
 	t1 = gw_now_ns();
-	stage_classify(po, ram, b, copy, &pc, f);
+	stage_classify(po, pb, ram, b, copy, &pc, f);
 	t2 = gw_now_ns();
 	f->stage_ns[GW_STAGE_READ] = t1 - t0;
 	f->stage_ns[GW_STAGE_CLASSIFY] = t2 - t1;
 	if (!f->ph.nr_entries)
 		return 0;
 	if (copy) {
-		ret = stage_compress(po, link_ns_per_byte, f, &pc);
+		ret = stage_compress(po, pb, link_ns_per_byte, f, &pc);
 		if (ret)
 			return ret;
 		f->stage_ns[GW_STAGE_COMPRESS] = gw_now_ns() - t2;
 	} else {
 		f->data_bytes = f->raw_bytes;
 	}
-	stage_frame(po, &pc, f);
+	stage_frame(pb, &pc, f);
 	return 0;
 }

@@ -86,17 +86,26 @@ struct gw_ram_view {
 	bool live;
 };
 
-struct gw_pages_out {
-	enum gw_codec_id codec;		/* configured: a codec or GW_CODEC_AUTO */
-	int level;			/* configured level, 0 = each codec's default */
+/*
+ * The buffers one frame lives in until it is sent: a channel builds the
+ * next frame in one while the previous one is being sent from the other.
+ */
+struct gw_pages_buf {
 	uint8_t *raw;			/* raw stream of one batch (and the read span) */
 	uint8_t *comp;			/* compressed data area */
 	size_t comp_cap;
 	uint64_t *entries;		/* le64 page entries of one batch */
 	uint32_t *crcs;			/* le32 CRC32C per entry (0 for ZERO) */
 	struct iovec *iov;		/* GW_PAGES_MAX_IOV: the frame's parts */
-	uint64_t live[GW_BATCH_MASK_WORDS];	/* region pages of the last frame sent from guest memory */
+	uint64_t live[GW_BATCH_MASK_WORDS];	/* region pages of the frame sent from guest memory */
 	uint32_t nr_live;		/* their number */
+};
+#define GW_PAGES_OUT_BUFS 2
+
+struct gw_pages_out {
+	enum gw_codec_id codec;		/* configured: a codec or GW_CODEC_AUTO */
+	int level;			/* configured level, 0 = each codec's default */
+	struct gw_pages_buf buf[GW_PAGES_OUT_BUFS];
 	void *ctx[GW_CODEC__COUNT];	/* created on first use */
 	struct gw_xbzrle_cache *xb;	/* NULL: XBZRLE off */
 	struct gw_codec_auto autoc;
@@ -107,7 +116,7 @@ struct gw_pages_out {
 struct gw_pages_frame {
 	struct gw_msg_pages_hdr ph;
 	uint8_t hdr[GW_PAGES_HDR_BYTES];
-	struct iovec *iov;		/* po->iov: sub-header, entries, CRCs, data pieces */
+	struct iovec *iov;		/* the buffer's iov: sub-header, entries, CRCs, data pieces */
 	int iovcnt;			/* 0: nothing to send (empty mask) */
 	int crc_iovcnt;			/* leading parts the frame CRC covers (3) */
 	uint32_t nr_normal, nr_zero, nr_xbzrle;	/* pages by kind */
@@ -131,12 +140,14 @@ void gw_pages_out_release(struct gw_pages_out *po);
 bool gw_pages_out_copies(const struct gw_pages_out *po, double link_ns_per_byte);
 
 /*
- * All four stages for @b. @link_ns_per_byte is the link's cost per wire
- * byte as the channel sees it (for auto). 0 with @f filled (f->iovcnt == 0
- * for an empty batch), or -errno from reading RAM or a codec. po->live
- * names the pages whose data in @f points into guest memory.
+ * All four stages for @b, into buffer po->buf[@slot] (which must not be
+ * in use: a frame built earlier in it has been sent). @link_ns_per_byte is
+ * the link's cost per wire byte as the channel sees it (for auto). 0 with
+ * @f filled (f->iovcnt == 0 for an empty batch), or -errno from reading RAM
+ * or a codec. po->buf[@slot].live names the pages whose data in @f points
+ * into guest memory.
  */
-int gw_pages_out_build(struct gw_pages_out *po, const struct gw_ram_view *ram,
+int gw_pages_out_build(struct gw_pages_out *po, unsigned slot, const struct gw_ram_view *ram,
 		       const struct gw_batch *b, uint32_t round, double link_ns_per_byte,
 		       struct gw_pages_frame *f);
 

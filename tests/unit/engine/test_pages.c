@@ -140,7 +140,7 @@ static void transfer(struct gw_pages_out *po, struct gw_pages_in *pi, const stru
 		for (uint32_t i = 0; i < n; i++)
 			if ((first + i) % 7 != 3 || first == 0)	/* holes in the mask */
 				b.mask[i / 64] |= 1ull << (i % 64);
-		ret = gw_pages_out_build(po, &view, &b, 0, 8.0, &f);
+		ret = gw_pages_out_build(po, (uint32_t)(first / batch), &view, &b, 0, 8.0, &f);
 		TEST_ASSERT(ret == 0, "%s: build %d", what, ret);
 		if (!f.iovcnt)
 			continue;
@@ -226,9 +226,9 @@ static void test_changed_while_sent(bool src_fd)
 	TEST_ASSERT(gw_pages_out_init(&po, GW_CODEC_NONE, 0, 0) == 0 && gw_pages_in_init(&pi) == 0, "init");
 	fill(&src, 1);
 	b.mask[0] = ~0ULL;
-	TEST_ASSERT(gw_pages_out_build(&po, &view, &b, 0, 0, &f) == 0 && f.iovcnt, "build");
-	TEST_CHECK(po.nr_live == f.nr_normal && po.nr_live > 0 && (po.live[0] >> 3 & 1),
-		   "live pages: %u of %u normal", po.nr_live, f.nr_normal);
+	TEST_ASSERT(gw_pages_out_build(&po, 0, &view, &b, 0, 0, &f) == 0 && f.iovcnt, "build");
+	TEST_CHECK(po.buf[0].nr_live == f.nr_normal && po.buf[0].nr_live > 0 && (po.buf[0].live[0] >> 3 & 1),
+		   "live pages: %u of %u normal", po.buf[0].nr_live, f.nr_normal);
 	src.host[3 * PAGE + 100] ^= 0xff;	/* the guest writes page 3 during the send */
 	ret = receive(&pi, &l, payload, flatten(&f, payload), 7);
 	TEST_CHECK(ret == 1, "one page failed its CRC: %d", ret);
@@ -243,7 +243,7 @@ static void test_changed_while_sent(bool src_fd)
 	v.pages[0] = PAGES;
 	TEST_CHECK(gw_pages_in_void(&pi, &l, &v) == -EPROTO, "a VOID outside the block is refused");
 	/* The next round sends it again (the tracker saw the write): no longer stale. */
-	TEST_ASSERT(gw_pages_out_build(&po, &view, &b, 1, 0, &f) == 0, "build again");
+	TEST_ASSERT(gw_pages_out_build(&po, 1, &view, &b, 1, 0, &f) == 0, "build again");
 	TEST_CHECK(receive(&pi, &l, payload, flatten(&f, payload), 8) == 0, "resend checks");
 	TEST_CHECK(!gw_bitmap_test(&blk.stale, 3), "page 3 no longer stale");
 	TEST_CHECK(!memcmp(dst.host, src.host, 64 * PAGE), "all 64 pages equal");
