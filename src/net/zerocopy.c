@@ -34,18 +34,22 @@ void gw_zc_complete(struct gw_zc *z, uint32_t lo, uint32_t hi, bool copied)
 
 		if (d >= 65 || (int32_t)d < 0)
 			continue;	/* outside the window: already counted, or never sent */
-		if (d == 0) {
-			z->done++;
-		} else {
-			if (z->ahead >> (d - 1) & 1)
-				continue;
-			z->ahead |= 1ULL << (d - 1);
-		}
 		z->completed++;
 		z->copied += copied;
-		while (z->ahead & 1) {	/* the next ones were complete already */
-			z->ahead >>= 1;
+		if (d) {
+			if (z->ahead >> (d - 1) & 1) {
+				z->completed--;	/* reported twice */
+				z->copied -= copied;
+			}
+			z->ahead |= 1ULL << (d - 1);
+		} else {
+			/* Bit i is id done + 1 + i: move past every id complete already. */
 			z->done++;
+			while (z->ahead & 1) {
+				z->ahead >>= 1;
+				z->done++;
+			}
+			z->ahead >>= 1;
 		}
 		if (id == hi)
 			break;
