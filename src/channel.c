@@ -193,14 +193,23 @@ static int settle_zc(struct gw_channel *ch, bool all)
 	return 0;
 }
 
+/*
+ * Pages sent from guest memory itself? Measured here (docs/architecture.md):
+ * no faster than a copy through the mapping, whose CRC is over hot data,
+ * so auto copies.
+ */
+static bool send_live(int64_t path)
+{
+	return path == GW_SEND_LIVE || path == GW_SEND_ZEROCOPY;
+}
+
 /* Which pages of the batch are mapped here, when the pipeline can use it. */
 static const uint64_t *mapped_pages(struct gw_channel *ch, const struct gw_batch *b,
 				    const struct gw_ram_block *blk, double link, uint64_t *mask)
 {
-	if (blk->fd < 0 || b->discard || ch->pagemap_fd < 0)
+	if (blk->fd < 0 || b->discard || ch->pagemap_fd < 0 ||
+	    gw_param(ch->s, GW_PARAM_SEND_PATH) == GW_SEND_PREAD)
 		return NULL;
-	if (!ch->live_ok && !gw_pages_out_copies(&ch->out, link))
-		return NULL;	/* everything goes through pread anyway */
 	if (gw_mapped_mask(ch->pagemap_fd, blk->host + b->first_page * GW_PAGE_BYTES, b->nr_pages, mask))
 		return NULL;
 	return mask;
@@ -219,8 +228,7 @@ static int prep_batch(struct gw_channel *ch, const struct gw_batch *b, unsigned 
 	int ret;
 
 	/* Tracking runs before the first batch is queued: the backend is known by now. */
-	ch->live_ok = gw_param(s, GW_PARAM_SEND_PATH) != GW_SEND_COPY && s->dirty_started &&
-		      s->dirty.ops->written;
+	ch->live_ok = send_live(gw_param(s, GW_PARAM_SEND_PATH)) && s->dirty_started && s->dirty.ops->written;
 	mapped = mapped_pages(ch, b, blk, link, mask);
 	add_stage(s, GW_STAGE_READ, gw_now_ns() - t0);
 	ram = (struct gw_ram_view){ b->block, blk->host, blk->fd, blk->fd_offset_bytes, mapped, ch->live_ok };

@@ -9,17 +9,18 @@
  *             pread (no first-touch faults through the mapping, userfaultfd
  *             state left alone). Mapped pages (view->mapped) and anonymous
  *             RAM are read through the mapping by classify;
- *   classify  one pass per page: all zero (SIMD, early exit on data) or a
+ *   classify  one visit per page: all zero (SIMD, early exit on data) or a
  *             discarded free page (not read) -> ZERO entry, no data; else
- *             the page's CRC32C in the same visit, and with XBZRLE and a
- *             cached copy, a delta of at most half a page -> XBZRLE; else
- *             NORMAL (cached for XBZRLE next time). Where the pages are
- *             sent as they are (no codec, no XBZRLE), nothing is copied:
- *             the data area is a list of pieces pointing at guest memory
- *             (view->live) or at the pread span. Otherwise each record is
- *             copied once into the raw stream (compacted forward: the write
- *             position never passes the read position) and its CRC taken
- *             over that stable copy;
+ *             a copy and the page's CRC32C over the copy while it is hot,
+ *             and with XBZRLE and a cached copy, a delta of at most half a
+ *             page -> XBZRLE; else NORMAL (cached for XBZRLE next time).
+ *             Without codec or XBZRLE the data area is a list of pieces:
+ *             each page's own slot in raw (a mapped page copied there, or
+ *             the pread span in place), or with view->live guest memory
+ *             itself (the copy then goes to a 4 KiB scratch, for the CRC
+ *             only). With a codec or XBZRLE each record is copied once into
+ *             the raw stream (compacted forward: the write position never
+ *             passes the read position);
  *   compress  the whole raw stream as one unit with the configured codec, or
  *             the one compress=auto picks (codec_auto.h), kept only when
  *             smaller;
@@ -99,6 +100,7 @@ struct gw_pages_buf {
 	struct iovec *iov;		/* GW_PAGES_MAX_IOV: the frame's parts */
 	uint64_t live[GW_BATCH_MASK_WORDS];	/* region pages of the frame sent from guest memory */
 	uint32_t nr_live;		/* their number */
+	uint8_t scratch[GW_PAGE_BYTES] __attribute__((aligned(64)));	/* a live page's CRC copy */
 };
 #define GW_PAGES_OUT_BUFS 2
 

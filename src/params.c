@@ -51,8 +51,8 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"harvest again after this long even mid-pass (at least 4x the harvest time), 0 = whole passes" },
 	[GW_PARAM_FREE_PAGE_HINTS] = { "free-page-hints", 0, 1, 1, false,
 		"skip the pages the VMM reports free (when it can: the soft balloon workload)" },
-	[GW_PARAM_SEND_PATH] = { "send-path", 0, 2, GW_SEND_AUTO, false,
-		"0 auto (send mapped pages from guest memory), 1 copy first, 2 MSG_ZEROCOPY" },
+	[GW_PARAM_SEND_PATH] = { "send-path", 0, 4, GW_SEND_AUTO, false,
+		"0 auto (= copy, measured), 1 copy, 2 live + MSG_ZEROCOPY, 3 live, 4 pread only" },
 	[GW_PARAM_RECV_PATH] = { "recv-path", 0, 1, GW_RECV_AUTO, false,
 		"destination: 0 auto (into the mapping when all mapped), 1 pwrite into the file" },
 };

@@ -66,10 +66,13 @@ enum gw_converge_policy {
 
 /* How the source hands page data to the kernel (docs/architecture.md, measured there). */
 enum gw_send_path {
-	GW_SEND_AUTO = 0,		/* live from guest memory where it is mapped and the dirty
-					   backend can tell writes during a send; copy elsewhere */
-	GW_SEND_COPY = 1,		/* always a stable copy first (pread, or memcpy from the mapping) */
-	GW_SEND_ZEROCOPY = 2,		/* as auto, with MSG_ZEROCOPY (TCP; completions settle pages) */
+	GW_SEND_AUTO = 0,		/* the path measured best here: copy (docs/architecture.md) */
+	GW_SEND_COPY = 1,		/* a stable copy: memcpy through the mapping where it is
+					   mapped, pread elsewhere; CRC over the copy */
+	GW_SEND_ZEROCOPY = 2,		/* as live, with MSG_ZEROCOPY (TCP; completions settle pages) */
+	GW_SEND_LIVE = 3,		/* mapped pages sent from guest memory itself (sendmsg copies),
+					   pages written meanwhile named in PAGES_VOID */
+	GW_SEND_PREAD = 4,		/* every page of fd-backed RAM through pread (before issue 10) */
 };
 
 /* How the destination writes fd-backed RAM. */
