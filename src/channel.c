@@ -136,7 +136,7 @@ static int settle(struct gw_channel *ch, const struct gw_live_frame *lf)
 {
 	struct gw_session *s = ch->s;
 	uint64_t t0 = gw_now_ns(), written[GW_BATCH_MASK_WORDS];
-	struct gw_msg_pages_void *v = &ch->out_void;
+	struct gw_msg_pages_void *v = &ch->void_msg;
 	int ret;
 
 	ret = s->dirty.ops->written(&s->dirty, lf->block, lf->first_page, lf->nr_pages, written);
@@ -525,7 +525,7 @@ static int suspect_error(struct gw_channel *ch, const struct gw_void_pending *p)
 /* PAGES_VOID: pages of an earlier frame the guest wrote while they were sent. */
 static int recv_void(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_t *crc)
 {
-	struct gw_msg_pages_void *m = &ch->out_void;	/* unused on this side: room for one */
+	struct gw_msg_pages_void *m = &ch->void_msg;
 	uint8_t *buf = (uint8_t *)ch->in.data;	/* between frames: free */
 	struct iovec iov = { buf, h->len };	/* h->len bounded by the header check */
 	int ret;

@@ -84,7 +84,7 @@ struct gw_channel {
 	struct gw_zc zc;		/* source: its completions */
 	struct gw_live_frame inflight[GW_CHAN_ZC_INFLIGHT];	/* source: sent, not settled */
 	unsigned inflight_head, inflight_len;
-	struct gw_msg_pages_void out_void;	/* source: the PAGES_VOID being built */
+	struct gw_msg_pages_void void_msg;	/* source: the PAGES_VOID being built; destination: the one received */
 	uint64_t frames, pages;		/* PAGES frames and entries on this channel (source: send thread) */
 	bool end_seen;			/* destination: CHAN_END received and matching */
 	bool void_next;			/* destination: the next frame must be PAGES_VOID for void_seq */
