@@ -249,6 +249,7 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 
 			gw_bitmap_set_range(&s->hint_free[block], first_page, nr_pages);
 			__atomic_fetch_add(&s->hinted_pages, dropped, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->hint_ranges, 1, __ATOMIC_RELAXED);
 			ret = 0;
 		}
 	}

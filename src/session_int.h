@@ -107,6 +107,7 @@ struct gw_session {
 	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
 	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
+	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
 	/* Destination. */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
