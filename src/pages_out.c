@@ -81,8 +81,10 @@ static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struc
 	if (!*ops)
 		return NULL;
 	if (!po->ctx[id]) {
-		/* auto uses each codec's default level */
-		if (level == 0 || po->codec == GW_CODEC_AUTO)
+		/* auto uses its own level per codec (codec_auto.h) */
+		if (po->codec == GW_CODEC_AUTO)
+			level = gw_codec_auto_level(id, (*ops)->default_level);
+		else if (level == 0)
 			level = (*ops)->default_level;
 		if (level < (*ops)->min_level)
 			level = (*ops)->min_level;
