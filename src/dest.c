@@ -439,6 +439,7 @@ static void dst_end(struct gw_session *s, int ret)
 	if (!ret)
 		gw_log(GW_LOG_INFO, "mig", "mig_done", "status=completed total_ms=%.3f",
 		       (gw_now_ns() - s->t_start_ns) / 1e6);
+	gw_log_pipeline(s);
 	s->stats.nr_channels = s->nr_channels;
 	s->stats.normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
 	s->stats.duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);

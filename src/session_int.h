@@ -98,6 +98,10 @@ struct gw_session {
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
 	uint64_t ctr_raw_bytes, ctr_wire_payload_bytes;
+	uint64_t ctr_stage_ns[GW_STAGE__COUNT];	/* pipeline stage times, all channels */
+	uint64_t ctr_live_pages, ctr_void_pages;	/* source: sent from guest memory; named in PAGES_VOID */
+	uint64_t ctr_direct_pages;	/* destination: received straight into guest memory */
+	uint64_t ctr_zc_sends, ctr_zc_copied;	/* source: MSG_ZEROCOPY sends completed; of those, copied */
 
 	/* Source: the control reader hands READY / RESUMED / VERIFIED over here. */
 	pthread_t ctl_reader;
@@ -113,6 +117,7 @@ struct gw_session {
 	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
 	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
+	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
 	/* Destination. */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
@@ -217,6 +222,9 @@ void gw_emit_round(struct gw_session *s, uint32_t round, uint64_t dirty_pages, b
 /* Source and destination migration threads. */
 void *gw_source_main(void *arg);
 void *gw_dest_main(void *arg);
+
+/* The "pipeline" log line: this side's stage times (us, ns per page) and page paths. */
+void gw_log_pipeline(struct gw_session *s);
 
 /* CPU time of this process so far (getrusage), for the statistics. */
 void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);

@@ -198,7 +198,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 
 	if (fd < 0)
 		return gw_fail(s, "setup", fd, false, "cannot connect to %s: %s", s->url_str, strerror(-fd));
-	gw_conn_set_fd(c, fd);
+	gw_conn_set_fd(c, fd, s->url.ops->sock);
 	if (gw_failed(s))	/* cancelled meanwhile: the shutdown missed this fd */
 		return gw_failed(s);
 	gw_conn_set_timeout(c, timeout_ms);
@@ -509,6 +509,7 @@ static void log_end(struct gw_session *s, enum gw_status status)
 	struct gw_stats st;
 
 	gw_session_stats(s, &st);
+	gw_log_pipeline(s);
 	if (status == GW_STATUS_COMPLETED) {
 		const struct gw_downtime_breakdown *bd = &st.downtime;
 
