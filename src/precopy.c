@@ -51,6 +51,12 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	uint64_t t0 = gw_now_ns();
 	ssize_t n;
 
+	/*
+	 * The channels are drained here. collect_last leaves pages unprotected,
+	 * so `written` would call every page sent after it suspect: copy them.
+	 */
+	if (last)
+		__atomic_store_n(&s->dirty_final, true, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&s->hint_lock);
 	n = last && s->dirty.ops->collect_last ? s->dirty.ops->collect_last(&s->dirty, c->dirty) :
 		s->dirty.ops->collect(&s->dirty, c->dirty);

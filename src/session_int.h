@@ -90,7 +90,10 @@ struct gw_session {
 	struct gw_channel *chans;	/* lock to publish and detach; array of nr_channels */
 	uint8_t mig_id[GW_WIRE_ID_BYTES];
 	struct gw_dirty dirty;
-	bool dirty_started;
+	bool dirty_started;		/* migration thread, before the first batch is queued */
+	bool dirty_final;		/* atomic: set by the migration thread before the final
+					   harvest (collect_last re-arms nothing): from then on
+					   channels copy pages, never send them live */
 	uint32_t round;			/* atomic: current round, read by channel threads */
 	bool same_clock;		/* the peer runs on this kernel: its CLOCK_MONOTONIC is ours */
 	uint64_t ping_rtt_ns;		/* lock: source, smoothed PING -> PONG, 0 = none yet */

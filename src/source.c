@@ -496,6 +496,7 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	if (s->dirty_started)
 		s->dirty.ops->stop(&s->dirty);
 	s->dirty_started = false;
+	__atomic_store_n(&s->dirty_final, false, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		gw_bitmap_free(&c->dirty[i]);
 		gw_bitmap_free(&c->free[i]);
