@@ -138,7 +138,13 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 		db->fd = (s->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
 		db->fd_offset_bytes = b->fd_offset_bytes;
 		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
-		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO && block_mapped(b, pm);
+		/*
+		 * Not with postcopy allowed: the populate thread unmaps the
+		 * RAM ahead of a switch (userfaultfd then places every page
+		 * once), and writes through the mapping would fault it back.
+		 */
+		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
+				!(s->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
 		if (gw_bitmap_init(&db->written, db->nr_pages) || gw_bitmap_init(&db->stale, db->nr_pages)) {
 			ret = gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
 			break;

@@ -1007,6 +1007,18 @@ int dst_pc_complete(struct gw_session *s)
 	pc->verify = (s->hello_flags & GW_HELLO_VERIFY) != 0;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		struct gw_bitmap *u = &pc->untrusted[i];
+		const struct gw_dst_block *db = &s->dblk[i];
+
+		/* A page that failed its CRC in precopy is trusted only if sent again since. */
+		for (uint64_t w = 0; __atomic_load_n(&db->nr_stale, __ATOMIC_RELAXED) &&
+		     w < gw_bitmap_words(u); w++) {
+			uint64_t bad = __atomic_load_n(&db->stale.words[w], __ATOMIC_RELAXED) & ~u->words[w];
+
+			if (bad)
+				return gw_fail(s, "final", -EBADMSG, false, "page %llu of block %u failed its CRC "
+					       "and is not in the map of pages to fetch",
+					       (unsigned long long)(w * 64 + (unsigned)__builtin_ctzll(bad)), i);
+		}
 		pc->pages += gw_bitmap_weight(u);
 		if (s->dblk[i].fd >= 0)
 			continue;
