@@ -433,7 +433,7 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 
 	throttle(s, c, 0, 0);	/* a dirty limit "from the start" */
 	for (;;) {
-		uint64_t dirty_at_start = c->dirty_pages, dirty_ns;
+		uint64_t dirty_at_start = c->dirty_pages, dirty_ns, limit_us;
 		struct round_mark m0, m1;
 		int ret;
 
@@ -460,19 +460,26 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		/*
-		 * Nothing dirty: nothing to wait for. Otherwise switch over when
-		 * the rest fits, at the end of a pass only: mid-pass, the rest
-		 * holds pages not sent yet in this pass, which cost the guest
-		 * nothing to send while it runs.
+		 * Nothing dirty: nothing to wait for, if the switchover's own
+		 * cost fits the limit (the rate may be unknown: an idle guest).
+		 * With harvests about 1 ms apart a guest can write nothing
+		 * between two of them; that must not bypass a limit the
+		 * switchover alone exceeds. Otherwise switch over when the rest
+		 * fits, at the end of a pass only: mid-pass, the rest holds
+		 * pages not sent yet in this pass, which cost the guest nothing
+		 * to send while it runs.
 		 */
-		if (!c->dirty_pages ||
-		    (c->pass_done &&
-		     gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US))))
+		limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US);
+		if ((!c->dirty_pages && c->conv.fixed_cost_ns <= limit_us * 1000) ||
+		    (c->pass_done && gw_converge_fits(&c->conv, c->dirty_pages, limit_us)))
 			return 0;
 		if (src_pc_want_switch(s, c, t_precopy_ns, false))
 			return SRC_POSTCOPY;
 		ret = converge_policy(s, c, t_precopy_ns);
 		if (ret <= 0)
 			return ret;
+		/* Nothing dirty, over the limit: the next round sends nothing; pace it here. */
+		if (!c->dirty_pages)
+			pace_round(m0.t_ns);
 	}
 }
