@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+import datapath
+
 PAGE_BYTES = 4096
 GIB = 1 << 30
 MIB = 1 << 20
@@ -110,15 +112,15 @@ class Link:
         return argv
 
 
-def iperf(link, seconds):
+def iperf(link, seconds, streams=1):
     """Receiver-side rate src -> dst in bits per second, or None (twice tried)."""
     if not shutil.which("iperf3"):
         return None
-    bps = iperf_once(link, seconds)
-    return bps if bps is not None else iperf_once(link, seconds)
+    bps = iperf_once(link, seconds, streams)
+    return bps if bps is not None else iperf_once(link, seconds, streams)
 
 
-def iperf_once(link, seconds):
+def iperf_once(link, seconds, streams=1):
     port = 5299
     srv = subprocess.Popen(link.wrap(["iperf3", "-s", "-1", "-B", link.dst_addr, "-p", str(port)],
                                      "dst"),
@@ -131,7 +133,7 @@ def iperf_once(link, seconds):
         res = None
         for _ in range(30):
             r = subprocess.run(link.wrap(["iperf3", "-c", link.dst_addr, "-p", str(port),
-                                          "-t", str(seconds), "-J"], "src"),
+                                          "-t", str(seconds), "-P", str(streams), "-J"], "src"),
                                capture_output=True, text=True, timeout=seconds + 30)
             try:
                 res = json.loads(r.stdout)
@@ -254,6 +256,19 @@ class Bench:
             return line[1]
         return None
 
+    def sparse_ramfile(self, memory, touched):
+        """A tmpfs file of MEMORY bytes whose first TOUCHED bytes hold mix content, the
+        rest a hole never written (a big guest that used a little of its RAM)."""
+        key = ("sparse", memory, touched)
+        if key in self.ramfiles:
+            return self.ramfiles[key]
+        path = self.ramfile(touched, "mix")
+        sparse = path.replace(".ram", "-in-%s.ram" % size_str(memory))
+        shutil.copyfile(path, sparse)
+        os.truncate(sparse, memory)
+        self.ramfiles[key] = sparse
+        return sparse
+
     def ramfile(self, memory, fill):
         """A tmpfs file holding RAM already filled with FILL.
 
@@ -330,7 +345,10 @@ class Bench:
                         "--workload", workload] + common + list(src_extra)
             # Only an idle guest may share the prepared file: a dirtying one
             # would change the content later runs start from.
-            if use_ramfile and workload == "idle" and fill not in ("none", "zero"):
+            if use_ramfile and workload == "idle" and fill.startswith("sparse:"):
+                src_argv += ["--memory-file", self.sparse_ramfile(memory, parse_size(fill[7:])),
+                             "--fill", "none"]
+            elif use_ramfile and workload == "idle" and fill not in ("none", "zero"):
                 src_argv += ["--memory-file", self.ramfile(memory, fill), "--fill", "none"]
             else:
                 src_argv += ["--fill", fill]
@@ -391,6 +409,7 @@ class Bench:
                     if s1 and s2:
                         progress = s2.get("guest-progress-count", 0) > \
                             s1.get("guest-progress-count", 0)
+                    rec["dst-stats"] = s2 or s1
                     crc, c = self.gw_json("check", "--api", dst_api, timeout=300)
                     check = {0: "ok", 1: "mismatch", 2: "n/a"}.get(crc, "error")
                 else:
@@ -799,8 +818,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--quick", action="store_true", help="reduced set (256M, few combos)")
-    ap.add_argument("--groups", default="basic,matrix,converge,postcopy",
-                    help="basic,matrix,converge,postcopy")
+    ap.add_argument("--groups", default="basic,matrix,converge,postcopy,datapath",
+                    help="basic,matrix,converge,postcopy,datapath")
     ap.add_argument("--repeat", type=int, default=0,
                     help="runs of each convergence configuration (default 3, 1 with --quick)")
     ap.add_argument("--links", default="", help="matrix links: loopback,10gbit,1gbit")
@@ -835,8 +854,10 @@ def main():
         matrix = []
     conv = converge_plan(args) if "converge" in groups else []
     pcs = postcopy_plan(args) if "postcopy" in groups else []
+    dp = datapath.plan(args, netns_ok) if "datapath" in groups else None
     repeat = args.repeat or (1 if args.quick else 3)
-    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs)
+    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs) + \
+        (datapath.count(dp) if dp else 0)
     log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
 
     def on_signal(signum, frame):
@@ -884,6 +905,9 @@ def main():
                   (lname, size_str(ms[0]["memory"])))
             print(table_matrix(recs))
             print()
+            sys.stdout.flush()
+        if dp:
+            print(datapath.run(b, links, dp, args, sys.modules[__name__]))
             sys.stdout.flush()
         if conv:
             conv_groups = run_converge(b, links["loopback"], conv, repeat)

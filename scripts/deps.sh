@@ -5,10 +5,10 @@ set -eu
 level=${1:-build}
 # qemu-system-x86 is not here (about 30 packages): the QMP comparison test
 # (tests/integration/qmp.sh qemu) uses it when installed and skips otherwise.
-pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev libjansson-dev scdoc"
+pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev libjansson-dev scdoc librdmacm-dev libibverbs-dev"
 case "$level" in
 test)  pkgs="$pkgs iproute2 python3 socat" ;;
-bench) pkgs="$pkgs iproute2 python3 socat iperf3 hyperfine python3-matplotlib" ;;
+bench) pkgs="$pkgs iproute2 python3 socat iperf3 hyperfine python3-matplotlib linux-perf" ;;
 esac
 missing=""
 for p in $pkgs; do

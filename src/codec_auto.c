@@ -8,6 +8,11 @@
 static const enum gw_codec_id candidates[] = { GW_CODEC_LZ4, GW_CODEC_ZSTD };
 #define NR_CANDIDATES (sizeof(candidates) / sizeof(candidates[0]))
 
+int gw_codec_auto_level(enum gw_codec_id id, int default_level)
+{
+	return id == GW_CODEC_ZSTD ? 1 : default_level;
+}
+
 void gw_codec_auto_init(struct gw_codec_auto *a)
 {
 	*a = (struct gw_codec_auto){ 0 };

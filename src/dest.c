@@ -65,6 +65,27 @@ static int load_state(struct gw_session *s, struct gw_state *st)
 	return 0;
 }
 
+/*
+ * Precopy COMPLETE: no page may still hold what failed its CRC (a page the
+ * guest wrote while it was sent live was sent again after, since the
+ * source's tracker saw the write). 0 or -EBADMSG, recorded.
+ */
+static int no_stale_pages(struct gw_session *s)
+{
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		const struct gw_dst_block *db = &s->dblk[i];
+		uint64_t p;
+
+		if (!__atomic_load_n(&db->nr_stale, __ATOMIC_RELAXED))
+			continue;
+		p = gw_bitmap_next_set(&db->stale, 0);
+		if (p < db->nr_pages)
+			return gw_fail(s, "final", -EBADMSG, false, "page %llu of block %u failed its CRC "
+				       "and was not sent again", (unsigned long long)p, i);
+	}
+	return 0;
+}
+
 /* COMPLETE: everything arrived, checked and loaded; answer READY. */
 static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_msg_complete *m)
 {
@@ -83,8 +104,8 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 		return gw_fail(s, "final", -EPROTO, false, "COMPLETE %s postcopy after %s",
 			       s->pcd ? "without" : "with", s->pcd ? "PC_PREPARE" : "no PC_PREPARE");
 	ret = join_channels(s, m->total_pages);
-	if (!ret && s->pcd)
-		ret = dst_pc_complete(s);
+	if (!ret)
+		ret = s->pcd ? dst_pc_complete(s) : no_stale_pages(s);
 	if (ret)
 		return ret;
 	gw_log(GW_LOG_INFO, "mig", "final_received", "pages=%llu",
@@ -439,6 +460,7 @@ static void dst_end(struct gw_session *s, int ret)
 	if (!ret)
 		gw_log(GW_LOG_INFO, "mig", "mig_done", "status=completed total_ms=%.3f",
 		       (gw_now_ns() - s->t_start_ns) / 1e6);
+	gw_log_pipeline(s);
 	s->stats.nr_channels = s->nr_channels;
 	s->stats.normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
 	s->stats.duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);

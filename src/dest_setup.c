@@ -11,6 +11,7 @@
 #include "codec/codec.h"
 #include "dest.h"
 #include "postcopy.h"
+#include "mem/mapped.h"
 
 /*
  * The first connection that opens with a HELLO frame. Anything else is
@@ -24,11 +25,11 @@ static ssize_t accept_hello(struct gw_session *s, uint8_t *buf, size_t cap)
 	for (;;) {
 		struct gw_frame_hdr h;
 		ssize_t n;
-		int fd = gw_accept_timeout(s->listen_fd, UINT32_MAX);
+		int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, UINT32_MAX);
 
 		if (fd < 0)
 			return gw_fail(s, "setup", fd, false, "accepting the source: %s", strerror(-fd));
-		gw_conn_set_fd(&s->ctl, fd);
+		gw_conn_set_fd(&s->ctl, fd, s->url.ops->sock);
 		gw_conn_set_timeout(&s->ctl, timeout_ms);
 		n = gw_conn_recv(&s->ctl, &h, buf, cap, NULL, 0, NULL);
 		if (n >= 0 && h.type == GW_MSG_HELLO)
@@ -108,24 +109,58 @@ static int layout_compare(struct gw_session *s, const struct gw_vm_info *want)
 	return 0;
 }
 
+/*
+ * Whether fd-backed block @b is mapped here page for page (the VMM
+ * preallocated it through its mapping): then pages are received and written
+ * through the mapping, with no fault and no pwrite copy. Otherwise the
+ * file is written (pwrite into the page cache): a first touch through the
+ * mapping costs far more on this host than the copy.
+ */
+static bool block_mapped(const struct gw_ram_block *b, int pagemap_fd)
+{
+	uint64_t nr = b->size_bytes / GW_PAGE_BYTES;
+
+	return pagemap_fd >= 0 && gw_mapped_count(pagemap_fd, b->host, nr) == (int64_t)nr;
+}
+
 /* The receive layout over the blocks the VMM built. */
 static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 {
+	int pm = gw_pagemap_open();
+	int ret = 0;
+
 	if (s->vm.nr_blocks != want->nr_blocks)
 		return gw_fail(s, "setup", -ERANGE, false, "RAM layout refused by the VMM");
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
 		struct gw_dst_block *db = &s->dblk[i];
 
-		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES)
-			return gw_fail(s, "setup", -ERANGE, false, "VMM built block %s wrongly", b->name);
+		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES) {
+			ret = gw_fail(s, "setup", -ERANGE, false, "VMM built block %s wrongly", b->name);
+			break;
+		}
 		db->host = b->host;
 		db->fd = (s->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
 		db->fd_offset_bytes = b->fd_offset_bytes;
 		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
-		if (gw_bitmap_init(&db->written, db->nr_pages))
-			return gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
+		/*
+		 * Not with postcopy allowed: the populate thread unmaps the
+		 * RAM ahead of a switch (userfaultfd then places every page
+		 * once), and writes through the mapping would fault it back.
+		 */
+		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
+				!(s->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
+		if (gw_bitmap_init(&db->written, db->nr_pages) || gw_bitmap_init(&db->stale, db->nr_pages)) {
+			ret = gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
+			break;
+		}
+		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
+		       db->fd < 0 || db->map_write ? "mapping" : "file");
 	}
+	if (pm >= 0)
+		close(pm);
+	if (ret)
+		return ret;
 	s->layout = (struct gw_dst_layout){ .nr_blocks = s->vm.nr_blocks, .blocks = s->dblk,
 					    .xbzrle = (s->hello_flags & GW_HELLO_XBZRLE) != 0 };
 	return 0;
@@ -266,7 +301,8 @@ static int admit_channel(struct gw_session *s, int fd, uint64_t timeout_ms)
 	union gw_msg m;
 	int type;
 
-	gw_conn_init(&tmp, fd);
+	gw_conn_init(&tmp, -1);
+	gw_conn_set_fd(&tmp, fd, s->url.ops->sock);
 	gw_conn_set_timeout(&tmp, timeout_ms);
 	type = gw_conn_recv_msg(&tmp, &m, buf, sizeof(buf), NULL, 0);
 	if (type != GW_MSG_CHAN_HELLO || memcmp(m.chan_hello.id, s->mig_id, GW_WIRE_ID_BYTES)) {
@@ -282,7 +318,7 @@ static int admit_channel(struct gw_session *s, int fd, uint64_t timeout_ms)
 		return gw_fail(s, "setup", -EPROTO, false, "channel index %u invalid or repeated",
 			       m.chan_hello.index);
 	}
-	gw_conn_set_fd(&s->chans[m.chan_hello.index].conn, fd);
+	gw_conn_set_fd(&s->chans[m.chan_hello.index].conn, fd, s->url.ops->sock);
 	s->chans[m.chan_hello.index].conn.recv_seq = tmp.recv_seq;
 	/* The CHAN_HELLO counts among the channel's bytes, as on the source. */
 	__atomic_store_n(&s->chans[m.chan_hello.index].conn.bytes_recv, tmp.bytes_recv, __ATOMIC_RELAXED);
@@ -295,7 +331,7 @@ int dst_accept_channels(struct gw_session *s)
 	int ret = gw_channels_create(s, s->nr_channels);
 
 	for (unsigned joined = 0; !ret && joined < s->nr_channels;) {
-		int fd = gw_accept_timeout(s->listen_fd, timeout_ms), idx;
+		int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, timeout_ms), idx;
 		struct gw_msg_chan_ack ack;
 
 		if (fd < 0)
@@ -319,6 +355,8 @@ int dst_accept_channels(struct gw_session *s)
 
 void dst_layout_release(struct gw_session *s)
 {
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		gw_bitmap_free(&s->dblk[i].written);
+		gw_bitmap_free(&s->dblk[i].stale);
+	}
 }

@@ -6,6 +6,7 @@
 #include "codec/codec.h"
 #include "codec/xbzrle.h"
 #include "pages_in.h"
+#include "util/crc32c.h"
 #include "util/fdio.h"
 
 #define PAGE GW_PAGE_BYTES
@@ -18,8 +19,10 @@ int gw_pages_in_init(struct gw_pages_in *pi)
 	pi->data = malloc(pi->data_cap);
 	pi->raw = malloc(RAW_CAP);
 	pi->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
+	pi->crcs = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint32_t));
 	pi->writes = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(*pi->writes));
-	if (!pi->data || !pi->raw || !pi->entries || !pi->writes) {
+	pi->pending = malloc(GW_VOID_PENDING_MAX * sizeof(*pi->pending));
+	if (!pi->data || !pi->raw || !pi->entries || !pi->crcs || !pi->writes || !pi->pending) {
 		gw_pages_in_release(pi);
 		return -ENOMEM;
 	}
@@ -34,7 +37,9 @@ void gw_pages_in_release(struct gw_pages_in *pi)
 	free(pi->data);
 	free(pi->raw);
 	free(pi->entries);
+	free(pi->crcs);
 	free(pi->writes);
+	free(pi->pending);
 	memset(pi, 0, sizeof(*pi));
 }
 
@@ -43,7 +48,17 @@ static uint64_t entry_at(const struct gw_pages_in *pi, uint32_t i)
 	return gw_le64_get((const uint8_t *)&pi->entries[i]);
 }
 
-int gw_pages_in_check(const struct gw_pages_in *pi, const struct gw_dst_layout *l,
+static uint32_t crc_at(const struct gw_pages_in *pi, uint32_t i)
+{
+	return gw_le32_get((const uint8_t *)&pi->crcs[i]);
+}
+
+static bool is_bad(const struct gw_pages_in *pi, uint32_t i)
+{
+	return pi->bad[i / 64] >> (i % 64) & 1;
+}
+
+int gw_pages_in_check(struct gw_pages_in *pi, const struct gw_dst_layout *l,
 		      const struct gw_msg_pages_hdr *ph, struct gw_pages_plan *plan)
 {
 	memset(plan, 0, sizeof(*plan));
@@ -58,7 +73,11 @@ int gw_pages_in_check(const struct gw_pages_in *pi, const struct gw_dst_layout *
 			return -ERANGE;
 		switch (gw_page_entry_kind(e)) {
 		case GW_PAGE_NORMAL: plan->nr_normal++; break;
-		case GW_PAGE_ZERO: plan->nr_zero++; break;
+		case GW_PAGE_ZERO:
+			if ((ph->flags & GW_PAGES_F_PAGE_CRC) && crc_at(pi, i))
+				return -EPROTO;	/* no data, no CRC */
+			plan->nr_zero++;
+			break;
 		case GW_PAGE_XBZRLE: plan->nr_xbzrle++; break;
 		default: return -EPROTO;
 		}
@@ -72,7 +91,9 @@ int gw_pages_in_check(const struct gw_pages_in *pi, const struct gw_dst_layout *
 		return -EPROTO;
 	if (ph->data_bytes > pi->data_cap)
 		return -EPROTO;
-	plan->direct = plan->codec == GW_CODEC_NONE && !plan->nr_xbzrle && plan->blk->fd < 0;
+	plan->direct = plan->codec == GW_CODEC_NONE && !plan->nr_xbzrle &&
+		       (plan->blk->fd < 0 || plan->blk->map_write);
+	memset(pi->bad, 0, sizeof(pi->bad));
 	return 0;
 }
 
@@ -127,6 +148,90 @@ int gw_pages_in_decompress(struct gw_pages_in *pi, const struct gw_pages_plan *p
 	return 0;
 }
 
+int gw_pages_in_verify(struct gw_pages_in *pi, struct gw_pages_plan *plan, const uint8_t *raw)
+{
+	uint64_t off = 0, len = plan->ph.raw_bytes;
+
+	plan->nr_bad = 0;
+	memset(pi->bad, 0, sizeof(pi->bad));
+	if (!(plan->ph.flags & GW_PAGES_F_PAGE_CRC))
+		return 0;
+	for (uint32_t i = 0; i < plan->ph.nr_entries; i++) {
+		uint64_t e = entry_at(pi, i);
+		const uint8_t *rec;
+		size_t rec_len;
+
+		switch (gw_page_entry_kind(e)) {
+		case GW_PAGE_NORMAL:
+			rec_len = PAGE;
+			if (plan->direct) {
+				rec = plan->blk->host + gw_page_entry_page(e) * PAGE;
+				break;
+			}
+			if (len - off < PAGE)
+				return -EPROTO;
+			rec = raw + off;
+			break;
+		case GW_PAGE_XBZRLE:
+			if (plan->direct || len - off < 2)
+				return -EPROTO;
+			rec_len = 2 + (size_t)gw_le16_get(raw + off);
+			if (rec_len > len - off)
+				return -EPROTO;
+			rec = raw + off;
+			break;
+		default:
+			continue;
+		}
+		off += rec_len;
+		if (gw_crc32c(0, rec, rec_len) != crc_at(pi, i)) {
+			pi->bad[i / 64] |= 1ULL << (i % 64);
+			plan->nr_bad++;
+		}
+	}
+	return 0;
+}
+
+int gw_pages_in_suspect(struct gw_pages_in *pi, const struct gw_pages_plan *plan, uint32_t seq)
+{
+	for (uint32_t i = 0; i < plan->ph.nr_entries; i++) {
+		uint64_t page = gw_page_entry_page(entry_at(pi, i));
+
+		if (!is_bad(pi, i))
+			continue;
+		if (pi->nr_pending == GW_VOID_PENDING_MAX)
+			return -EBADMSG;
+		pi->pending[pi->nr_pending++] = (struct gw_void_pending){ seq, plan->ph.block, page };
+		if (plan->direct)	/* whatever arrived is in RAM now */
+			gw_bitmap_set_atomic(&plan->blk->written, page);
+		if (!gw_bitmap_test_atomic(&plan->blk->stale, page)) {
+			gw_bitmap_set_atomic(&plan->blk->stale, page);
+			__atomic_fetch_add(&plan->blk->nr_stale, 1, __ATOMIC_RELAXED);
+		}
+	}
+	return 0;
+}
+
+int gw_pages_in_void(struct gw_pages_in *pi, const struct gw_dst_layout *l,
+		     const struct gw_msg_pages_void *v)
+{
+	if (v->block >= l->nr_blocks)
+		return -EPROTO;
+	for (uint32_t k = 0; k < v->count; k++) {
+		if (v->pages[k] >= l->blocks[v->block].nr_pages)
+			return -EPROTO;
+		for (uint32_t i = 0; i < pi->nr_pending; i++) {
+			struct gw_void_pending *p = &pi->pending[i];
+
+			if (p->seq == v->seq && p->block == v->block && p->page == v->pages[k]) {
+				*p = pi->pending[--pi->nr_pending];
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
 /* Length of the run of normal pages from entry @i that are contiguous in the block. */
 static uint32_t normal_run(const struct gw_pages_in *pi, const struct gw_pages_plan *plan, uint32_t i)
 {
@@ -136,7 +241,8 @@ static uint32_t normal_run(const struct gw_pages_in *pi, const struct gw_pages_p
 	while (i + run < plan->ph.nr_entries) {
 		uint64_t e = entry_at(pi, i + run);
 
-		if (gw_page_entry_kind(e) != GW_PAGE_NORMAL || gw_page_entry_page(e) != first + run)
+		if (gw_page_entry_kind(e) != GW_PAGE_NORMAL || gw_page_entry_page(e) != first + run ||
+		    is_bad(pi, i + run))
 			break;
 		run++;
 	}
@@ -155,6 +261,19 @@ int gw_pages_in_plan_writes(struct gw_pages_in *pi, const struct gw_pages_plan *
 
 		*w = (struct gw_page_write){ .kind = gw_page_entry_kind(e), .page = gw_page_entry_page(e),
 					     .nr_pages = 1 };
+		if (is_bad(pi, i)) {
+			/* Not applied from a buffer; already in RAM when direct. Stale until sent again. */
+			n--;
+			if (!raw)
+				continue;
+			if (w->kind == GW_PAGE_NORMAL)
+				off += PAGE;
+			else if (w->kind == GW_PAGE_XBZRLE)
+				off += 2 + (uint64_t)gw_le16_get(raw + off);	/* bounds checked by verify */
+			if (off > len)
+				return -EPROTO;
+			continue;
+		}
 		if (w->kind == GW_PAGE_NORMAL) {
 			w->nr_pages = normal_run(pi, plan, i);
 			i += w->nr_pages - 1;
@@ -189,7 +308,7 @@ static void apply_zero(struct gw_dst_block *blk, uint64_t page)
 
 	if (!gw_bitmap_test_atomic(&blk->written, page))
 		return;	/* still the zero it started as */
-	if (blk->fd < 0 || gw_pwrite_all(blk->fd, zero_page, PAGE, page_off(blk, page)))
+	if (blk->fd < 0 || blk->map_write || gw_pwrite_all(blk->fd, zero_page, PAGE, page_off(blk, page)))
 		memset(blk->host + page * PAGE, 0, PAGE);
 	gw_bitmap_clear_atomic(&blk->written, page);
 }
@@ -199,7 +318,7 @@ static int apply_xbzrle(struct gw_dst_block *blk, const struct gw_page_write *w)
 	uint8_t tmp[PAGE];
 	int ret;
 
-	if (blk->fd < 0)
+	if (blk->fd < 0 || blk->map_write)
 		return gw_xbzrle_decode(w->src, w->src_len, blk->host + w->page * PAGE, PAGE) ? -EUCLEAN : 0;
 	ret = gw_pread_all(blk->fd, tmp, PAGE, page_off(blk, w->page));
 	if (ret)
@@ -215,10 +334,20 @@ static int apply_normal(struct gw_dst_block *blk, const struct gw_page_write *w)
 
 	if (!w->src)
 		return 0;
-	if (blk->fd >= 0)
+	if (blk->fd >= 0 && !blk->map_write)
 		return gw_pwrite_all(blk->fd, w->src, len, page_off(blk, w->page));
 	memcpy(blk->host + w->page * PAGE, w->src, len);
 	return 0;
+}
+
+/* A page written correctly again is no longer stale. */
+static void unstale(struct gw_dst_block *blk, uint64_t page, uint32_t nr)
+{
+	if (!__atomic_load_n(&blk->nr_stale, __ATOMIC_RELAXED))
+		return;
+	for (uint32_t k = 0; k < nr; k++)
+		if (gw_bitmap_test_atomic(&blk->stale, page + k))
+			gw_bitmap_clear_atomic(&blk->stale, page + k);
 }
 
 int gw_pages_in_apply(struct gw_dst_block *blk, const struct gw_page_write *w, int n)
@@ -226,6 +355,7 @@ int gw_pages_in_apply(struct gw_dst_block *blk, const struct gw_page_write *w, i
 	for (int i = 0; i < n; i++) {
 		int ret = 0;
 
+		unstale(blk, w[i].page, w[i].nr_pages);
 		switch (w[i].kind) {
 		case GW_PAGE_ZERO:
 			apply_zero(blk, w[i].page);

@@ -7,9 +7,17 @@
  *               at the handshake (block index, page index inside the
  *               block, kinds, XBZRLE allowed, sizes): a plan;
  *   receive     (channel.c) the data area, straight into guest RAM when the
- *               plan says so (codec none, no XBZRLE, RAM reached through its
- *               mapping), else into a buffer; then the frame's CRC;
+ *               plan says so (codec none, no XBZRLE, and RAM written through
+ *               its mapping: anonymous, or fd-backed and mapped here, so no
+ *               page faults), else into a buffer; the frame's CRC (for a
+ *               PAGE_CRC frame it covers everything but the data area);
  *   decompress  bounded: exactly raw_bytes out or a refusal;
+ *   verify      PAGE_CRC frames: every page (record) against its CRC. A
+ *               mismatch is a suspect: it must be named by a PAGES_VOID
+ *               frame (the source saw the guest write the page while it
+ *               was sent) before CHAN_END, else the channel fails with
+ *               -EBADMSG; a suspect page is not applied from a buffer and
+ *               stays "stale" until a later frame writes it correctly;
  *   plan writes entries + raw stream -> a list of writes (runs of normal
  *               pages, zero pages, XBZRLE patches), every length checked;
  *   apply       one function writes them: pwrite runs for fd-backed RAM,
@@ -40,7 +48,11 @@ struct gw_dst_block {
 	int fd;				/* backing fd, or -1: written through the mapping */
 	uint64_t fd_offset_bytes;
 	uint64_t nr_pages;
+	bool map_write;			/* fd-backed but mapped here: written through the mapping */
 	struct gw_bitmap written;	/* pages holding data this migration wrote: atomic bit ops */
+	struct gw_bitmap stale;		/* pages that failed their CRC, not written again yet:
+					   atomic bit ops; empty at COMPLETE */
+	uint64_t nr_stale;		/* atomic: bits ever set in stale (0: nothing to clear) */
 };
 
 struct gw_dst_layout {
@@ -56,7 +68,16 @@ struct gw_pages_plan {
 	struct gw_dst_block *blk;
 	uint32_t nr_normal, nr_zero, nr_xbzrle;
 	bool direct;			/* receive the data area straight into guest RAM */
+	uint32_t nr_bad;		/* verify: entries whose CRC failed (pi->bad) */
 };
+
+/* A page that failed its CRC, waiting for the PAGES_VOID that names it. */
+struct gw_void_pending {
+	uint32_t seq;			/* the PAGES frame on this connection */
+	uint32_t block;
+	uint64_t page;
+};
+#define GW_VOID_PENDING_MAX 4096
 
 /* A write into one block. */
 struct gw_page_write {
@@ -73,6 +94,10 @@ struct gw_pages_in {
 	size_t data_cap;
 	uint8_t *raw;			/* decompressed raw stream */
 	uint64_t *entries;		/* le64 entries as received */
+	uint32_t *crcs;			/* le32 CRC per entry as received (PAGE_CRC frames) */
+	uint64_t bad[GW_WIRE_MAX_BATCH_PAGES / 64];	/* verify: entry i failed its CRC */
+	struct gw_void_pending *pending;	/* GW_VOID_PENDING_MAX */
+	uint32_t nr_pending;
 	struct gw_page_write *writes;	/* at most one per entry */
 	void *ctx[GW_CODEC__COUNT];	/* decompression contexts, created on first use */
 };
@@ -86,7 +111,7 @@ void gw_pages_in_release(struct gw_pages_in *pi);
  * pi->entries against @l. 0 and @plan, -EPROTO (malformed), -ERANGE (a
  * page outside its block).
  */
-int gw_pages_in_check(const struct gw_pages_in *pi, const struct gw_dst_layout *l,
+int gw_pages_in_check(struct gw_pages_in *pi, const struct gw_dst_layout *l,
 		      const struct gw_msg_pages_hdr *ph, struct gw_pages_plan *plan);
 /*
  * For a direct plan: the iovec receiving the data area into guest RAM,
@@ -103,12 +128,36 @@ int gw_pages_in_direct_iov(const struct gw_pages_in *pi, const struct gw_pages_p
 int gw_pages_in_decompress(struct gw_pages_in *pi, const struct gw_pages_plan *plan,
 			   const uint8_t **raw);
 /*
- * Entries + raw stream (NULL for a direct plan) -> pi->writes. Returns the
- * number of writes, or -EPROTO when the stream does not match the entries.
+ * PAGE_CRC frames: check every data entry against its CRC, over guest RAM
+ * for a direct plan, else over @raw. Sets pi->bad and plan->nr_bad; 0, or
+ * -EPROTO when a ZERO entry carries a CRC or the records overrun the stream.
+ * No-op (0) for frames without PAGE_CRC (their frame CRC covered the data).
+ */
+int gw_pages_in_verify(struct gw_pages_in *pi, struct gw_pages_plan *plan, const uint8_t *raw);
+/*
+ * Record the failed pages of @plan as suspects of frame @seq, and mark them
+ * stale in their block. 0, or -EBADMSG when too many wait for a PAGES_VOID.
+ */
+int gw_pages_in_suspect(struct gw_pages_in *pi, const struct gw_pages_plan *plan, uint32_t seq);
+/*
+ * A PAGES_VOID: drop the suspects it names (a named page that had not
+ * failed is fine: the source names every page written during the send).
+ * 0, or -EPROTO for a block or page outside the layout.
+ */
+int gw_pages_in_void(struct gw_pages_in *pi, const struct gw_dst_layout *l,
+		     const struct gw_msg_pages_void *v);
+/*
+ * Entries + raw stream (NULL for a direct plan) -> pi->writes, leaving out
+ * the entries that failed their CRC. Returns the number of writes, or
+ * -EPROTO when the stream does not match the entries.
  */
 int gw_pages_in_plan_writes(struct gw_pages_in *pi, const struct gw_pages_plan *plan,
 			    const uint8_t *raw);
-/* Apply @n writes to @blk. 0, -EUCLEAN (bad XBZRLE delta), -errno from pwrite. */
+/*
+ * Apply @n writes to @blk (mapping or pwrite; written through the mapping
+ * when the block is anonymous or map_write). 0, -EUCLEAN (bad XBZRLE
+ * delta), -errno from pwrite.
+ */
 int gw_pages_in_apply(struct gw_dst_block *blk, const struct gw_page_write *w, int n);
 
 #endif

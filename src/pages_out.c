@@ -8,6 +8,7 @@
 #include "codec/xbzrle.h"
 #include "mem/zero.h"
 #include "pages_out.h"
+#include "util/crc32c.h"
 #include "util/fdio.h"
 
 #define PAGE GW_PAGE_BYTES
@@ -18,17 +19,27 @@
 int gw_pages_out_init(struct gw_pages_out *po, enum gw_codec_id codec, int level,
 		      size_t xbzrle_cache_bytes)
 {
+	bool ok = true;
+
 	memset(po, 0, sizeof(*po));
 	po->codec = codec;
 	po->level = level;
-	po->raw = malloc(RAW_CAP);
-	po->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
-	po->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
-	po->comp = malloc(po->comp_cap);
+	for (unsigned i = 0; i < GW_PAGES_OUT_BUFS; i++) {
+		struct gw_pages_buf *pb = &po->buf[i];
+
+		/* Touched only as far as batches go (batch-pages): malloc commits nothing yet. */
+		pb->raw = malloc(RAW_CAP);
+		pb->entries = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint64_t));
+		pb->crcs = malloc(GW_WIRE_MAX_BATCH_PAGES * sizeof(uint32_t));
+		pb->iov = malloc(GW_PAGES_MAX_IOV * sizeof(struct iovec));
+		pb->comp_cap = RAW_CAP + (RAW_CAP >> 4) + 65536;	/* >= every codec's bound */
+		pb->comp = malloc(pb->comp_cap);
+		ok = ok && pb->raw && pb->entries && pb->crcs && pb->iov && pb->comp;
+	}
 	if (xbzrle_cache_bytes)
 		po->xb = gw_xbzrle_cache_new(xbzrle_cache_bytes, PAGE);
 	gw_codec_auto_init(&po->autoc);
-	if (!po->raw || !po->entries || !po->comp || (xbzrle_cache_bytes && !po->xb)) {
+	if (!ok || (xbzrle_cache_bytes && !po->xb)) {
 		gw_pages_out_release(po);
 		return -ENOMEM;
 	}
@@ -41,10 +52,24 @@ void gw_pages_out_release(struct gw_pages_out *po)
 		if (po->ctx[i])
 			gw_codec_get((enum gw_codec_id)i)->ctx_free(po->ctx[i]);
 	gw_xbzrle_cache_free(po->xb);
-	free(po->raw);
-	free(po->entries);
-	free(po->comp);
+	for (unsigned i = 0; i < GW_PAGES_OUT_BUFS; i++) {
+		free(po->buf[i].raw);
+		free(po->buf[i].entries);
+		free(po->buf[i].crcs);
+		free(po->buf[i].iov);
+		free(po->buf[i].comp);
+	}
 	memset(po, 0, sizeof(*po));
+}
+
+bool gw_pages_out_copies(const struct gw_pages_out *po, double link_ns_per_byte)
+{
+	if (po->xb)
+		return true;
+	if (po->codec == GW_CODEC_NONE)
+		return false;
+	/* auto sets no codec up on a fast link: the data goes as it lies */
+	return po->codec != GW_CODEC_AUTO || gw_codec_auto_link_is_slow(&po->autoc, link_ns_per_byte);
 }
 
 /* The context of codec @id (created on first use), or NULL. */
@@ -56,8 +81,10 @@ static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struc
 	if (!*ops)
 		return NULL;
 	if (!po->ctx[id]) {
-		/* auto uses each codec's default level */
-		if (level == 0 || po->codec == GW_CODEC_AUTO)
+		/* auto uses its own level per codec (codec_auto.h) */
+		if (po->codec == GW_CODEC_AUTO)
+			level = gw_codec_auto_level(id, (*ops)->default_level);
+		else if (level == 0)
 			level = (*ops)->default_level;
 		if (level < (*ops)->min_level)
 			level = (*ops)->min_level;
@@ -68,33 +95,39 @@ static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struc
 	return po->ctx[id];
 }
 
+static bool bit(const uint64_t *m, uint64_t i)
+{
+	return m && (m[i / 64] >> (i % 64) & 1);
+}
+
 /* ---- stage 1: read ---- */
 
 /*
- * fd-backed RAM: read the span from the first to the last page to send
- * into raw with one pread; *span_first is its first page (index in the
- * region). Anonymous RAM: *span_first = -1, pages are read through the
- * mapping by classify. 0 or -errno.
+ * fd-backed RAM: the pages to send that are not mapped here are read with
+ * one pread, the span from the first to the last of them, into raw at the
+ * offset of the first (raw + first * PAGE): page i of the region then sits
+ * at raw + i * PAGE, never behind the compaction's write position.
+ * 0 or -errno.
  */
-static int stage_read(struct gw_pages_out *po, const struct gw_ram_view *ram,
-		      const struct gw_batch *b, int64_t *span_first)
+static int stage_read(struct gw_pages_buf *pb, const struct gw_ram_view *ram,
+		      const struct gw_batch *b)
 {
 	uint64_t first = UINT64_MAX, last = 0;
 
-	*span_first = -1;
 	if (ram->fd < 0 || b->discard)
 		return 0;
 	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
-		if (!b->mask[w])
+		uint64_t bits = b->mask[w] & ~(ram->mapped ? ram->mapped[w] : 0);
+
+		if (!bits)
 			continue;
 		if (first == UINT64_MAX)
-			first = w * 64 + (unsigned)__builtin_ctzll(b->mask[w]);
-		last = w * 64 + 63 - (unsigned)__builtin_clzll(b->mask[w]);
+			first = w * 64 + (unsigned)__builtin_ctzll(bits);
+		last = w * 64 + 63 - (unsigned)__builtin_clzll(bits);
 	}
 	if (first == UINT64_MAX)
 		return 0;
-	*span_first = (int64_t)first;
-	return gw_pread_all(ram->fd, po->raw, (last - first + 1) * PAGE,
+	return gw_pread_all(ram->fd, pb->raw + first * PAGE, (last - first + 1) * PAGE,
 			    (off_t)(ram->fd_offset_bytes + (b->first_page + first) * PAGE));
 }
 
@@ -127,27 +160,47 @@ static size_t try_xbzrle(struct gw_pages_out *po, uint64_t key, uint8_t *slot)
 	return 2 + (size_t)n;
 }
 
-/*
- * Classify every page of the mask, writing entries and compacting data
- * forward in raw (the write position never passes the read position: a
- * record is at most a page), so the span is consumed before it is
- * overwritten.
- */
-static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ram,
-			   const struct gw_batch *b, int64_t span_first, struct gw_pages_frame *f)
+/* The data area as pieces: contiguous records coalesce into one iovec. */
+struct pieces {
+	struct iovec *iov;		/* first data slot of the frame's iovec */
+	int n;
+};
+
+static void piece_add(struct pieces *p, const uint8_t *ptr, size_t len)
 {
+	if (p->n && (const uint8_t *)p->iov[p->n - 1].iov_base + p->iov[p->n - 1].iov_len == ptr) {
+		p->iov[p->n - 1].iov_len += len;
+		return;
+	}
+	p->iov[p->n++] = (struct iovec){ (void *)ptr, len };
+}
+
+/*
+ * Classify every page of the mask in one visit each: entries, CRCs, and
+ * either the raw stream (@copy: records compacted forward in raw, CRC over
+ * the copy) or pieces: guest memory itself (mapped pages, view->live), or
+ * each page's own slot in raw (the pread span, or a copy of a mapped page).
+ * Where a page is read from: the span when it was not mapped, else the
+ * mapping.
+ */
+static void stage_classify(struct gw_pages_out *po, struct gw_pages_buf *pb,
+			   const struct gw_ram_view *ram, const struct gw_batch *b, bool copy,
+			   struct pieces *pc, struct gw_pages_frame *f)
+{
+	bool anon = ram->fd < 0;
 	uint32_t n = 0;
 	size_t raw_len = 0;
 
+	memset(pb->live, 0, sizeof(pb->live));
+	pb->nr_live = 0;
 	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
 		for (uint64_t bits = b->mask[w]; bits; bits &= bits - 1) {
 			uint64_t idx = w * 64 + (unsigned)__builtin_ctzll(bits), page = b->first_page + idx;
-			const uint8_t *src = span_first >= 0 ? po->raw + (idx - (uint64_t)span_first) * PAGE
-							     : ram->host + page * PAGE;
-			uint8_t *slot = po->raw + raw_len;
+			bool in_map = anon || bit(ram->mapped, idx);
+			const uint8_t *src = in_map ? ram->host + page * PAGE : pb->raw + idx * PAGE;
 			uint64_t key = (uint64_t)b->block << 48 | page;
 			enum gw_page_kind kind = GW_PAGE_NORMAL;
-			size_t rec;
+			uint32_t crc = 0;
 
 			if (b->discard || gw_is_zero(src, PAGE)) {
 				uint8_t *old = po->xb ? gw_xbzrle_cache_get(po->xb, key) : NULL;
@@ -156,21 +209,54 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 					memset(old, 0, PAGE);
 				kind = GW_PAGE_ZERO;
 				f->nr_zero++;
-			} else {
-				/* A snapshot (mapping) or compaction (span): the guest may write meanwhile. */
+			} else if (copy) {
+				/* A stable copy: the guest may write the page meanwhile. */
+				uint8_t *slot = pb->raw + raw_len;
+				size_t rec;
+
 				if (slot != src)
 					memmove(slot, src, PAGE);
 				rec = po->xb ? try_xbzrle(po, key, slot) : 0;
 				if (rec) {
 					kind = GW_PAGE_XBZRLE;
-					raw_len += rec;
 					f->nr_xbzrle++;
 				} else {
-					raw_len += PAGE;
+					rec = PAGE;
 					f->nr_normal++;
 				}
+				crc = gw_crc32c(0, slot, rec);
+				raw_len += rec;
+			} else if (in_map && ram->live) {
+				/*
+				 * Sent from guest memory itself. The CRC is taken over
+				 * a copy in a hot 4 KiB scratch: ISA-L's CRC reads cold
+				 * memory at a third of the speed of a copy followed by
+				 * a CRC of the copy (bench/limits_bench, read+crc).
+				 */
+				memcpy(pb->scratch, src, PAGE);
+				crc = gw_crc32c(0, pb->scratch, PAGE);
+				piece_add(pc, src, PAGE);
+				pb->live[w] |= 1ULL << (idx % 64);
+				pb->nr_live++;
+				raw_len += PAGE;
+				f->nr_normal++;
+			} else {
+				/*
+				 * A stable copy where the page has its own slot (raw +
+				 * idx * PAGE): the pread span has it there already, a
+				 * mapped page is copied there; CRC over the hot copy.
+				 */
+				uint8_t *slot = pb->raw + idx * PAGE;
+
+				if (in_map)
+					memcpy(slot, src, PAGE);
+				crc = gw_crc32c(0, slot, PAGE);
+				piece_add(pc, slot, PAGE);
+				raw_len += PAGE;
+				f->nr_normal++;
 			}
-			gw_le64_put((uint8_t *)&po->entries[n++], gw_page_entry(page, kind));
+			gw_le32_put((uint8_t *)&pb->crcs[n], crc);
+			gw_le64_put((uint8_t *)&pb->entries[n++], gw_page_entry(page, kind));
 		}
 	}
 	f->ph.nr_entries = n;
@@ -180,7 +266,8 @@ static void stage_classify(struct gw_pages_out *po, const struct gw_ram_view *ra
 /* ---- stage 3: compress ---- */
 
 /* The codec for this batch: the configured one, or auto's pick. */
-static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, double link)
+static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw, size_t raw_len,
+				     double link)
 {
 	struct gw_codec_auto *a = &po->autoc;
 	double probe = -1;
@@ -194,7 +281,7 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, do
 	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
 		const struct gw_codec_ops *ops;
 		void *ctx = codec_ctx(po, GW_CODEC_LZ4, &ops);
-		ssize_t got = ctx ? ops->compress(ctx, po->raw, GW_AUTO_PROBE_BYTES,
+		ssize_t got = ctx ? ops->compress(ctx, raw, GW_AUTO_PROBE_BYTES,
 						  po->probe, sizeof(po->probe)) : -1;
 
 		if (got > 0)
@@ -203,31 +290,36 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, size_t raw_len, do
 	return gw_codec_auto_pick(a, link, batch_no, probe);
 }
 
-/* Compress raw into comp when a codec applies and it pays. 0 or -errno. */
-static int stage_compress(struct gw_pages_out *po, double link, struct gw_pages_frame *f,
-			  const uint8_t **data)
+/*
+ * Compress raw (a copied batch) into comp when a codec applies and it pays;
+ * the data area becomes one piece, raw or comp. 0 or -errno.
+ */
+static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, double link,
+			  struct gw_pages_frame *f, struct pieces *pc)
 {
-	enum gw_codec_id id = f->raw_bytes ? choose_codec(po, f->raw_bytes, link) : GW_CODEC_NONE;
+	enum gw_codec_id id = f->raw_bytes ? choose_codec(po, pb->raw, f->raw_bytes, link) : GW_CODEC_NONE;
 	const struct gw_codec_ops *ops;
 	uint64_t t0;
 	void *ctx;
 	ssize_t n;
 
-	*data = po->raw;
 	f->data_bytes = f->raw_bytes;
 	f->ph.codec = GW_WIRE_CODEC_NONE;
+	pc->n = 0;
+	if (f->raw_bytes)
+		piece_add(pc, pb->raw, f->raw_bytes);
 	if (id == GW_CODEC_NONE)
 		return 0;
 	ctx = codec_ctx(po, id, &ops);
 	if (!ctx)
 		return -EOPNOTSUPP;
 	t0 = gw_now_ns();
-	n = ops->compress(ctx, po->raw, f->raw_bytes, po->comp, po->comp_cap);
+	n = ops->compress(ctx, pb->raw, f->raw_bytes, pb->comp, pb->comp_cap);
 	if (n > 0)
 		gw_codec_auto_sample_codec(&po->autoc, id, gw_now_ns() - t0, f->raw_bytes, (size_t)n);
 	if (n > 0 && (size_t)n < f->raw_bytes) {
 		f->ph.codec = gw_wire_codec_from_id(id);
-		*data = po->comp;
+		pc->iov[0] = (struct iovec){ pb->comp, (size_t)n };
 		f->data_bytes = (size_t)n;
 	}
 	return 0;
@@ -235,40 +327,57 @@ static int stage_compress(struct gw_pages_out *po, double link, struct gw_pages_
 
 /* ---- stage 4: frame ---- */
 
-static void stage_frame(struct gw_pages_out *po, const uint8_t *data, struct gw_pages_frame *f)
+static void stage_frame(struct gw_pages_buf *pb, const struct pieces *pc, struct gw_pages_frame *f)
 {
 	size_t entries_bytes = (size_t)f->ph.nr_entries * GW_PAGES_ENTRY_BYTES;
 
+	f->ph.flags = GW_PAGES_F_PAGE_CRC;
 	f->ph.raw_bytes = (uint32_t)f->raw_bytes;
 	f->ph.data_bytes = (uint32_t)f->data_bytes;
 	gw_msg_pages_hdr_encode(f->hdr, &f->ph);
+	f->iov = pb->iov;
 	f->iov[0] = (struct iovec){ f->hdr, sizeof(f->hdr) };
-	f->iov[1] = (struct iovec){ po->entries, entries_bytes };
-	f->iov[2] = (struct iovec){ (void *)data, f->data_bytes };
-	f->iovcnt = f->data_bytes ? 3 : 2;
-	f->payload_bytes = sizeof(f->hdr) + entries_bytes + f->data_bytes;
+	f->iov[1] = (struct iovec){ pb->entries, entries_bytes };
+	f->iov[2] = (struct iovec){ pb->crcs, gw_pages_crc_bytes(&f->ph) };
+	f->crc_iovcnt = 3;
+	f->iovcnt = 3 + pc->n;
+	f->payload_bytes = sizeof(f->hdr) + entries_bytes + gw_pages_crc_bytes(&f->ph) + f->data_bytes;
 }
 
-int gw_pages_out_build(struct gw_pages_out *po, const struct gw_ram_view *ram,
+int gw_pages_out_build(struct gw_pages_out *po, unsigned slot, const struct gw_ram_view *ram,
 		       const struct gw_batch *b, uint32_t round, double link_ns_per_byte,
 		       struct gw_pages_frame *f)
 {
-	const uint8_t *data;
-	int64_t span_first;
+	struct gw_pages_buf *pb = &po->buf[slot % GW_PAGES_OUT_BUFS];
+	struct pieces pc = { pb->iov + 3, 0 };
+	/* A codec or XBZRLE needs the raw stream contiguous: records compacted in raw. */
+	bool copy = gw_pages_out_copies(po, link_ns_per_byte);
+	uint64_t t0, t1, t2;
 	int ret;
 
 	memset(f, 0, sizeof(*f));
 	f->ph.block = b->block;
 	f->ph.round = round;
-	ret = stage_read(po, ram, b, &span_first);
+	/* Copied anyway: mapped pages are read through the mapping, others with pread. */
+	t0 = gw_now_ns();
+	ret = stage_read(pb, ram, b);
 	if (ret)
 		return ret;
-	stage_classify(po, ram, b, span_first, f);
+	t1 = gw_now_ns();
+	stage_classify(po, pb, ram, b, copy, &pc, f);
+	t2 = gw_now_ns();
+	f->stage_ns[GW_STAGE_READ] = t1 - t0;
+	f->stage_ns[GW_STAGE_CLASSIFY] = t2 - t1;
 	if (!f->ph.nr_entries)
 		return 0;
-	ret = stage_compress(po, link_ns_per_byte, f, &data);
-	if (ret)
-		return ret;
-	stage_frame(po, data, f);
+	if (copy) {
+		ret = stage_compress(po, pb, link_ns_per_byte, f, &pc);
+		if (ret)
+			return ret;
+		f->stage_ns[GW_STAGE_COMPRESS] = gw_now_ns() - t2;
+	} else {
+		f->data_bytes = f->raw_bytes;
+	}
+	stage_frame(pb, &pc, f);
 	return 0;
 }

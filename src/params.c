@@ -62,6 +62,10 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_RT_PRIORITY] = { "rt-priority", 0, 99, 0, false,
 		"SCHED_FIFO priority of the threads on the critical path (switchover, control, postcopy page "
 		"requests), 0 = normal scheduling: on a loaded host their wake-ups otherwise wait for a CPU" },
+	[GW_PARAM_SEND_PATH] = { "send-path", 0, 4, GW_SEND_AUTO, false,
+		"0 auto (= copy, measured), 1 copy, 2 live + MSG_ZEROCOPY, 3 live, 4 pread only" },
+	[GW_PARAM_RECV_PATH] = { "recv-path", 0, 1, GW_RECV_AUTO, false,
+		"destination: 0 auto (into the mapping when all mapped), 1 pwrite into the file" },
 };
 
 const struct gw_param_info *gw_param_info(enum gw_param p)

@@ -46,6 +46,8 @@ static int populate_step(struct gw_session *s, unsigned bi, uint64_t first, uint
 {
 	const struct gw_dst_block *db = &s->dblk[bi];
 
+	if (db->map_write)
+		return 0;	/* mapped already (preallocated): nothing to allocate, protected after each write */
 	if (db->fd < 0)
 		return madvise(db->host + first * GW_PAGE_BYTES, count * GW_PAGE_BYTES,
 			       MADV_POPULATE_WRITE) ? -1 : 0;

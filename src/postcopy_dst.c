@@ -378,48 +378,66 @@ static int refuse_entries(struct dst_recv *r, const struct gw_msg_pages_hdr *ph,
 	return gw_fail(s, "postcopy", err, false, "malformed PAGES entries");
 }
 
-/* One PAGES frame after the switch: checked, received whole, CRC, then placed. */
+/*
+ * One PAGES frame after the switch: checked, received whole, CRC, then
+ * placed. A PAGE_CRC frame's CRC covers all but the data area, whose pages
+ * are checked one by one: after the switch the source's guest is paused,
+ * nothing is sent from live memory and no PAGES_VOID may follow, so a page
+ * that fails is corruption.
+ */
 static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t *crc)
 {
 	struct gw_session *s = r->pc->s;
 	uint8_t phbuf[GW_PAGES_HDR_BYTES];
-	struct iovec iov = { phbuf, sizeof(phbuf) };
+	struct iovec iov[2] = { { phbuf, sizeof(phbuf) } };
 	struct gw_msg_pages_hdr ph;
 	struct gw_pages_plan plan;
 	const uint8_t *raw;
+	bool page_crc;
 	int ret, n;
 
 	if (h->len < GW_PAGES_HDR_BYTES)
 		return gw_fail(s, "postcopy", -EPROTO, false, "PAGES frame of %u bytes", h->len);
-	ret = gw_conn_recv_iov(r->conn, &iov, 1, crc);
+	ret = gw_conn_recv_iov(r->conn, iov, 1, crc);
 	if (ret)
 		return ret;
 	if (gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
 		return gw_fail(s, "postcopy", -EPROTO, false, "malformed PAGES sub-header");
-	iov = (struct iovec){ r->in->entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
-	ret = gw_conn_recv_iov(r->conn, &iov, 1, crc);
+	page_crc = ph.flags & GW_PAGES_F_PAGE_CRC;
+	if (ph.flags & GW_PAGES_F_SETTLE_NEXT)
+		return gw_fail(s, "postcopy", -EPROTO, false, "PAGES frame sent from live memory after the switch");
+	iov[0] = (struct iovec){ r->in->entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
+	iov[1] = (struct iovec){ r->in->crcs, gw_pages_crc_bytes(&ph) };
+	ret = gw_conn_recv_iov(r->conn, iov, 2, crc);
 	if (ret)
 		return ret;
+	if (page_crc && gw_conn_recv_check(h, *crc))
+		return gw_fail(s, "postcopy", -EBADMSG, false, "checksum mismatch on a postcopy PAGES frame");
 	ret = gw_pages_in_check(r->in, &s->layout, &ph, &plan);
 	if (ret)
 		return refuse_entries(r, &ph, ret);
 	ret = frame_allowed(r, &plan);
 	if (ret)
 		return ret;
-	iov = (struct iovec){ r->in->data, plan.ph.data_bytes };	/* never straight into RAM */
-	ret = gw_conn_recv_iov(r->conn, &iov, 1, crc);
+	iov[0] = (struct iovec){ r->in->data, plan.ph.data_bytes };	/* never straight into RAM */
+	ret = gw_conn_recv_iov(r->conn, iov, 1, page_crc ? NULL : crc);
 	if (ret)
 		return ret;
-	ret = gw_conn_recv_check(h, *crc);
-	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "checksum mismatch on a postcopy PAGES frame");
-	ret = frame_consume(r, &plan);
-	if (ret)
-		return ret;
+	if (!page_crc && gw_conn_recv_check(h, *crc))
+		return gw_fail(s, "postcopy", -EBADMSG, false, "checksum mismatch on a postcopy PAGES frame");
 	plan.direct = false;
 	ret = gw_pages_in_decompress(r->in, &plan, &raw);
 	if (ret)
 		return gw_fail(s, "postcopy", ret, false, "cannot decompress a postcopy PAGES frame");
+	ret = gw_pages_in_verify(r->in, &plan, raw);
+	if (ret)
+		return gw_fail(s, "postcopy", ret, false, "PAGES data does not match its entries");
+	if (plan.nr_bad)
+		return gw_fail(s, "postcopy", -EBADMSG, false, "%u page(s) of a postcopy PAGES frame for block %u "
+			       "fail their CRC", plan.nr_bad, plan.ph.block);
+	ret = frame_consume(r, &plan);
+	if (ret)
+		return ret;
 	n = gw_pages_in_plan_writes(r->in, &plan, raw);
 	if (n < 0)
 		return gw_fail(s, "postcopy", n, false, "PAGES data does not match its entries");
@@ -768,12 +786,13 @@ static int admit(struct gw_session *s, uint16_t want, uint64_t timeout_ms, union
 {
 	uint8_t buf[64];
 	struct gw_conn tmp;
-	int fd = gw_accept_timeout(s->listen_fd, timeout_ms), type;
+	int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, timeout_ms), type;
 	const uint8_t *id;
 
 	if (fd < 0)
 		return fd;
-	gw_conn_init(&tmp, fd);
+	gw_conn_init(&tmp, -1);
+	gw_conn_set_fd(&tmp, fd, s->url.ops->sock);
 	gw_conn_set_timeout(&tmp, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	type = gw_conn_recv_msg(&tmp, m, buf, sizeof(buf), NULL, 0);
 	id = type == GW_MSG_CHAN_HELLO ? m->chan_hello.id : type == GW_MSG_PC_RECOVER ? m->pc_recover.id : NULL;
@@ -815,12 +834,12 @@ static int admit_data(struct gw_session *s, uint64_t want_mask, char *why, size_
 			return fd;
 		}
 		if (m.chan_hello.index > s->nr_channels || !(want_mask >> m.chan_hello.index & 1)) {
-			close(fd);
+			s->url.ops->sock->close(fd);
 			snprintf(why, why_len, "connection index %u invalid or repeated", m.chan_hello.index);
 			return -EPROTO;
 		}
 		conn = m.chan_hello.index == s->nr_channels ? &s->preempt : &s->chans[m.chan_hello.index].conn;
-		gw_conn_set_fd(conn, fd);
+		gw_conn_set_fd(conn, fd, s->url.ops->sock);
 		conn->recv_seq = 1;	/* CHAN_HELLO was frame 0 */
 		gw_conn_set_timeout(conn, timeout_ms);
 		ack.index = m.chan_hello.index;
@@ -936,7 +955,7 @@ int dst_pc_prepare(struct gw_session *s)
 	if (ret)
 		return gw_fail(s, "postcopy", ret, false, "preempt connection: %s", why);
 	/* The first listener is done: a recovery may listen on the same address. */
-	close(s->listen_fd);
+	s->url.ops->sock->close(s->listen_fd);
 	s->url.ops->unlisten(s->url.addr);
 	s->listen_fd = -1;
 	if (pthread_create(&s->pcd->handler, NULL, handler_main, s->pcd))
@@ -988,7 +1007,18 @@ int dst_pc_complete(struct gw_session *s)
 	pc->verify = (s->hello_flags & GW_HELLO_VERIFY) != 0;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		struct gw_bitmap *u = &pc->untrusted[i];
+		const struct gw_dst_block *db = &s->dblk[i];
 
+		/* A page that failed its CRC in precopy is trusted only if sent again since. */
+		for (uint64_t w = 0; __atomic_load_n(&db->nr_stale, __ATOMIC_RELAXED) &&
+		     w < gw_bitmap_words(u); w++) {
+			uint64_t bad = __atomic_load_n(&db->stale.words[w], __ATOMIC_RELAXED) & ~u->words[w];
+
+			if (bad)
+				return gw_fail(s, "final", -EBADMSG, false, "page %llu of block %u failed its CRC "
+					       "and is not in the map of pages to fetch",
+					       (unsigned long long)(w * 64 + (unsigned)__builtin_ctzll(bad)), i);
+		}
 		pc->pages += gw_bitmap_weight(u);
 		if (s->dblk[i].fd >= 0)
 			continue;
@@ -1076,7 +1106,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (ret) {
-		close(fd);
+		u.ops->sock->close(fd);
 		u.ops->unlisten(u.addr);
 		return ret;
 	}
@@ -1167,7 +1197,7 @@ static int recover_once(struct gw_session *s, struct gw_pc_dst *pc, char *why, s
 	s->status = s->stats.status = GW_STATUS_POSTCOPY_RECOVER;
 	pthread_mutex_unlock(&s->lock);
 	gw_emit_status(s);
-	gw_conn_set_fd(&s->ctl, fd);
+	gw_conn_set_fd(&s->ctl, fd, s->url.ops->sock);
 	s->ctl.recv_seq = 1;	/* PC_RECOVER was frame 0 */
 	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	gw_log(GW_LOG_INFO, "mig", "postcopy_recover", "recoveries=%u", m.pc_recover.recoveries);
@@ -1229,7 +1259,7 @@ static int recover(struct gw_session *s, struct gw_pc_dst *pc)
 		}
 	}
 	pthread_mutex_lock(&s->lock);
-	close(s->listen_fd);
+	s->url.ops->sock->close(s->listen_fd);
 	s->url.ops->unlisten(s->url.addr);
 	s->listen_fd = -1;
 	s->pc_recover_listening = false;

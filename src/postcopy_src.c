@@ -142,7 +142,7 @@ static void tune_conn(struct gw_session *s, struct gw_conn *conn)
 	unsigned ms = (unsigned)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
 
 	if (conn->fd >= 0)
-		(void)setsockopt(conn->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
+		(void)conn->sock->setsockopt(conn->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
 }
 
 /* Connect @conn to @url with the I/O timeout. 0 or -errno. */
@@ -153,7 +153,7 @@ static int pc_connect(struct gw_session *s, const struct gw_url *url, struct gw_
 
 	if (fd < 0)
 		return fd;
-	gw_conn_set_fd(conn, fd);
+	gw_conn_set_fd(conn, fd, url->ops->sock);
 	gw_conn_set_timeout(conn, timeout_ms);
 	tune_conn(s, conn);
 	return 0;
@@ -470,11 +470,16 @@ static int send_pages(struct gw_session *s, struct gw_pages_out *po, struct gw_c
 		      const struct gw_batch *b, bool capped, const char *what)
 {
 	const struct gw_ram_block *blk = &s->vm.blocks[b->block];
-	struct gw_ram_view ram = { b->block, blk->host, blk->fd, blk->fd_offset_bytes };
+	/*
+	 * The guest is paused here: pages are stable, so they are copied (never
+	 * sent live, no PAGES_VOID after the switch), fd-backed ones by pread.
+	 */
+	struct gw_ram_view ram = { b->block, blk->host, blk->fd, blk->fd_offset_bytes, NULL, false };
 	double link = gw_codec_auto_link_cost(&po->autoc, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
 					      s->nr_channels);
 	struct gw_pages_frame f;
-	int ret = gw_pages_out_build(po, &ram, b, gw_round(s), link, &f);
+	/* One frame at a time on this thread: buffer 0, free again once sent. */
+	int ret = gw_pages_out_build(po, 0, &ram, b, gw_round(s), link, &f);
 
 	if (ret)
 		return gw_fail(s, "postcopy", ret, false, "%s: preparing pages: %s", what, strerror(-ret));
@@ -482,7 +487,7 @@ static int send_pages(struct gw_session *s, struct gw_pages_out *po, struct gw_c
 		return 0;
 	if (capped)
 		gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
-	ret = gw_conn_send(conn, GW_MSG_PAGES, f.iov, f.iovcnt, NULL, 0);
+	ret = gw_conn_send_prefix_crc(conn, GW_MSG_PAGES, f.iov, f.iovcnt, f.crc_iovcnt, NULL, NULL);
 	if (ret && __atomic_load_n(&s->pcs->done, __ATOMIC_ACQUIRE))
 		return ret;
 	if (ret)

@@ -30,7 +30,8 @@
 
 /* Counters of the channels, read at a round's start and end. */
 struct round_mark {
-	uint64_t t_ns, wire_bytes, pages, zero_pages;
+	uint64_t t_ns, wire_bytes, pages, zero_pages, void_pages;
+	uint64_t stage_ns[GW_STAGE__COUNT];
 };
 
 static void round_mark(struct gw_session *s, struct round_mark *m)
@@ -40,6 +41,9 @@ static void round_mark(struct gw_session *s, struct round_mark *m)
 	m->zero_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
 	m->pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) + m->zero_pages +
 		   __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
+	m->void_pages = __atomic_load_n(&s->ctr_void_pages, __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
+		m->stage_ns[i] = __atomic_load_n(&s->ctr_stage_ns[i], __ATOMIC_RELAXED);
 }
 
 static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
@@ -47,6 +51,12 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	uint64_t t0 = gw_now_ns();
 	ssize_t n;
 
+	/*
+	 * The channels are drained here. collect_last leaves pages unprotected,
+	 * so `written` would call every page sent after it suspect: copy them.
+	 */
+	if (last)
+		__atomic_store_n(&s->dirty_final, true, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&s->hint_lock);
 	n = last && s->dirty.ops->collect_last ? s->dirty.ops->collect_last(&s->dirty, c->dirty) :
 		s->dirty.ops->collect(&s->dirty, c->dirty);
@@ -220,6 +230,12 @@ int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 	int ret;
 
 	c->discarded_pages = 0;
+	/*
+	 * No hint ever: nothing is free, and walking bitmaps of the whole RAM
+	 * inside the pause would cost what the RAM size costs (7 ms for 64 GiB).
+	 */
+	if (!__atomic_load_n(&s->hint_ranges, __ATOMIC_RELAXED))
+		return 0;
 	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
 		uint64_t pos = 0;
 
@@ -262,18 +278,28 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 			.dirty_rate_pps = rate_pps,
 			.expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns,
 			.throttle_pct = c->thr.pct, .dirty_limit = c->thr.dirty_limit_on,
+			.void_pages = m1->void_pages - m0->void_pages,
 		};
+		for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
+			s->stats.round[round].stage_ns[i] = m1->stage_ns[i] - m0->stage_ns[i];
 		s->stats.nr_rounds_kept = (unsigned)round + 1;
 	}
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_INFO, "mig", "round_end",
 	       "round=%llu sent_bytes=%llu pages=%llu duration_us=%llu rate_bps=%llu dirty_pages=%llu "
-	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d harvest_us=%llu",
+	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d harvest_us=%llu "
+	       "read_us=%llu classify_us=%llu compress_us=%llu send_us=%llu settle_us=%llu void_pages=%llu",
 	       (unsigned long long)round, (unsigned long long)bytes, (unsigned long long)pages,
 	       (unsigned long long)(ns / 1000), (unsigned long long)c->conv.rate_bps,
 	       (unsigned long long)c->dirty_pages, (unsigned long long)rate_pps,
 	       exp_ns == UINT64_MAX ? -1ll : (long long)(exp_ns / 1000), c->thr.pct, c->thr.dirty_limit_on,
-	       (unsigned long long)(c->harvest_ns / 1000));
+	       (unsigned long long)(c->harvest_ns / 1000),
+	       (unsigned long long)((m1->stage_ns[GW_STAGE_READ] - m0->stage_ns[GW_STAGE_READ]) / 1000),
+	       (unsigned long long)((m1->stage_ns[GW_STAGE_CLASSIFY] - m0->stage_ns[GW_STAGE_CLASSIFY]) / 1000),
+	       (unsigned long long)((m1->stage_ns[GW_STAGE_COMPRESS] - m0->stage_ns[GW_STAGE_COMPRESS]) / 1000),
+	       (unsigned long long)((m1->stage_ns[GW_STAGE_SEND] - m0->stage_ns[GW_STAGE_SEND]) / 1000),
+	       (unsigned long long)((m1->stage_ns[GW_STAGE_SETTLE] - m0->stage_ns[GW_STAGE_SETTLE]) / 1000),
+	       (unsigned long long)(m1->void_pages - m0->void_pages));
 }
 
 /* Past converge-timeout-ms: 0 = switch over (force), 1 = go on, or the error (cancel). */
@@ -407,7 +433,7 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 
 	throttle(s, c, 0, 0);	/* a dirty limit "from the start" */
 	for (;;) {
-		uint64_t dirty_at_start = c->dirty_pages, dirty_ns;
+		uint64_t dirty_at_start = c->dirty_pages, dirty_ns, limit_us;
 		struct round_mark m0, m1;
 		int ret;
 
@@ -420,7 +446,9 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 			return ret;
 		round_mark(s, &m1);
 		gw_converge_round(&c->conv, m1.wire_bytes - m0.wire_bytes, m1.t_ns - m0.t_ns, m1.pages - m0.pages);
-		pace_round(m0.t_ns);
+		/* A round that sent nothing cannot spin the loop: harvest at once (an idle guest). */
+		if (m1.pages != m0.pages)
+			pace_round(m0.t_ns);
 		ret = src_harvest(s, c);
 		if (ret)
 			return ret;
@@ -432,19 +460,26 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		/*
-		 * Nothing dirty: nothing to wait for. Otherwise switch over when
-		 * the rest fits, at the end of a pass only: mid-pass, the rest
-		 * holds pages not sent yet in this pass, which cost the guest
-		 * nothing to send while it runs.
+		 * Nothing dirty: nothing to wait for, if the switchover's own
+		 * cost fits the limit (the rate may be unknown: an idle guest).
+		 * With harvests about 1 ms apart a guest can write nothing
+		 * between two of them; that must not bypass a limit the
+		 * switchover alone exceeds. Otherwise switch over when the rest
+		 * fits, at the end of a pass only: mid-pass, the rest holds
+		 * pages not sent yet in this pass, which cost the guest nothing
+		 * to send while it runs.
 		 */
-		if (!c->dirty_pages ||
-		    (c->pass_done &&
-		     gw_converge_fits(&c->conv, c->dirty_pages, (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US))))
+		limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US);
+		if ((!c->dirty_pages && c->conv.fixed_cost_ns <= limit_us * 1000) ||
+		    (c->pass_done && gw_converge_fits(&c->conv, c->dirty_pages, limit_us)))
 			return 0;
 		if (src_pc_want_switch(s, c, t_precopy_ns, false))
 			return SRC_POSTCOPY;
 		ret = converge_policy(s, c, t_precopy_ns);
 		if (ret <= 0)
 			return ret;
+		/* Nothing dirty, over the limit: the next round sends nothing; pace it here. */
+		if (!c->dirty_pages)
+			pace_round(m0.t_ns);
 	}
 }

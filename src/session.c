@@ -88,7 +88,7 @@ void gw_session_free(struct gw_session *s)
 		abandon_postcopy(s);	/* nobody would finish it */
 	join_thread(s);
 	if (s->listen_fd >= 0) {
-		close(s->listen_fd);
+		s->url.ops->sock->close(s->listen_fd);
 		if (s->url.ops)
 			s->url.ops->unlisten(s->url.addr);
 	}
@@ -106,7 +106,7 @@ void gw_session_shutdown_conns(struct gw_session *s)
 	gw_conn_shutdown(&s->ctl);
 	gw_conn_shutdown(&s->preempt);
 	if (s->listen_fd >= 0)
-		shutdown(s->listen_fd, SHUT_RDWR);
+		s->url.ops->sock->shutdown(s->listen_fd, SHUT_RDWR);
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		struct gw_channel *ch = &s->chans[i];
 
@@ -327,11 +327,38 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 
 			gw_bitmap_set_range(&s->hint_free[block], first_page, nr_pages);
 			__atomic_fetch_add(&s->hinted_pages, dropped, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->hint_ranges, 1, __ATOMIC_RELAXED);
 			ret = 0;
 		}
 	}
 	pthread_mutex_unlock(&s->hint_lock);
 	return ret;
+}
+
+void gw_log_pipeline(struct gw_session *s)
+{
+	uint64_t pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) +
+			 __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
+	unsigned from = s->role == GW_ROLE_SOURCE ? GW_STAGE_READ : GW_STAGE_RECV;
+	unsigned to = s->role == GW_ROLE_SOURCE ? GW_STAGE_SETTLE : GW_STAGE_APPLY;
+	char buf[512];
+	size_t n = 0;
+
+	for (unsigned i = from; i <= to && n < sizeof(buf); i++) {
+		uint64_t ns = __atomic_load_n(&s->ctr_stage_ns[i], __ATOMIC_RELAXED);
+
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s_us=%llu %s_ns_per_page=%.1f",
+				      gw_stage_name((enum gw_stage)i), (unsigned long long)(ns / 1000),
+				      gw_stage_name((enum gw_stage)i), pages ? (double)ns / (double)pages : 0.0);
+	}
+	gw_log(GW_LOG_INFO, "mig", "pipeline", "pages=%llu live_pages=%llu void_pages=%llu direct_pages=%llu "
+	       "zerocopy_sends=%llu zerocopy_copied=%llu%s", (unsigned long long)pages,
+	       (unsigned long long)__atomic_load_n(&s->ctr_live_pages, __ATOMIC_RELAXED),
+	       (unsigned long long)__atomic_load_n(&s->ctr_void_pages, __ATOMIC_RELAXED),
+	       (unsigned long long)__atomic_load_n(&s->ctr_direct_pages, __ATOMIC_RELAXED),
+	       (unsigned long long)__atomic_load_n(&s->ctr_zc_sends, __ATOMIC_RELAXED),
+	       (unsigned long long)__atomic_load_n(&s->ctr_zc_copied, __ATOMIC_RELAXED), buf);
 }
 
 uint64_t gw_verify_wait_ms(const struct gw_session *s)
@@ -421,6 +448,14 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	if (s->role == GW_ROLE_DEST)
 		gw_dst_stats_locked(s, out);
 	pthread_mutex_unlock(&s->lock);
+	/* Pipeline counters: atomics that only grow, final once the channels ended. */
+	for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
+		out->stage_ns[i] = __atomic_load_n(&s->ctr_stage_ns[i], __ATOMIC_RELAXED);
+	out->live_pages = __atomic_load_n(&s->ctr_live_pages, __ATOMIC_RELAXED);
+	out->void_pages = __atomic_load_n(&s->ctr_void_pages, __ATOMIC_RELAXED);
+	out->direct_pages = __atomic_load_n(&s->ctr_direct_pages, __ATOMIC_RELAXED);
+	out->zerocopy_sends = __atomic_load_n(&s->ctr_zc_sends, __ATOMIC_RELAXED);
+	out->zerocopy_copied = __atomic_load_n(&s->ctr_zc_copied, __ATOMIC_RELAXED);
 	/* Live counters (atomics) between publications. */
 	if (out->status != GW_STATUS_COMPLETED && out->status != GW_STATUS_FAILED &&
 	    out->status != GW_STATUS_CANCELLED && out->status != GW_STATUS_UNKNOWN &&
@@ -574,6 +609,8 @@ int gw_migrate_start(struct gw_session *s, const char *url)
 	ret = gw_url_parse(url, &s->url, why, sizeof(why));
 	if (ret)
 		return refuse(s, why);
+	if (s->url.ops->usable && s->url.ops->usable(why, sizeof(why)))
+		return refuse(s, why);
 	if (gw_param(s, GW_PARAM_LOCAL) && !s->url.ops->can_pass_fds) {
 		snprintf(why, sizeof(why), "local migration passes memory fds: it needs unix:, not %s:",
 			 s->url.ops->scheme);
@@ -603,6 +640,10 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 		gw_log(GW_LOG_ERROR, "mig", "bad_url", "reason=\"%s\"", why);
 		return ret;
 	}
+	if (s->url.ops->usable && (ret = s->url.ops->usable(why, sizeof(why)))) {
+		refuse(s, why);
+		return ret;
+	}
 	if (s->listen_fd >= 0)
 		return -EBUSY;
 	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
@@ -615,7 +656,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	gw_log(GW_LOG_INFO, "mig", "incoming_listen", "url=%s", s->bound_url);
 	ret = start_thread(s, gw_dest_main);
 	if (ret) {
-		close(fd);
+		s->url.ops->sock->close(fd);
 		s->listen_fd = -1;
 	}
 	return ret;

@@ -90,7 +90,10 @@ struct gw_session {
 	struct gw_channel *chans;	/* lock to publish and detach; array of nr_channels */
 	uint8_t mig_id[GW_WIRE_ID_BYTES];
 	struct gw_dirty dirty;
-	bool dirty_started;
+	bool dirty_started;		/* migration thread, before the first batch is queued */
+	bool dirty_final;		/* atomic: set by the migration thread before the final
+					   harvest (collect_last re-arms nothing): from then on
+					   channels copy pages, never send them live */
 	uint32_t round;			/* atomic: current round, read by channel threads */
 	bool same_clock;		/* the peer runs on this kernel: its CLOCK_MONOTONIC is ours */
 	uint64_t ping_rtt_ns;		/* lock: source, smoothed PING -> PONG, 0 = none yet */
@@ -98,6 +101,10 @@ struct gw_session {
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
 	uint64_t ctr_raw_bytes, ctr_wire_payload_bytes;
+	uint64_t ctr_stage_ns[GW_STAGE__COUNT];	/* pipeline stage times, all channels */
+	uint64_t ctr_live_pages, ctr_void_pages;	/* source: sent from guest memory; named in PAGES_VOID */
+	uint64_t ctr_direct_pages;	/* destination: received straight into guest memory */
+	uint64_t ctr_zc_sends, ctr_zc_copied;	/* source: MSG_ZEROCOPY sends completed; of those, copied */
 
 	/* Source: the control reader hands READY / RESUMED / VERIFIED over here. */
 	pthread_t ctl_reader;
@@ -113,6 +120,7 @@ struct gw_session {
 	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
 	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
+	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
 	/* Destination. */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
@@ -217,6 +225,9 @@ void gw_emit_round(struct gw_session *s, uint32_t round, uint64_t dirty_pages, b
 /* Source and destination migration threads. */
 void *gw_source_main(void *arg);
 void *gw_dest_main(void *arg);
+
+/* The "pipeline" log line: this side's stage times (us, ns per page) and page paths. */
+void gw_log_pipeline(struct gw_session *s);
 
 /* CPU time of this process so far (getrusage), for the statistics. */
 void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);

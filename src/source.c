@@ -198,7 +198,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 
 	if (fd < 0)
 		return gw_fail(s, "setup", fd, false, "cannot connect to %s: %s", s->url_str, strerror(-fd));
-	gw_conn_set_fd(c, fd);
+	gw_conn_set_fd(c, fd, s->url.ops->sock);
 	if (gw_failed(s))	/* cancelled meanwhile: the shutdown missed this fd */
 		return gw_failed(s);
 	gw_conn_set_timeout(c, timeout_ms);
@@ -496,6 +496,7 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	if (s->dirty_started)
 		s->dirty.ops->stop(&s->dirty);
 	s->dirty_started = false;
+	__atomic_store_n(&s->dirty_final, false, __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		gw_bitmap_free(&c->dirty[i]);
 		gw_bitmap_free(&c->free[i]);
@@ -509,6 +510,7 @@ static void log_end(struct gw_session *s, enum gw_status status)
 	struct gw_stats st;
 
 	gw_session_stats(s, &st);
+	gw_log_pipeline(s);
 	if (status == GW_STATUS_COMPLETED) {
 		const struct gw_downtime_breakdown *bd = &st.downtime;
 

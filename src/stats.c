@@ -23,6 +23,19 @@ static const char *const status_names[] = {
 	[GW_STATUS_POSTCOPY_RECOVER] = "postcopy-recover",
 };
 
+static const char *const stage_names[GW_STAGE__COUNT] = {
+	[GW_STAGE_READ] = "read", [GW_STAGE_CLASSIFY] = "classify", [GW_STAGE_COMPRESS] = "compress",
+	[GW_STAGE_SEND] = "send", [GW_STAGE_SETTLE] = "settle", [GW_STAGE_RECV] = "recv",
+	[GW_STAGE_CHECK] = "check", [GW_STAGE_DECOMPRESS] = "decompress", [GW_STAGE_APPLY] = "apply",
+};
+
+const char *gw_stage_name(enum gw_stage st)
+{
+	return (unsigned)st < GW_STAGE__COUNT ? stage_names[st] : "unknown";
+}
+
+/* {"read":ms,...} over the stages of one side (source: read..settle, destination: recv..apply). */
+
 const char *gw_status_name(enum gw_status st)
 {
 	return (unsigned)st < sizeof(status_names) / sizeof(status_names[0]) ? status_names[st] : "invalid";
@@ -89,6 +102,32 @@ static void set(struct builder *b, json_t *obj, const char *key, json_t *v)
 	}
 }
 
+/* Stage times from..to, each divided by @div (1e6: ms; a page count: ns per page). */
+static json_t *stages_object(struct builder *b, const uint64_t *ns, unsigned from, unsigned to, double div)
+{
+	json_t *o = json_object();
+
+	for (unsigned i = from; o && i <= to; i++)
+		set(b, o, stage_names[i], div == 1e6 ? ms(ns[i]) : ratio((double)ns[i] / div));
+	return o;
+}
+
+/* Stage times of this side, in ms and in ns per page moved (zero pages count); live and zero-copy sends. */
+static void stage_members(struct builder *b, json_t *root, const struct gw_stats *st)
+{
+	uint64_t pages = st->normal_pages + st->duplicate_pages + st->xbzrle_pages;
+	bool src = st->stage_ns[GW_STAGE_READ] || st->stage_ns[GW_STAGE_SEND] || st->stage_ns[GW_STAGE_CLASSIFY];
+	unsigned from = src ? GW_STAGE_READ : GW_STAGE_RECV, to = src ? GW_STAGE_SETTLE : GW_STAGE_APPLY;
+
+	set(b, root, "stage-time", stages_object(b, st->stage_ns, from, to, 1e6));
+	set(b, root, "stage-ns-per-page", stages_object(b, st->stage_ns, from, to, pages ? (double)pages : 1));
+	set(b, root, "live-pages", u64(st->live_pages));
+	set(b, root, "void-pages", u64(st->void_pages));
+	set(b, root, "direct-pages", u64(st->direct_pages));
+	set(b, root, "zerocopy-sends", u64(st->zerocopy_sends));
+	set(b, root, "zerocopy-copied", u64(st->zerocopy_copied));
+}
+
 static json_t *ram_object(struct builder *b, const struct gw_stats *st)
 {
 	double mbps = st->total_time_ns ? (double)st->transferred_bytes * 8 / 1e6 /
@@ -152,6 +191,8 @@ static json_t *round_array(struct builder *b, const struct gw_stats *st)
 		set(b, o, "dirty-rate-pps", u64(r->dirty_rate_pps));
 		set(b, o, "cpu-throttle-percentage", json_integer(r->throttle_pct));
 		set(b, o, "dirty-limit", json_boolean(r->dirty_limit));
+		set(b, o, "void-pages", u64(r->void_pages));
+		set(b, o, "stage-time", stages_object(b, r->stage_ns, GW_STAGE_READ, GW_STAGE_SETTLE, 1e6));
 		if (!o || json_array_append_new(a, o))
 			b->failed = true;
 	}
@@ -260,6 +301,7 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 	set(&b, root, "rounds", json_integer(st->rounds));
 	set(&b, root, "round-table", round_array(&b, st));
 	channel_members(&b, root, st);
+	stage_members(&b, root, st);
 	set(&b, root, "cpu-user-seconds", ratio((double)st->cpu_user_ns / 1e9));
 	set(&b, root, "cpu-system-seconds", ratio((double)st->cpu_sys_ns / 1e9));
 	set(&b, root, "verified", json_boolean(st->verified));

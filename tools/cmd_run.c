@@ -250,7 +250,10 @@ static int listen_incoming(struct run_state *rs, const char *url)
 	int ret = gw_incoming_start(rs->sess, url);
 
 	if (ret) {
-		cli_error("cannot listen on %s: %s", url, strerror(-ret));
+		char why[256];
+
+		gw_session_error(rs->sess, why, sizeof(why));
+		cli_error("cannot listen on %s: %s", url, why[0] ? why : strerror(-ret));
 		return -1;
 	}
 	printf("incoming %s\n", gw_incoming_url(rs->sess));

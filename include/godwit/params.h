@@ -51,6 +51,8 @@ enum gw_param {
 					   this many rounds, 0 = off; live */
 	GW_PARAM_RT_PRIORITY,		/* SCHED_FIFO priority of the latency-critical threads
 					   (switchover, page requests), 0 = normal scheduling; setup */
+	GW_PARAM_SEND_PATH,		/* enum gw_send_path; setup */
+	GW_PARAM_RECV_PATH,		/* enum gw_recv_path (destination); setup */
 	GW_PARAM__COUNT
 };
 
@@ -68,6 +70,24 @@ enum gw_converge_policy {
 	GW_CONVERGE_KEEP_GOING = 0,	/* ignore the timeout */
 	GW_CONVERGE_CANCEL = 1,		/* at the timeout: fail, source keeps running */
 	GW_CONVERGE_FORCE = 2,		/* at the timeout: switch over anyway */
+};
+
+/* How the source hands page data to the kernel (docs/architecture.md, measured there). */
+enum gw_send_path {
+	GW_SEND_AUTO = 0,		/* the path measured best here: copy (docs/architecture.md) */
+	GW_SEND_COPY = 1,		/* a stable copy: memcpy through the mapping where it is
+					   mapped, pread elsewhere; CRC over the copy */
+	GW_SEND_ZEROCOPY = 2,		/* as live, with MSG_ZEROCOPY (TCP; completions settle pages) */
+	GW_SEND_LIVE = 3,		/* mapped pages sent from guest memory itself (sendmsg copies),
+					   pages written meanwhile named in PAGES_VOID */
+	GW_SEND_PREAD = 4,		/* every page of fd-backed RAM through pread (before issue 10) */
+};
+
+/* How the destination writes fd-backed RAM. */
+enum gw_recv_path {
+	GW_RECV_AUTO = 0,		/* through the mapping when it is all mapped (preallocated),
+					   else pwrite into the file */
+	GW_RECV_FILE = 1,		/* always pwrite into the file */
 };
 
 enum gw_dirty_limit_start {

@@ -36,6 +36,30 @@ enum gw_status {
 GW_EXPORT const char *gw_status_name(enum gw_status st);
 
 #define GW_STATS_MAX_ROUNDS 64		/* rounds kept in the per-round table */
+
+/*
+ * Stages of the page pipeline, timed on the channel threads (summed over
+ * channels: with N channels they may add up to N times the wall time).
+ * Source: read (pread of unmapped pages, which pages are mapped),
+ * classify (zero check, CRC, copies, XBZRLE), compress, send (rate limit
+ * and sendmsg, so a slow link shows here), settle (which pages the guest
+ * wrote while they were sent, PAGES_VOID). Destination: recv (socket
+ * reads), check (entries, plan, page CRCs), decompress, apply (writes into
+ * RAM).
+ */
+enum gw_stage {
+	GW_STAGE_READ = 0,
+	GW_STAGE_CLASSIFY,
+	GW_STAGE_COMPRESS,
+	GW_STAGE_SEND,
+	GW_STAGE_SETTLE,
+	GW_STAGE_RECV,
+	GW_STAGE_CHECK,
+	GW_STAGE_DECOMPRESS,
+	GW_STAGE_APPLY,
+	GW_STAGE__COUNT
+};
+GW_EXPORT const char *gw_stage_name(enum gw_stage st);	/* "read", "classify", ... */
 #define GW_STATS_MAX_CHANNELS 64
 #define GW_STATS_MAX_VCPUS 64
 
@@ -50,6 +74,8 @@ struct gw_round_stats {
 	uint64_t expected_downtime_ns;	/* estimate at round end */
 	uint32_t throttle_pct;		/* auto-converge throttle in force at round end */
 	bool dirty_limit;		/* the dirty limit was in force at round end */
+	uint64_t stage_ns[GW_STAGE__COUNT];	/* source stages of this round, all channels */
+	uint64_t void_pages;		/* pages written while sent live (PAGES_VOID) */
 };
 
 /*
@@ -132,6 +158,12 @@ struct gw_stats {
 	uint64_t verify_dst_ns;		/* destination digest, while the guest runs */
 	uint64_t verify_faults;		/* guest writes that waited for a chunk's hash */
 	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
+	uint64_t stage_ns[GW_STAGE__COUNT];	/* pipeline stages, all channels (this side's) */
+	uint64_t live_pages;		/* source: pages sent straight from guest memory */
+	uint64_t void_pages;		/* source: of those, written while sent (sent again later) */
+	uint64_t direct_pages;		/* destination: pages received straight into guest memory */
+	uint64_t zerocopy_sends, zerocopy_copied;	/* source: MSG_ZEROCOPY sends completed; of those
+							   the kernel copied anyway (loopback, veth) */
 	char dirty_backend[16];
 	char codec[16];
 

@@ -46,6 +46,17 @@ struct gw_dirty_ops {
 	 * (KVM manual dirty-log clear). 0 or -errno.
 	 */
 	int (*clear)(struct gw_dirty *d, unsigned block, uint64_t first, uint64_t count);
+	/*
+	 * Optional: bit i of @mask (@nr bits, at most 1024) set when page
+	 * @first + i of block @block may have changed since it was last
+	 * re-armed (by start, collect or clear): written, or no longer
+	 * mapped. Nothing is re-armed. A channel thread asks it after sending
+	 * pages straight from guest memory, to name the pages the guest wrote
+	 * meanwhile (PAGES_VOID); collect must not run between the send and
+	 * this call (precopy.c drains the channels before every harvest).
+	 * Any thread. 0 or -errno. NULL: pages are never sent from live memory.
+	 */
+	int (*written)(struct gw_dirty *d, unsigned block, uint64_t first, uint32_t nr, uint64_t *mask);
 	/* End tracking, free backend state. Safe after a failed start. */
 	void (*stop)(struct gw_dirty *d);
 };

@@ -15,15 +15,17 @@ void gw_conn_init(struct gw_conn *c, int fd)
 {
 	memset(c, 0, sizeof(*c));
 	c->fd = fd;
+	c->sock = &gw_sock_kernel;
 	pthread_mutex_init(&c->fd_lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 }
 
-void gw_conn_set_fd(struct gw_conn *c, int fd)
+void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock)
 {
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->fd_lock);
 	c->fd = fd;
+	c->sock = sock ? sock : &gw_sock_kernel;
 	c->send_seq = c->recv_seq = 0;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, 0, __ATOMIC_RELAXED);
@@ -39,7 +41,7 @@ void gw_conn_shutdown(struct gw_conn *c)
 	/* Under fd_lock: never a shutdown of a number that close() recycled. */
 	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd >= 0)
-		shutdown(c->fd, SHUT_RDWR);
+		c->sock->shutdown(c->fd, SHUT_RDWR);
 	pthread_mutex_unlock(&c->fd_lock);
 }
 
@@ -48,7 +50,7 @@ void gw_conn_close(struct gw_conn *c)
 	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
 	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd >= 0)
-		close(c->fd);
+		c->sock->close(c->fd);
 	c->fd = -1;
 	pthread_mutex_unlock(&c->fd_lock);
 	pthread_mutex_unlock(&c->send_lock);
@@ -64,8 +66,8 @@ static int set_timeouts(struct gw_conn *c, uint64_t timeout_ms, bool send_too)
 	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd < 0)
 		ret = -EBADF;
-	else if (setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-		 (send_too && setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))))
+	else if (c->sock->setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+		 (send_too && c->sock->setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))))
 		ret = -errno;
 	pthread_mutex_unlock(&c->fd_lock);
 	return ret;
@@ -108,8 +110,12 @@ static void msg_advance(struct msghdr *msg, size_t n)
 	}
 }
 
+/* At most this many parts per sendmsg/recvmsg call (the kernel's IOV_MAX). */
+#define IOV_PER_CALL 1024
+
 /* sendmsg the whole iovec (modified in place), fds on the first call. */
-static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int nr_fds)
+static int send_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, int iovcnt,
+		    const int *fds, int nr_fds, int flags, uint32_t *calls)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
@@ -132,13 +138,19 @@ static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int n
 		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nr_fds);
 	}
 	while (msg.msg_iovlen > 0) {
-		ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+		size_t left = msg.msg_iovlen;
+		ssize_t n;
 
+		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
+		n = sock->sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
+		msg.msg_iovlen = left;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return io_errno(errno);
 		}
+		if (calls && n > 0)
+			(*calls)++;
 		msg.msg_control = NULL;
 		msg.msg_controllen = 0;
 		msg_advance(&msg, (size_t)n);
@@ -146,10 +158,17 @@ static int send_all(int fd, struct iovec *iov, int iovcnt, const int *fds, int n
 	return 0;
 }
 
-#define GW_CONN_MAX_IOV 64
+#define GW_CONN_MAX_IOV (4 + GW_WIRE_MAX_BATCH_PAGES)
 
-int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
-		 const int *fds, int nr_fds)
+/*
+ * One frame: header, then @iov; the CRC over the header and the first
+ * @crc_iovcnt parts (all of them for every frame but PAGE_CRC ones); the
+ * parts after the first @zc_from go with MSG_ZEROCOPY (@zc_from = iovcnt:
+ * none).
+ */
+static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+		     int crc_iovcnt, int zc_from, const int *fds, int nr_fds, uint32_t *seq,
+		     uint32_t *zc_calls)
 {
 	struct iovec all[GW_CONN_MAX_IOV + 1];
 	uint8_t hdr[GW_WIRE_HDR_BYTES];
@@ -170,26 +189,60 @@ int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int 
 	}
 	gw_frame_hdr_encode(hdr, type, (uint32_t)len, c->send_seq);
 	crc = gw_crc32c(0, hdr, sizeof(hdr));
-	for (int i = 0; i < iovcnt; i++)
+	for (int i = 0; i < crc_iovcnt; i++)
 		crc = gw_crc32c(crc, iov[i].iov_base, iov[i].iov_len);
 	gw_frame_hdr_set_crc(hdr, crc);
-#ifdef GW_FAULT_INJECTION
-	if (c->fault_corrupt_next && iovcnt > 0 && iov[iovcnt - 1].iov_len) {
-		/* The frame leaves with a payload its CRC does not match. */
-		((uint8_t *)iov[iovcnt - 1].iov_base)[iov[iovcnt - 1].iov_len / 2] ^= 0x40;
-		c->fault_corrupt_next = false;
-	}
-#endif
 	all[0].iov_base = hdr;
 	all[0].iov_len = sizeof(hdr);
 	memcpy(&all[1], iov, sizeof(*iov) * (size_t)iovcnt);
-	ret = send_all(c->fd, all, iovcnt + 1, fds, nr_fds);
+#ifdef GW_FAULT_INJECTION
+	uint8_t *corrupt = NULL;
+
+	if (c->fault_corrupt_next && iovcnt > 0 && iov[iovcnt - 1].iov_len &&
+	    (corrupt = malloc(iov[iovcnt - 1].iov_len))) {
+		/*
+		 * The frame leaves with a payload its CRC does not match. A copy
+		 * is corrupted, not the part itself: it may be guest memory
+		 * (sent live), where a write would be a guest write.
+		 */
+		memcpy(corrupt, iov[iovcnt - 1].iov_base, iov[iovcnt - 1].iov_len);
+		corrupt[iov[iovcnt - 1].iov_len / 2] ^= 0x40;
+		all[iovcnt].iov_base = corrupt;
+		zc_from = iovcnt;	/* the copy is freed below: never zero-copy */
+		c->fault_corrupt_next = false;
+	}
+#endif
+	/* Zero-copy parts go in a call of their own: the header and prefix are copied. */
+	ret = send_all(c->sock, c->fd, all, zc_from + 1, fds, nr_fds, 0, NULL);
+	if (!ret && zc_from < iovcnt)
+		ret = send_all(c->sock, c->fd, all + zc_from + 1, iovcnt - zc_from, NULL, 0, MSG_ZEROCOPY,
+			       zc_calls);
+#ifdef GW_FAULT_INJECTION
+	free(corrupt);
+#endif
 	if (!ret) {
+		if (seq)
+			*seq = c->send_seq;
 		c->send_seq++;
 		__atomic_fetch_add(&c->bytes_sent, sizeof(hdr) + len, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&c->send_lock);
 	return ret;
+}
+
+int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+		 const int *fds, int nr_fds)
+{
+	return conn_send(c, type, iov, iovcnt, iovcnt, iovcnt, fds, nr_fds, NULL, NULL);
+}
+
+int gw_conn_send_prefix_crc(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+			    int crc_iovcnt, uint32_t *zc_calls, uint32_t *seq)
+{
+	if (crc_iovcnt < 0 || crc_iovcnt > iovcnt)
+		return -EINVAL;
+	return conn_send(c, type, iov, iovcnt, crc_iovcnt, zc_calls ? crc_iovcnt : iovcnt, NULL, 0, seq,
+			 zc_calls);
 }
 
 int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const int *fds, int nr_fds)
@@ -227,7 +280,8 @@ int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason)
 }
 
 /* recvmsg exactly the iovec; fds (if asked) from the first segment. */
-static int recv_all(int fd, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
+static int recv_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, int iovcnt,
+		    int *fds, int max_fds, int *nr_fds)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
@@ -237,13 +291,16 @@ static int recv_all(int fd, struct iovec *iov, int iovcnt, int *fds, int max_fds
 
 	msg_advance(&msg, 0);	/* skip empty leading segments */
 	while (msg.msg_iovlen > 0) {
+		size_t left = msg.msg_iovlen;
 		ssize_t n;
 
 		if (fds) {
 			msg.msg_control = cbuf.buf;
 			msg.msg_controllen = sizeof(cbuf.buf);
 		}
-		n = recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
+		n = sock->recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+		msg.msg_iovlen = left;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -284,7 +341,7 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(hdr) };
 	int ret;
 
-	ret = recv_all(c->fd, &iov, 1, fds, max_fds, nr_fds);
+	ret = recv_all(c->sock, c->fd, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;
 	__atomic_store_n(&c->bytes_recv, c->bytes_recv + sizeof(hdr), __ATOMIC_RELAXED);
@@ -312,11 +369,12 @@ int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uin
 	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV)
 		return -EINVAL;
 	memcpy(tmp, iov, sizeof(*iov) * (size_t)iovcnt);
-	ret = recv_all(c->fd, tmp, iovcnt, NULL, 0, NULL);
+	ret = recv_all(c->sock, c->fd, tmp, iovcnt, NULL, 0, NULL);
 	if (ret)
 		return ret;
 	for (int i = 0; i < iovcnt; i++) {
-		*crc_state = gw_crc32c(*crc_state, iov[i].iov_base, iov[i].iov_len);
+		if (crc_state)
+			*crc_state = gw_crc32c(*crc_state, iov[i].iov_base, iov[i].iov_len);
 		__atomic_store_n(&c->bytes_recv, c->bytes_recv + iov[i].iov_len, __ATOMIC_RELAXED);
 	}
 	return 0;

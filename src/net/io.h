@@ -13,11 +13,13 @@
 #include <stdint.h>
 #include <sys/uio.h>
 #include <sys/types.h>
+#include "net/transport.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 
 struct gw_conn {
 	int fd;				/* fd_lock and send_lock to change; -1 when closed */
+	const struct gw_sock_ops *sock;	/* how fd is driven; changed with fd */
 	pthread_mutex_t fd_lock;	/* close vs shutdown: never held across I/O */
 	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
 	uint32_t send_seq;		/* under send_lock */
@@ -29,10 +31,10 @@ struct gw_conn {
 #endif
 };
 
-/* Initialise (once, before other threads can see @c). */
+/* Initialise (once, before other threads can see @c); @fd is a kernel socket or -1. */
 void gw_conn_init(struct gw_conn *c, int fd);
-/* Give an initialised, closed connection a new socket; sequences restart. */
-void gw_conn_set_fd(struct gw_conn *c, int fd);
+/* Give an initialised, closed connection a new socket of @sock; sequences restart. */
+void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock);
 /* Close the socket. Safe against a concurrent shutdown or send. */
 void gw_conn_close(struct gw_conn *c);
 /* Wake any thread blocked on this connection (shutdown both ways); any thread. */
@@ -49,6 +51,17 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
  */
 int gw_conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
 		 const int *fds, int nr_fds);
+/*
+ * Send one PAGES frame whose CRC covers the header and the first
+ * @crc_iovcnt parts of @iov only (a PAGE_CRC frame: the data area is
+ * checked page by page). With @zc_calls (kernel TCP with SO_ZEROCOPY on)
+ * the parts after those go with MSG_ZEROCOPY: their memory must stay valid
+ * until the kernel reports the send complete (net/zerocopy.h), and
+ * *@zc_calls is incremented by the send ids used. *@seq gets the frame's
+ * sequence number. 0 or -errno.
+ */
+int gw_conn_send_prefix_crc(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
+			    int crc_iovcnt, uint32_t *zc_calls, uint32_t *seq);
 /* Encode the typed message @m (wire/msg.h; NULL for GO) and send it. 0 or -errno. */
 int gw_conn_send_msg(struct gw_conn *c, uint16_t type, const void *m);
 /* The same with descriptors (FDS). */
@@ -63,7 +76,7 @@ int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason);
  * and finishes with gw_conn_recv_check(), which verifies the CRC.
  */
 int gw_conn_recv_hdr(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state);
-/* Read exactly the bytes described by @iov, folding them into the CRC. */
+/* Read exactly the bytes described by @iov, folding them into the CRC (@crc_state NULL: not). */
 int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint32_t *crc_state);
 int gw_conn_recv_check(const struct gw_frame_hdr *h, uint32_t crc_state);
 /*

@@ -13,50 +13,6 @@
 #include <unistd.h>
 #include "net/transport.h"
 
-static int split_host_port(const char *addr, char *host, size_t host_len, char *port, size_t port_len)
-{
-	const char *colon;
-	size_t n;
-
-	if (addr[0] == '[') {
-		const char *end = strchr(addr, ']');
-
-		if (!end || end[1] != ':')
-			return -EINVAL;
-		n = (size_t)(end - addr - 1);
-		colon = end + 1;
-		addr++;
-	} else {
-		colon = strrchr(addr, ':');
-		if (!colon)
-			return -EINVAL;
-		n = (size_t)(colon - addr);
-	}
-	if (n >= host_len || strlen(colon + 1) >= port_len || !colon[1])
-		return -EINVAL;
-	memcpy(host, addr, n);
-	host[n] = 0;
-	strcpy(port, colon + 1);
-	return 0;
-}
-
-static int resolve(const char *addr, bool passive, struct addrinfo **res)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
-	char host[256], port[16];
-	int ret;
-
-	if (split_host_port(addr, host, sizeof(host), port, sizeof(port)))
-		return -EINVAL;
-	if (passive)
-		hints.ai_flags = AI_PASSIVE;
-	hints.ai_flags |= AI_NUMERICSERV;
-	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
-	if (ret)
-		return ret == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
-	return 0;
-}
-
 /*
  * Both ends: frames are written whole, so no Nagle delay; keepalive probes
  * end a connection whose peer vanished without a FIN (a cut link) within
@@ -78,10 +34,9 @@ static int tcp_listen(const char *addr, char *bound, size_t bound_len)
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	struct addrinfo *res, *ai;
-	char host[INET6_ADDRSTRLEN];
 	int fd = -1, ret, one = 1;
 
-	ret = resolve(addr, true, &res);
+	ret = gw_addr_resolve(addr, true, &res);
 	if (ret)
 		return ret;
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -98,19 +53,8 @@ static int tcp_listen(const char *addr, char *bound, size_t bound_len)
 	freeaddrinfo(res);
 	if (fd < 0)
 		return ret ? ret : -EADDRNOTAVAIL;
-	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET6) {
-			struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-			inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-			snprintf(bound, bound_len, "tcp:[%s]:%u", host, ntohs(s6->sin6_port));
-		} else {
-			struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-			inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-			snprintf(bound, bound_len, "tcp:%s:%u", host, ntohs(s4->sin_port));
-		}
-	}
+	if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+		gw_addr_format("tcp", &ss, bound, bound_len);
 	return fd;
 }
 
@@ -136,7 +80,7 @@ static int tcp_connect(const char *addr, uint64_t timeout_ms)
 	struct addrinfo *res, *ai;
 	int fd = -1, ret;
 
-	ret = resolve(addr, false, &res);
+	ret = gw_addr_resolve(addr, false, &res);
 	if (ret)
 		return ret;
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -164,6 +108,7 @@ static void tcp_unlisten(const char *addr)
 
 const struct gw_transport_ops gw_transport_tcp = {
 	.scheme = "tcp",
+	.sock = &gw_sock_kernel,
 	.can_pass_fds = false,
 	.listen = tcp_listen,
 	.connect = tcp_connect,

@@ -67,6 +67,7 @@ static void unix_unlisten(const char *path)
 
 const struct gw_transport_ops gw_transport_unix = {
 	.scheme = "unix",
+	.sock = &gw_sock_kernel,
 	.can_pass_fds = true,
 	.listen = unix_listen,
 	.connect = unix_connect,

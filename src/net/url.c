@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include "net/transport.h"
 
 int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
@@ -34,13 +35,13 @@ int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
 	return -EINVAL;
 }
 
-int gw_accept_timeout(int listen_fd, uint64_t timeout_ms)
+int gw_accept_timeout(const struct gw_sock_ops *sock, int listen_fd, uint64_t timeout_ms)
 {
 	struct pollfd pfd = { .fd = listen_fd, .events = POLLIN };
 	int ret, fd;
 
 	do {
-		ret = poll(&pfd, 1, (int)(timeout_ms > 0x7fffffff ? 0x7fffffff : timeout_ms));
+		ret = sock->poll(&pfd, 1, (int)(timeout_ms > 0x7fffffff ? 0x7fffffff : timeout_ms));
 	} while (ret < 0 && errno == EINTR);
 	if (ret < 0)
 		return -errno;
@@ -48,9 +49,33 @@ int gw_accept_timeout(int listen_fd, uint64_t timeout_ms)
 		return -ETIMEDOUT;
 	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
 		return -ECANCELED;	/* listening socket shut down */
-	fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	fd = sock->accept(listen_fd);
 	if (fd < 0)
 		return -errno;
-	gw_tcp_tune(fd);	/* harmless failure on unix sockets */
+	if (sock->kernel)
+		gw_tcp_tune(fd);	/* harmless failure on unix sockets */
 	return fd;
 }
+
+/* ---- the kernel's socket calls ---- */
+
+static int kernel_accept(int listen_fd)
+{
+	return accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+}
+
+static int kernel_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	return setsockopt(fd, level, name, val, len);
+}
+
+const struct gw_sock_ops gw_sock_kernel = {
+	.sendmsg = sendmsg,
+	.recvmsg = recvmsg,
+	.shutdown = shutdown,
+	.close = close,
+	.setsockopt = kernel_setsockopt,
+	.poll = poll,
+	.accept = kernel_accept,
+	.kernel = true,
+};

@@ -16,6 +16,7 @@ static const char *const frame_names[GW_MSG__MAX + 1] = {
 	[GW_MSG_PC_DIRTY] = "PC_DIRTY", [GW_MSG_PC_REQ] = "PC_REQ", [GW_MSG_PC_STATS] = "PC_STATS",
 	[GW_MSG_PC_DONE] = "PC_DONE", [GW_MSG_PC_END] = "PC_END", [GW_MSG_PC_RECOVER] = "PC_RECOVER",
 	[GW_MSG_PC_NEEDED] = "PC_NEEDED", [GW_MSG_PC_RECOVERED] = "PC_RECOVERED",
+	[GW_MSG_PAGES_VOID] = "PAGES_VOID",
 };
 
 /* The length bound every receiver checks first: the message table's (wire/msg.c). */

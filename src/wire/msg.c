@@ -559,6 +559,50 @@ static int fds_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	return 0;
 }
 
+/* ---- PAGES_VOID ---- */
+
+static size_t pages_void_size(const void *msg)
+{
+	const struct gw_msg_pages_void *m = msg;
+
+	return 16 + (size_t)m->count * 8;
+}
+
+static int pages_void_encode(struct gw_wbuf *w, const void *msg)
+{
+	const struct gw_msg_pages_void *m = msg;
+
+	if (m->count < 1 || m->count > GW_WIRE_MAX_VOID_PAGES)
+		return -EINVAL;
+	gw_put_le32(w, m->block);
+	gw_put_le32(w, m->seq);
+	gw_put_le32(w, m->count);
+	gw_put_le32(w, 0);
+	for (uint32_t i = 0; i < m->count; i++)
+		gw_put_le64(w, m->pages[i]);
+	return gw_wbuf_done(w);
+}
+
+static int pages_void_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
+{
+	struct gw_msg_pages_void *m = msg;
+	uint32_t reserved;
+
+	m->block = gw_get_le32(r);
+	m->seq = gw_get_le32(r);
+	m->count = gw_get_le32(r);
+	reserved = gw_get_le32(r);
+	if (r->underrun)
+		return 0;
+	if (reserved)
+		return WHY("PAGES_VOID reserved field not zero");
+	if (m->count < 1 || m->count > GW_WIRE_MAX_VOID_PAGES)
+		return WHY("PAGES_VOID count %u out of range", m->count);
+	for (uint32_t i = 0; i < m->count; i++)
+		m->pages[i] = gw_get_le64(r);
+	return 0;
+}
+
 /* ---- the table ---- */
 
 struct msg_desc {
@@ -570,7 +614,7 @@ struct msg_desc {
 
 #define STATE_MAX_BYTES (4 + GW_STATE_MAX_SECTIONS * (GW_SECTION_NAME_MAX + 8) + GW_STATE_MAX_BYTES)
 #define PAGES_MAX_BYTES (GW_PAGES_HDR_BYTES + \
-			 GW_WIRE_MAX_BATCH_PAGES * (GW_PAGES_ENTRY_BYTES + 2 + GW_WIRE_PAGE_BYTES))
+			 GW_WIRE_MAX_BATCH_PAGES * (GW_PAGES_ENTRY_BYTES + 4 + 2 + GW_WIRE_PAGE_BYTES))
 
 /* Every payload size of the protocol is here. PAGES: a bound only (streamed). */
 static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
@@ -606,6 +650,8 @@ static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
 	[GW_MSG_PC_RECOVER] = { gw_pc_recover_encode, gw_pc_recover_decode, NULL, GW_WIRE_ID_BYTES + 8 },
 	[GW_MSG_PC_NEEDED]  = { gw_pc_map_encode, gw_pc_map_decode, gw_pc_map_size, GW_MSG_PC_MAP_MAX_BYTES },
 	[GW_MSG_PC_RECOVERED] = { gw_pc_recovered_encode, gw_pc_recovered_decode, NULL, 16 },
+	[GW_MSG_PAGES_VOID] = { pages_void_encode, pages_void_decode, pages_void_size,
+				16 + GW_WIRE_MAX_VOID_PAGES * 8 },
 };
 
 uint32_t gw_msg_max_payload(uint16_t type)
@@ -660,7 +706,7 @@ void gw_msg_pages_hdr_encode(uint8_t out[GW_PAGES_HDR_BYTES], const struct gw_ms
 	gw_le32_put(out, m->block);
 	gw_le32_put(out + 4, m->nr_entries);
 	gw_le32_put(out + 8, m->round);
-	gw_le32_put(out + 12, m->codec);
+	gw_le32_put(out + 12, m->codec | m->flags);
 	gw_le32_put(out + 16, m->data_bytes);
 	gw_le32_put(out + 20, m->raw_bytes);
 }
@@ -673,18 +719,20 @@ int gw_msg_pages_hdr_decode(const uint8_t in[GW_PAGES_HDR_BYTES], uint32_t frame
 	m->block = gw_le32_get(in);
 	m->nr_entries = gw_le32_get(in + 4);
 	m->round = gw_le32_get(in + 8);
-	m->codec = gw_le32_get(in + 12);
+	m->codec = gw_le32_get(in + 12) & 0xffffu;
+	m->flags = gw_le32_get(in + 12) & ~0xffffu;
 	m->data_bytes = gw_le32_get(in + 16);
 	m->raw_bytes = gw_le32_get(in + 20);
 	if (m->nr_entries < 1 || m->nr_entries > GW_WIRE_MAX_BATCH_PAGES)
 		return -EPROTO;
-	if (m->codec >= GW_WIRE_CODEC_AUTO)
+	if (m->codec >= GW_WIRE_CODEC_AUTO || (m->flags & ~GW_PAGES_FLAGS_ALL))
 		return -EPROTO;
 	if (m->raw_bytes > (uint64_t)m->nr_entries * (GW_WIRE_PAGE_BYTES + 2))
 		return -EPROTO;
 	if (m->codec == GW_WIRE_CODEC_NONE && m->data_bytes != m->raw_bytes)
 		return -EPROTO;
-	want = GW_PAGES_HDR_BYTES + (uint64_t)m->nr_entries * GW_PAGES_ENTRY_BYTES + m->data_bytes;
+	want = GW_PAGES_HDR_BYTES + (uint64_t)m->nr_entries * GW_PAGES_ENTRY_BYTES +
+	       gw_pages_crc_bytes(m) + m->data_bytes;
 	return want == frame_len ? 0 : -EPROTO;
 }
 

@@ -98,13 +98,32 @@ struct gw_msg_pages_hdr {
 	uint32_t nr_entries;		/* 1..GW_WIRE_MAX_BATCH_PAGES */
 	uint32_t round;
 	uint32_t codec;			/* enum gw_wire_codec of the data area (not AUTO) */
+	uint32_t flags;			/* GW_PAGES_F_*: the codec word's high 16 bits on the wire */
 	uint32_t data_bytes;		/* bytes of the data area as sent */
 	uint32_t raw_bytes;		/* bytes of the raw stream (after decompression) */
 };
 void gw_msg_pages_hdr_encode(uint8_t out[GW_PAGES_HDR_BYTES], const struct gw_msg_pages_hdr *m);
+/* Bytes of the per-entry CRC array (0 without GW_PAGES_F_PAGE_CRC). */
+static inline uint32_t gw_pages_crc_bytes(const struct gw_msg_pages_hdr *m)
+{
+	return (m->flags & GW_PAGES_F_PAGE_CRC) ? m->nr_entries * 4u : 0;
+}
 /* Checks the sub-header against the frame's payload length: 0 or -EPROTO. */
 int gw_msg_pages_hdr_decode(const uint8_t in[GW_PAGES_HDR_BYTES], uint32_t frame_len,
 			    struct gw_msg_pages_hdr *m);
+
+/*
+ * PAGES_VOID: le32 block, le32 seq (of the PAGES frame on this connection),
+ * le32 count, le32 reserved, count x le64 page index. The named pages of
+ * that frame were written by the guest while they were sent: their page CRC
+ * may fail, and they will be sent again.
+ */
+struct gw_msg_pages_void {
+	uint32_t block;
+	uint32_t seq;
+	uint32_t count;			/* 1..GW_WIRE_MAX_VOID_PAGES */
+	uint64_t pages[GW_WIRE_MAX_VOID_PAGES];
+};
 
 /* CHAN_END: le32 index, le32 reserved, le64 frames, le64 pages. */
 struct gw_msg_chan_end {
@@ -260,6 +279,7 @@ union gw_msg {
 	struct gw_msg_pc_stats pc_stats;	/* PC_STATS and PC_DONE */
 	struct gw_msg_pc_recover pc_recover;
 	struct gw_msg_pc_recovered pc_recovered;
+	struct gw_msg_pages_void pages_void;
 };
 
 /*

@@ -58,7 +58,8 @@ enum gw_wire_type {
 	GW_MSG_PC_RECOVER  = 27,	/* src->dst ctl: first frame of a recovery (migration id) */
 	GW_MSG_PC_NEEDED   = 28,	/* dst->src ctl, recovery: bitmap piece of pages still missing */
 	GW_MSG_PC_RECOVERED = 29,	/* dst->src ctl, recovery: the map is complete */
-	GW_MSG__MAX       = 29,
+	GW_MSG_PAGES_VOID = 30,	/* src->dst data: pages of an earlier PAGES frame written while sent */
+	GW_MSG__MAX       = 30,
 };
 
 /* Error codes on the wire (ERROR.code): fixed numbers, mapped to -errno in msg.c. */
@@ -109,6 +110,29 @@ static inline unsigned gw_page_entry_kind(uint64_t entry)
 {
 	return (unsigned)(entry & ((1u << GW_PAGE_KIND_BITS) - 1));
 }
+
+/*
+ * PAGES flags, in the high 16 bits of the sub-header's codec word.
+ * PAGE_CRC: a CRC32C per entry follows the entries (le32 each; 0 for ZERO
+ * entries, else over the entry's record in the raw stream: the page, or
+ * the XBZRLE le16 length and delta); the frame header's CRC then covers
+ * the header, sub-header, entries and CRC array, and the data area is
+ * checked page by page after decompression. A page sent from live guest
+ * memory that the guest wrote while it was being sent may fail its check;
+ * the source, whose dirty tracking saw the write, names it in a PAGES_VOID
+ * frame and sends it again later (docs/protocol.md).
+ */
+#define GW_PAGES_F_PAGE_CRC	(1u << 16)
+/*
+ * SETTLE_NEXT (with PAGE_CRC): the sender knows at once which pages changed
+ * while sent (its send copied them): a page that fails its CRC must be
+ * named by a PAGES_VOID that is the very next frame on the connection, or
+ * the frame is corrupt. Without it (MSG_ZEROCOPY) the PAGES_VOID may come
+ * any time before CHAN_END.
+ */
+#define GW_PAGES_F_SETTLE_NEXT	(1u << 17)
+#define GW_PAGES_FLAGS_ALL	(GW_PAGES_F_PAGE_CRC | GW_PAGES_F_SETTLE_NEXT)
+#define GW_WIRE_MAX_VOID_PAGES	GW_WIRE_MAX_BATCH_PAGES	/* pages named in one PAGES_VOID */
 
 /* Flags. */
 #define GW_HELLO_LOCAL		(1u << 0)	/* RAM fds follow in FDS, no pages */

@@ -3,12 +3,13 @@
 #
 # Invariant: bench/run.sh BUILD --quick runs end to end over loopback and
 # prints its markdown tables: the scenario table, the loopback channels x
-# codec table and the convergence table, each with a header, a separator
-# and one row per migration (the quick convergence configurations run once
-# and end by policy, so they complete on any machine), and every row
-# reports a completed, verified migration. It also writes one JSON line per
-# migration. No figure (time, rate, ratio) is judged, and iperf3 is not
-# needed (its columns stay empty without it).
+# codec table, the convergence table (the quick convergence configurations
+# run once and end by policy, so they complete on any machine) and the data
+# path tables (limits, mix RAM x channels, send paths), each with a header,
+# a separator and one row per migration (the limits table: one row of
+# limits), and every migration row reports a completed, verified migration.
+# It also writes one JSON line per migration. No figure (time, rate, ratio)
+# is judged, and iperf3 is not needed (its columns stay empty without it).
 #
 # Loopback only: the shaped links are netns_migrate.sh's, and the bench's
 # fixed namespace names would collide with another run on this host.
@@ -42,12 +43,20 @@ n=$(rows "## Convergence (quick")
 [ "$n" -ge 3 ] || bad "convergence table has $n rows, want 3"
 grep -q '^| scenario | link | iperf3 Gbit/s | total ms |' "$T/out.md" || bad "no scenario header"
 grep -q '^| link | RAM | ch | codec |' "$T/out.md" || bad "no matrix header"
-if grep '^| ' "$T/out.md" | grep -v '^| scenario\|^| link' | grep -vq '| yes[^|]* |$'; then
+n=$(rows "## Data path: limits")
+[ "$n" -eq 1 ] || bad "limits table has $n rows, want 1"
+n=$(rows "## Data path: mix RAM over loopback")
+[ "$n" -ge 2 ] || bad "data path loopback table has $n rows, want 2"
+n=$(rows "## Data path: send paths")
+[ "$n" -ge 2 ] || bad "send path table has $n rows, want 2"
+grep -q '^| RAM | ch | dst prealloc | total ms |' "$T/out.md" || bad "no data path header"
+headers='^| scenario\|^| link\|^| RAM\|^| send-path\|^| one TCP stream\|^| codec\|^| guest'
+if grep '^| ' "$T/out.md" | grep -v "$headers" | grep -v 'Gbit/s (' | grep -vq '| yes[^|]* |$'; then
 	bad "a row is not a verified migration"
 fi
 lines=$(cat "$T"/results/*.jsonl 2>/dev/null | wc -l)
 total=$(grep -c '^| ' "$T/out.md")
 tables=$(grep -c '^## ' "$T/out.md")
-# Every table has one header row; the rest are migrations.
-[ "$lines" -eq $((total - tables)) ] || bad "$lines JSON lines for $((total - tables)) table rows"
+# Every table has one header row; the limits table one row of limits; the rest are migrations.
+[ "$lines" -eq $((total - tables - 1)) ] || bad "$lines JSON lines for $((total - tables - 1)) table rows"
 pass "bench smoke: $tables tables, $lines migrations"

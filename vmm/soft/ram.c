@@ -139,7 +139,12 @@ static int open_memfd(uint64_t size_bytes, char *err, size_t err_len)
 	return -e;
 }
 
-/* Map @fd (closed on failure); prealloc when asked and fresh. The mapping or NULL. */
+/*
+ * Map @fd (closed on failure); prealloc when asked. The mapping or NULL. A
+ * --memory-file that holds data already keeps it: preallocating then maps
+ * every page, as a guest that ran would have (the source sends mapped pages
+ * straight from guest memory, docs/architecture.md).
+ */
 static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_bytes,
 		       uint64_t size_bytes, bool fresh, int *ret, char *err, size_t err_len)
 {
@@ -155,7 +160,7 @@ static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_byte
 	}
 	/* Best effort: shmem THP may be disabled system-wide. */
 	(void)madvise(host, size_bytes, MADV_HUGEPAGE);
-	if (!vm->prealloc || !fresh)
+	if (!vm->prealloc)
 		return host;
 	t0 = gw_now_ns();
 	*ret = prealloc_ram(host, size_bytes);
@@ -166,8 +171,8 @@ static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_byte
 		close(fd);
 		return NULL;
 	}
-	gw_log(GW_LOG_INFO, "soft", "ram_prealloc", "bytes=%" PRIu64 " ms=%.1f", size_bytes,
-	       (gw_now_ns() - t0) / 1e6);
+	gw_log(GW_LOG_INFO, "soft", "ram_prealloc", "bytes=%" PRIu64 " ms=%.1f fresh=%d", size_bytes,
+	       (gw_now_ns() - t0) / 1e6, fresh);
 	return host;
 }
 

@@ -11,7 +11,11 @@
  * rounds on 4 channels with 16-page batches (a page's copies must land in
  * order). A cancelled migration leaves the source cancelled with its guest
  * running (pause and resume balanced) and the destination failed, never
- * resumed.
+ * resumed. The same holds on every send path (pages sent straight from the
+ * guest memory the guest keeps writing, with PAGES_VOID for those written
+ * during their send; a stable copy first; MSG_ZEROCOPY with its
+ * completions), into a destination whose RAM is mapped (received through
+ * the mapping) or not (pwrite), and over 1, 2, 4 and 8 channels.
  *
  * RAM: 64 MiB memfd each side; source pages are a deterministic mix of data,
  * explicit zero pages and never-touched pages. Dirty tracking is whatever
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
 #include "mem/dirty.h"
@@ -128,6 +133,8 @@ struct config {
 	int64_t converge_timeout_ms;	/* with policy force */
 	int64_t max_bandwidth_bps;
 	bool cancel;
+	int send_path;			/* enum gw_send_path */
+	bool dst_mapped;		/* destination RAM preallocated through its mapping */
 };
 
 struct run {
@@ -158,6 +165,9 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 	TEST_ASSERT(r, "calloc");
 	TEST_ASSERT(test_ram_create(&r->sram, "lb-src", RAM_BYTES, 0) == 0, "source RAM");
 	TEST_ASSERT(test_ram_create(&r->dram, "lb-dst", RAM_BYTES, 0) == 0, "destination RAM");
+	if (cf->dst_mapped)
+		TEST_ASSERT(madvise(r->dram.host, RAM_BYTES, 23 /* MADV_POPULATE_WRITE */) == 0,
+			    "prealloc destination");
 	fill_ram(r->sram.host);
 	test_vm_info_one(&svm_info, &r->sram, "ram0");
 	test_vm_info_one(&dvm_info, &r->dram, "ram0");
@@ -203,6 +213,7 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 	}
 	if (cf->max_bandwidth_bps)
 		set_param(r->src, GW_PARAM_MAX_BANDWIDTH_BPS, cf->max_bandwidth_bps);
+	set_param(r->src, GW_PARAM_SEND_PATH, cf->send_path);
 
 	guest_start(&r->g);
 	TEST_ASSERT(gw_migrate_start(r->src, url) == 0, "migrate to %s", url);
@@ -251,6 +262,15 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 		TEST_CHECK(test_vm_load(&r->dvm.resume_calls) == 1, "%s: destination resumed %u times", name,
 			   test_vm_load(&r->dvm.resume_calls));
 		TEST_CHECK(r->dvm.load_saw_section, "%s: state section not delivered", name);
+		/* The source RAM is mapped (filled through its mapping): sent from it when asked. */
+		if (cf->send_path == GW_SEND_LIVE || cf->send_path == GW_SEND_ZEROCOPY)
+			TEST_CHECK(ss.live_pages > 0, "%s: no page sent from guest memory", name);
+		else
+			TEST_CHECK(ss.live_pages == 0, "%s: live pages on a copy path", name);
+		TEST_CHECK(!cf->dst_mapped || cf->codec != GW_CODEC_NONE || cf->xbzrle_bytes || ds.direct_pages > 0,
+			   "%s: nothing received into the mapping", name);
+		TEST_CHECK(cf->send_path != GW_SEND_ZEROCOPY || !strcmp(cf->transport, "unix") ||
+			   ss.zerocopy_sends > 0, "%s: no zero-copy send completed", name);
 		/* The guest is parked since pause: source RAM is RAM at pause. */
 		if (memcmp(r->sram.host, r->dram.host, RAM_BYTES)) {
 			uint64_t bad = 0, first = UINT64_MAX;
@@ -268,10 +288,14 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 		if (cf->xbzrle_bytes && ss.rounds > 1)
 			printf("  xbzrle pages %llu\n", (unsigned long long)ss.xbzrle_pages);
 	}
-	printf("%-34s %s/%s rounds=%u normal=%llu zero=%llu xbzrle=%llu skipped=%llu wire=%llu guest_writes=%llu %.0f ms\n",
+	printf("%-34s %s/%s rounds=%u normal=%llu zero=%llu xbzrle=%llu skipped=%llu live=%llu void=%llu "
+	       "direct=%llu zc=%llu/%llu wire=%llu guest_writes=%llu %.0f ms\n",
 	       name, gw_status_name(ss.status), gw_status_name(ds.status), ss.rounds,
 	       (unsigned long long)ss.normal_pages, (unsigned long long)ss.duplicate_pages,
 	       (unsigned long long)ss.xbzrle_pages, (unsigned long long)ss.skipped_pages,
+	       (unsigned long long)ss.live_pages, (unsigned long long)ss.void_pages,
+	       (unsigned long long)ds.direct_pages, (unsigned long long)ss.zerocopy_copied,
+	       (unsigned long long)ss.zerocopy_sends,
 	       (unsigned long long)ss.transferred_bytes, (unsigned long long)guest_writes(&r->g),
 	       (gw_now_ns() - t0) / 1e6);
 	guest_stop(&r->g);
@@ -327,6 +351,25 @@ int main(int argc, char **argv)
 						continue;
 					run_migration(name, &cf, spread, 256, 2000, 16);
 				}
+	}
+	if (argc <= 1 || strstr("paths", argv[1])) {
+		/* Send and receive paths, and channel counts, with the guest writing hard. */
+		static const struct { const char *name; struct config cf; } paths[] = {
+			{ "paths tcp ch=1 live dst-mapped", { "tcp", 1, GW_CODEC_NONE, .send_path = GW_SEND_LIVE,
+							      .dst_mapped = true } },
+			{ "paths unix ch=1 pread", { "unix", 1, GW_CODEC_NONE, .send_path = GW_SEND_PREAD } },
+			{ "paths tcp ch=2 copy dst-mapped", { "tcp", 2, GW_CODEC_NONE, .send_path = GW_SEND_COPY,
+							      .dst_mapped = true } },
+			{ "paths tcp ch=2 zerocopy", { "tcp", 2, GW_CODEC_NONE, .send_path = GW_SEND_ZEROCOPY } },
+			{ "paths unix ch=2 zerocopy refused", { "unix", 2, GW_CODEC_NONE,
+								 .send_path = GW_SEND_ZEROCOPY } },
+			{ "paths tcp ch=8 live dst-mapped", { "tcp", 8, GW_CODEC_NONE, .send_path = GW_SEND_LIVE,
+							      .dst_mapped = true } },
+			{ "paths unix ch=2 lz4 dst-mapped", { "unix", 2, GW_CODEC_LZ4, .dst_mapped = true } },
+		};
+
+		for (unsigned i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+			run_migration(paths[i].name, &paths[i].cf, spread, 256, 200, 64);
 	}
 	if (argc <= 1 || strstr("ordering", argv[1])) {
 		/* Same 32 pages rewritten continuously; rounds until forced switchover. */

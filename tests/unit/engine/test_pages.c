@@ -9,7 +9,11 @@
  * are sent without data and clear a page that held data; with XBZRLE a
  * re-sent page travels as a delta and still lands exactly. The check stage
  * refuses a page outside the block, an unknown kind, XBZRLE not agreed and
- * a raw size that does not match the entries.
+ * a raw size that does not match the entries. Pages sent straight from
+ * the source's mapping (live, no copy) land the same; every page carries
+ * its CRC, and a page the guest changes after its CRC was taken fails its
+ * check, stays out of a buffered apply, waits as a suspect until a
+ * PAGES_VOID names it, and stays stale until it is sent again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -78,37 +82,53 @@ static size_t flatten(const struct gw_pages_frame *f, uint8_t *out)
 	return n;
 }
 
-/* Receive @payload as channel.c does, minus the socket. 0 or -errno. */
+/*
+ * Receive @payload as channel.c does, minus the socket: 0, the number of
+ * pages that failed their CRC (recorded as suspects of frame @seq), or
+ * -errno.
+ */
 static int receive(struct gw_pages_in *pi, const struct gw_dst_layout *l, const uint8_t *payload,
-		   size_t len)
+		   size_t len, uint32_t seq)
 {
 	struct gw_msg_pages_hdr ph;
 	struct gw_pages_plan plan;
 	const uint8_t *raw;
+	size_t off;
 	int ret, nr;
 
 	ret = gw_msg_pages_hdr_decode(payload, (uint32_t)len, &ph);
 	if (ret)
 		return ret;
-	memcpy(pi->entries, payload + GW_PAGES_HDR_BYTES, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES);
+	TEST_CHECK(ph.flags & GW_PAGES_F_PAGE_CRC, "frames carry page CRCs");
+	off = GW_PAGES_HDR_BYTES;
+	memcpy(pi->entries, payload + off, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES);
+	off += (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES;
+	memcpy(pi->crcs, payload + off, gw_pages_crc_bytes(&ph));
+	off += gw_pages_crc_bytes(&ph);
 	ret = gw_pages_in_check(pi, l, &ph, &plan);
 	if (ret)
 		return ret;
-	memcpy(pi->data, payload + GW_PAGES_HDR_BYTES + (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES,
-	       ph.data_bytes);
+	memcpy(pi->data, payload + off, ph.data_bytes);
 	plan.direct = false;	/* no socket: the data area is in pi->data */
 	ret = gw_pages_in_decompress(pi, &plan, &raw);
+	if (!ret)
+		ret = gw_pages_in_verify(pi, &plan, raw);
+	if (!ret && plan.nr_bad)
+		ret = gw_pages_in_suspect(pi, &plan, seq);
 	if (ret)
 		return ret;
 	nr = gw_pages_in_plan_writes(pi, &plan, raw);
-	return nr < 0 ? nr : gw_pages_in_apply(plan.blk, pi->writes, nr);
+	ret = nr < 0 ? nr : gw_pages_in_apply(plan.blk, pi->writes, nr);
+	return ret ? ret : (int)plan.nr_bad;
 }
 
 /* Send every page of @src in batches of @batch pages through a fresh pipeline pair. */
 static void transfer(struct gw_pages_out *po, struct gw_pages_in *pi, const struct ram *src,
-		     const struct gw_dst_layout *l, uint32_t batch, const char *what)
+		     const struct gw_dst_layout *l, uint32_t batch, bool live, const char *what)
 {
-	struct gw_ram_view view = { 0, src->host, src->fd, 0 };
+	static const uint64_t all[GW_BATCH_MASK_WORDS] = { [0 ... GW_BATCH_MASK_WORDS - 1] = ~0ULL };
+	/* live: every page mapped and sent from the mapping itself; else pread / copies. */
+	struct gw_ram_view view = { 0, src->host, src->fd, 0, live ? all : NULL, live };
 	static uint8_t payload[GW_PAGES_HDR_BYTES + GW_WIRE_MAX_BATCH_PAGES * (8 + PAGE + 2) + 65536];
 
 	for (uint64_t first = 0; first < PAGES; first += batch) {
@@ -120,11 +140,11 @@ static void transfer(struct gw_pages_out *po, struct gw_pages_in *pi, const stru
 		for (uint32_t i = 0; i < n; i++)
 			if ((first + i) % 7 != 3 || first == 0)	/* holes in the mask */
 				b.mask[i / 64] |= 1ull << (i % 64);
-		ret = gw_pages_out_build(po, &view, &b, 0, 8.0, &f);
+		ret = gw_pages_out_build(po, (uint32_t)(first / batch), &view, &b, 0, 8.0, &f);
 		TEST_ASSERT(ret == 0, "%s: build %d", what, ret);
 		if (!f.iovcnt)
 			continue;
-		ret = receive(pi, l, payload, flatten(&f, payload));
+		ret = receive(pi, l, payload, flatten(&f, payload), 0);
 		TEST_CHECK(ret == 0, "%s: batch at %llu: %d", what, (unsigned long long)first, ret);
 	}
 }
@@ -140,7 +160,7 @@ static void compare(const struct ram *src, const struct ram *dst, uint32_t batch
 	}
 }
 
-static void run(enum gw_codec_id codec, bool xbzrle, bool src_fd, bool dst_fd)
+static void run(enum gw_codec_id codec, bool xbzrle, bool src_fd, bool dst_fd, bool live)
 {
 	char what[96];
 	struct ram src, dst;
@@ -149,12 +169,13 @@ static void run(enum gw_codec_id codec, bool xbzrle, bool src_fd, bool dst_fd)
 	struct gw_dst_block blk = { 0 };
 	struct gw_dst_layout l = { 1, &blk, xbzrle };
 
-	snprintf(what, sizeof(what), "%s%s src %s dst %s", gw_codec_name(codec), xbzrle ? "+xbzrle" : "",
-		 src_fd ? "fd" : "anon", dst_fd ? "fd" : "anon");
+	snprintf(what, sizeof(what), "%s%s src %s%s dst %s", gw_codec_name(codec), xbzrle ? "+xbzrle" : "",
+		 src_fd ? "fd" : "anon", live ? " live" : "", dst_fd ? "fd" : "anon");
 	ram_new(&src, src_fd);
 	ram_new(&dst, dst_fd);
 	blk = (struct gw_dst_block){ .host = dst.host, .fd = dst.fd, .nr_pages = PAGES };
-	TEST_ASSERT(gw_bitmap_init(&blk.written, PAGES) == 0, "bitmap");
+	TEST_ASSERT(gw_bitmap_init(&blk.written, PAGES) == 0 && gw_bitmap_init(&blk.stale, PAGES) == 0,
+		    "bitmap");
 	TEST_ASSERT(gw_pages_out_init(&po, codec, 0, xbzrle ? (size_t)PAGES * PAGE : 0) == 0, "out init");
 	TEST_ASSERT(gw_pages_in_init(&pi) == 0, "in init");
 	/* Generation 1, then a rewrite (deltas with XBZRLE; zero pages clear data). */
@@ -163,12 +184,73 @@ static void run(enum gw_codec_id codec, bool xbzrle, bool src_fd, bool dst_fd)
 		if (gen == 2)
 			for (uint64_t p = 1; p < PAGES; p += 11)
 				memset(src.host + p * PAGE, 0, PAGE);	/* data -> zero */
-		transfer(&po, &pi, &src, &l, gen == 1 ? 64 : 100, what);
+		transfer(&po, &pi, &src, &l, gen == 1 ? 64 : 100, live, what);
 		compare(&src, &dst, gen == 1 ? 64 : 100, what);
 	}
 	gw_pages_out_release(&po);
 	gw_pages_in_release(&pi);
 	gw_bitmap_free(&blk.written);
+	gw_bitmap_free(&blk.stale);
+	ram_free(&src);
+	ram_free(&dst);
+}
+
+/*
+ * A page written after its CRC was taken and before the "kernel" copied it
+ * (here: before flatten): the destination sees a mismatch, does not fail,
+ * keeps the page as a suspect and stale; PAGES_VOID clears the suspect; a
+ * correct resend clears stale. Without the VOID the suspect stays (the
+ * channel fails at CHAN_END). A copied batch (codec) is immune: its CRC is
+ * over the copy.
+ */
+static void test_changed_while_sent(bool src_fd)
+{
+	static const uint64_t all[GW_BATCH_MASK_WORDS] = { [0 ... GW_BATCH_MASK_WORDS - 1] = ~0ULL };
+	static uint8_t payload[GW_PAGES_HDR_BYTES + GW_WIRE_MAX_BATCH_PAGES * (12 + PAGE + 2) + 65536];
+	struct ram src, dst;
+	struct gw_pages_out po;
+	struct gw_pages_in pi;
+	struct gw_dst_block blk = { 0 };
+	struct gw_dst_layout l = { 1, &blk, false };
+	struct gw_ram_view view;
+	struct gw_batch b = { .block = 0, .nr_pages = 64, .first_page = 0 };
+	struct gw_msg_pages_void v = { .block = 0, .seq = 7, .count = 1, .pages = { 3 } };
+	struct gw_pages_frame f;
+	int ret;
+
+	ram_new(&src, src_fd);
+	ram_new(&dst, true);
+	view = (struct gw_ram_view){ 0, src.host, src.fd, 0, all, true };
+	blk = (struct gw_dst_block){ .host = dst.host, .fd = dst.fd, .nr_pages = PAGES };
+	TEST_ASSERT(gw_bitmap_init(&blk.written, PAGES) == 0 && gw_bitmap_init(&blk.stale, PAGES) == 0, "bitmap");
+	TEST_ASSERT(gw_pages_out_init(&po, GW_CODEC_NONE, 0, 0) == 0 && gw_pages_in_init(&pi) == 0, "init");
+	fill(&src, 1);
+	b.mask[0] = ~0ULL;
+	TEST_ASSERT(gw_pages_out_build(&po, 0, &view, &b, 0, 0, &f) == 0 && f.iovcnt, "build");
+	TEST_CHECK(po.buf[0].nr_live == f.nr_normal && po.buf[0].nr_live > 0 && (po.buf[0].live[0] >> 3 & 1),
+		   "live pages: %u of %u normal", po.buf[0].nr_live, f.nr_normal);
+	src.host[3 * PAGE + 100] ^= 0xff;	/* the guest writes page 3 during the send */
+	ret = receive(&pi, &l, payload, flatten(&f, payload), 7);
+	TEST_CHECK(ret == 1, "one page failed its CRC: %d", ret);
+	TEST_CHECK(pi.nr_pending == 1 && pi.pending[0].page == 3 && pi.pending[0].seq == 7, "suspect recorded");
+	TEST_CHECK(gw_bitmap_test(&blk.stale, 3), "page 3 stale");
+	TEST_CHECK(memcmp(dst.host + 3 * PAGE, src.host + 3 * PAGE, PAGE), "suspect page not applied");
+	TEST_CHECK(!memcmp(dst.host + 5 * PAGE, src.host + 5 * PAGE, PAGE), "its neighbours applied");
+	v.seq = 6;
+	TEST_CHECK(gw_pages_in_void(&pi, &l, &v) == 0 && pi.nr_pending == 1, "a VOID of another frame leaves it");
+	v.seq = 7;
+	TEST_CHECK(gw_pages_in_void(&pi, &l, &v) == 0 && pi.nr_pending == 0, "the VOID clears the suspect");
+	v.pages[0] = PAGES;
+	TEST_CHECK(gw_pages_in_void(&pi, &l, &v) == -EPROTO, "a VOID outside the block is refused");
+	/* The next round sends it again (the tracker saw the write): no longer stale. */
+	TEST_ASSERT(gw_pages_out_build(&po, 1, &view, &b, 1, 0, &f) == 0, "build again");
+	TEST_CHECK(receive(&pi, &l, payload, flatten(&f, payload), 8) == 0, "resend checks");
+	TEST_CHECK(!gw_bitmap_test(&blk.stale, 3), "page 3 no longer stale");
+	TEST_CHECK(!memcmp(dst.host, src.host, 64 * PAGE), "all 64 pages equal");
+	gw_pages_out_release(&po);
+	gw_pages_in_release(&pi);
+	gw_bitmap_free(&blk.written);
+	gw_bitmap_free(&blk.stale);
 	ram_free(&src);
 	ram_free(&dst);
 }
@@ -208,11 +290,14 @@ int main(void)
 	for (size_t c = 0; c < sizeof(codecs) / sizeof(codecs[0]); c++) {
 		if (codecs[c] != GW_CODEC_AUTO && !gw_codec_get(codecs[c]))
 			continue;
-		for (unsigned m = 0; m < 4; m++)
-			run(codecs[c], false, m & 1, m & 2);
+		for (unsigned m = 0; m < 8; m++)
+			run(codecs[c], false, m & 1, m & 2, m & 4);
 	}
-	run(GW_CODEC_NONE, true, true, true);
-	run(GW_CODEC_ZSTD, true, false, false);
+	run(GW_CODEC_NONE, true, true, true, false);
+	run(GW_CODEC_NONE, true, true, true, true);
+	run(GW_CODEC_ZSTD, true, false, false, true);
+	test_changed_while_sent(true);
+	test_changed_while_sent(false);
 	test_check_refusals();
 	TEST_EXIT();
 }
