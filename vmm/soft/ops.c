@@ -195,9 +195,12 @@ static uint64_t be_progress(const struct vmm *v)
 	return soft_vm_progress(soft_const(v));
 }
 
+/* Any thread: the published copy (vm->spec itself changes under ctl). */
 static const char *be_workload(const struct vmm *v)
 {
-	return soft_const(v)->spec;
+	const char *spec = atomic_load_explicit(&soft_const(v)->spec_pub, memory_order_acquire);
+
+	return spec ? spec : "idle";
 }
 
 static int be_check(struct vmm *v, char *msg, size_t msg_len)

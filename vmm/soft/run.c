@@ -27,6 +27,8 @@
  * it checks the pause flag at least every SOFT_CHECK_EVERY_PAGES pages.
  */
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <godwit/log.h>
 #include "soft/soft_internal.h"
@@ -45,10 +47,25 @@ void soft_run_slice(const struct vmm_workload *wl, uint64_t ws_pages, unsigned n
 			  out->nr_pages * vmm_workload_keep_pages(wl, ws_pages) / ws_pages;
 }
 
+/* ctl held: vm->spec as an immutable copy for readers outside ctl (kept until destroy). */
+static void publish_spec(struct soft_vm *vm)
+{
+	size_t len = strlen(vm->spec) + 1;
+	struct soft_spec_copy *c = malloc(sizeof(*c) + len);
+
+	if (!c)
+		return;		/* readers keep the previous copy */
+	memcpy(c->spec, vm->spec, len);
+	c->next = vm->spec_copies;
+	vm->spec_copies = c;
+	atomic_store_explicit(&vm->spec_pub, c->spec, memory_order_release);
+}
+
 void soft_run_layout(struct soft_vm *vm)
 {
 	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
 	vmm_workload_format(&vm->wl, vm->ws_pages, vm->spec, sizeof(vm->spec));
+	publish_spec(vm);
 	vm->info.nr_vcpus = vm->nr_vcpus;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];

@@ -101,7 +101,16 @@ struct soft_vm {
 	/* Workload (run.c): set at creation, replaced by load_state (before vCPUs exist). */
 	struct vmm_workload wl;
 	uint64_t ws_pages;
-	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it */
+	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it (ctl) */
+	/*
+	 * The spec as other threads read it (the backend's workload(): the
+	 * CLI logs and reports it while a migration rewrites the layout): an
+	 * immutable copy published with a release store. Copies replaced are
+	 * kept until destroy (one per layout change: create, setup_ram,
+	 * load_state), so a reader's pointer never dangles.
+	 */
+	_Atomic(const char *) spec_pub;
+	struct soft_spec_copy *spec_copies;	/* ctl: every copy published, freed at destroy */
 	unsigned nr_vcpus;
 	struct soft_vcpu vcpus[SOFT_MAX_VCPUS];
 
@@ -194,7 +203,13 @@ void soft_run_slice(const struct vmm_workload *wl, uint64_t ws_pages, unsigned n
 		    unsigned i, struct soft_slice *out);
 /* vCPU thread body: the VM's workload on this vCPU's slice. */
 void *soft_run_vcpu(void *vcpu);
-/* Slices for the current workload, RAM and nr_vcpus; cursors reset; spec made canonical. */
+/* A published copy of the spec (run.c). */
+struct soft_spec_copy {
+	struct soft_spec_copy *next;
+	char spec[];
+};
+
+/* Slices for the current workload, RAM and nr_vcpus; cursors reset; spec made canonical and published. */
 void soft_run_layout(struct soft_vm *vm);
 /*
  * What page @off of @v's slice holds by the workload's invariant: its

@@ -82,6 +82,12 @@ static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 
 static void vm_release(struct soft_vm *vm)
 {
+	while (vm->spec_copies) {
+		struct soft_spec_copy *c = vm->spec_copies;
+
+		vm->spec_copies = c->next;
+		free(c);
+	}
 	soft_ram_free(vm);
 	free(vm->memory_file);
 	pthread_mutex_destroy(&vm->ctl);
