@@ -3,7 +3,7 @@
 # Usage: scripts/deps.sh [build|test|bench]   (each level includes the previous)
 set -eu
 level=${1:-build}
-pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev"
+pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev libssl-dev"
 case "$level" in
 test)  pkgs="$pkgs iproute2 python3" ;;
 bench) pkgs="$pkgs iproute2 python3 iperf3 hyperfine" ;;

@@ -37,7 +37,7 @@ struct gw_channel;
 struct gw_error {
 	int code;			/* -errno, 0 = none; stored atomically under lock */
 	char phase[32];			/* "setup", "round", "final", "handover", ... */
-	char msg[256];
+	char msg[512];
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
 
@@ -60,6 +60,7 @@ struct gw_session {
 	pthread_mutex_t lock;		/* guards the fields marked "lock" */
 	pthread_cond_t cond;		/* CLOCK_MONOTONIC; status, error or mailbox changed */
 	int64_t params[GW_PARAM__COUNT];/* lock to write; atomic reads (gw_param) */
+	char sparams[GW_SPARAM__COUNT][GW_SPARAM_MAX_BYTES];	/* lock (setup-only: copied at start) */
 	bool running;			/* lock: a migration thread exists */
 	bool thread_joined;		/* lock */
 	pthread_t thread;		/* lock */
@@ -104,7 +105,14 @@ struct gw_session {
 	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
 
+	/* TLS credentials of this migration (net/tls.h), NULL = plain: made by
+	 * gw_migrate_start / gw_incoming_start before the thread, freed by the next
+	 * start or gw_session_free. */
+	struct gw_tls_ctx *tls_ctx;
+
 	/* Destination. */
+	struct gw_admit *adm;		/* the acceptor (admit.h): gw_incoming_start to gw_session_free */
+	uint64_t rx_progress_ns;	/* atomic: a frame began on some connection (net/io.h watch) */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
 	struct gw_dst_layout layout;	/* set before channel threads start */
 	uint32_t hello_flags;		/* from HELLO, set before channel threads start */

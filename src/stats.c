@@ -116,6 +116,15 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 	json_str(out, st->dirty_backend);
 	fprintf(out, ",\"compress\":");
 	json_str(out, st->codec[0] ? st->codec : "none");
+	fprintf(out, ",\"tls\":{\"mode\":");
+	json_str(out, st->tls[0] ? st->tls : "none");
+	fprintf(out, ",\"peer\":");
+	json_str(out, st->tls_peer);
+	fprintf(out, ",\"cipher\":");
+	json_str(out, st->tls_cipher);
+	fprintf(out, ",\"ktls-tx\":%s,\"ktls-rx\":%s},\"connections-refused\":%llu",
+		st->ktls_tx ? "true" : "false", st->ktls_rx ? "true" : "false",
+		(unsigned long long)st->conns_refused);
 	if (st->error[0] || st->error_code) {
 		fprintf(out, ",\"error-desc\":");
 		json_str(out, st->error);

@@ -76,7 +76,7 @@ GW_EXPORT const char *gw_verify_name(enum gw_verify v);	/* "off", "pending", "ok
 
 struct gw_stats {
 	enum gw_status status;
-	char error[256];		/* first error, "" when none */
+	char error[512];		/* first error, "" when none */
 	char error_phase[32];
 	int error_code;			/* -errno */
 
@@ -125,6 +125,13 @@ struct gw_stats {
 	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
 	char dirty_backend[16];
 	char codec[16];
+
+	/* Security (docs/security.md). */
+	char tls[8];			/* "none", "x509", "psk" */
+	char tls_peer[192];		/* the peer, authenticated: "CN=name" or "psk:identity" */
+	char tls_cipher[48];		/* e.g. "TLS_AES_128_GCM_SHA256" */
+	bool ktls_tx, ktls_rx;		/* the kernel does the TLS record layer (control connection) */
+	uint64_t conns_refused;		/* destination: connections refused at admission so far */
 };
 
 /*

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 #include "net/transport.h"
 
-int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
+static int url_parse(const char *url, bool listen, struct gw_url *out, char *why, size_t why_len)
 {
 	const char *colon = url ? strchr(url, ':') : NULL;
 
@@ -26,12 +26,31 @@ int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
 			snprintf(why, why_len, "URL '%s': empty or too long address", url);
 			return -EINVAL;
 		}
+		if (gw_transports[i]->check && gw_transports[i]->check(colon + 1, listen, why, why_len))
+			return -EINVAL;
 		out->ops = gw_transports[i];
 		snprintf(out->addr, sizeof(out->addr), "%s", colon + 1);
 		return 0;
 	}
 	snprintf(why, why_len, "URL '%s': unknown transport (tcp:HOST:PORT or unix:PATH)", url);
 	return -EINVAL;
+}
+
+int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
+{
+	return url_parse(url, false, out, why, why_len);
+}
+
+int gw_url_parse_listen(const char *url, struct gw_url *out, char *why, size_t why_len)
+{
+	return url_parse(url, true, out, why, why_len);
+}
+
+void gw_url_host(const struct gw_url *u, char *host, size_t host_len)
+{
+	host[0] = 0;
+	if (u->ops && u->ops->host)
+		u->ops->host(u->addr, host, host_len);
 }
 
 int gw_accept_timeout(int listen_fd, uint64_t timeout_ms)

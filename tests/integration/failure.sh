@@ -54,6 +54,7 @@ cancel)
 converge-timeout)
 	mig_args=(--downtime-limit 1 --converge-timeout 1500 --on-timeout cancel) ;;
 layout)
+	# a destination given less RAM than the source has: refused, it keeps waiting
 	dst_args=(--memory 256M) ;;
 local-tcp)
 	mig_args=(--local) ;;
@@ -106,7 +107,15 @@ if [ "$expect" = unknown ]; then
 	pass "$case: source stayed paused (unknown: $reason), resumed by --resolve source"
 fi
 assert_source_alive_and_consistent
-if [ "$case" = dst-stall ]; then
+if [ "$case" = layout ]; then
+	# Refused on its own connection before anything was committed: the
+	# destination keeps waiting for a source it can take.
+	grep -q "hello_refused" "$T/dst.log" || fail "destination did not log hello_refused"
+	kill -0 "$DST_PID" 2>/dev/null || fail "destination exited after refusing a HELLO"
+	"$GODWIT" status --api "$T/dst.sock" --json >"$T/dst.json" || fail "destination API gone"
+	[ "$(jget "$T/dst.json" "d.get('vm-status')")" = incoming ] || fail "destination is not waiting: $(cat "$T/dst.json")"
+	kill -9 "$DST_PID"
+elif [ "$case" = dst-stall ]; then
 	# The stalled destination never notices by itself: that is the point.
 	kill -9 "$DST_PID"
 	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"
