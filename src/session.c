@@ -415,9 +415,8 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 }
 
 /* A request refused before anything started: the reason goes to the stats. */
-static int refuse(struct gw_session *s, const char *why)
+static int refuse_quiet(struct gw_session *s, const char *why)
 {
-	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
 	pthread_mutex_lock(&s->lock);
 	if (!s->running) {
 		memset(&s->err, 0, sizeof(s->err));
@@ -427,6 +426,12 @@ static int refuse(struct gw_session *s, const char *why)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return -EINVAL;
+}
+
+static int refuse(struct gw_session *s, const char *why)
+{
+	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
+	return refuse_quiet(s, why);
 }
 
 const char *gw_session_error(struct gw_session *s, char *buf, size_t len)
@@ -524,10 +529,8 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	ret = gw_url_parse_listen(url, &s->url, why, sizeof(why));
 	if (!ret)
 		ret = tls_prepare(s, GW_TLS_SERVER, why, sizeof(why));
-	if (ret) {
-		gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
+	if (ret)
 		return refuse(s, why);
-	}
 	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
 	if (fd < 0) {
 		if (fd == -EEXIST)
@@ -539,7 +542,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 		else
 			snprintf(why, sizeof(why), "%s: %s", url, strerror(-fd));
 		gw_log(GW_LOG_ERROR, "mig", "listen_failed", "url=%s err=\"%s\"", url, why);
-		refuse(s, why);
+		refuse_quiet(s, why);
 		return fd;
 	}
 	s->listen_fd = fd;

@@ -9,6 +9,7 @@
  */
 #include "api.h"
 #include "json.h"
+#include <godwit/log.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -176,6 +177,30 @@ static void serve_one(struct api_server *srv, int fd)
 	}
 }
 
+/*
+ * Only this user (or root) may drive the VM. The socket file is 0600 and
+ * that alone keeps others out; the kernel's word on who connected
+ * (SO_PEERCRED) is checked too, in case the file's mode or directory was
+ * changed. 0, or -EACCES with the reply sent.
+ */
+static int check_peer(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	char reply[160];
+	uid_t me = geteuid();
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && (cred.uid == me || cred.uid == 0))
+		return 0;
+	gw_log(GW_LOG_WARN, "cli", "api_refused", "uid=%d pid=%d owner=%d", len ? (int)cred.uid : -1,
+	       len ? (int)cred.pid : -1, (int)me);
+	snprintf(reply, sizeof(reply), "{\"ok\":false,\"error\":\"permission denied: uid %d does not own "
+		 "this VM (uid %d)\"}\n", len ? (int)cred.uid : -1, (int)me);
+	set_timeouts(fd, API_IO_TIMEOUT_MS);
+	send_all(fd, reply, strlen(reply));
+	return -EACCES;
+}
+
 static void *server_thread(void *arg)
 {
 	struct api_server *srv = arg;
@@ -199,7 +224,8 @@ static void *server_thread(void *arg)
 		fd = accept4(srv->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;	/* EAGAIN, ECONNABORTED, EMFILE: try again */
-		serve_one(srv, fd);
+		if (!check_peer(fd))
+			serve_one(srv, fd);
 		close(fd);
 	}
 	return NULL;
@@ -253,7 +279,6 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 	struct api_server *srv;
 	struct sockaddr_un sa;
 	struct stat st;
-	mode_t old_mask;
 	int ret;
 
 	ret = fill_addr(path, &sa);
@@ -286,10 +311,13 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 		snprintf(err, err_len, "socket: %s", strerror(errno));
 		goto fail;
 	}
-	/* The socket is created 0600: only our user may drive the VM. */
-	old_mask = umask(0177);
-	ret = bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
-	umask(old_mask);
+	/*
+	 * The socket is created 0600: only our user may drive the VM. The file
+	 * takes the socket inode's mode at bind (less the umask), so it is
+	 * never open to others, and the process-wide umask is left alone.
+	 */
+	ret = fchmod(srv->listen_fd, 0600) || bind(srv->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) ?
+	      -errno : 0;
 	if (ret) {
 		snprintf(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
 		goto fail;

@@ -29,6 +29,9 @@ char *cli_params_line(const char *cmd, const char *url, const struct cli_params 
 		fprintf(f, " url=%s", url);
 	for (i = 0; i < ps->nr; i++)
 		fprintf(f, " %s=%" PRId64, gw_param_info(ps->v[i].p)->name, ps->v[i].value);
+	for (i = 0; i < GW_SPARAM__COUNT; i++)
+		if (ps->str_set[i])
+			fprintf(f, " %s=%s", gw_str_param_name((enum gw_str_param)i), ps->str[i]);
 	if (fclose(f)) {
 		free(line);
 		return NULL;
@@ -157,7 +160,7 @@ static int do_resolve(const struct migrate_opts *o, const char *api)
 	struct json *reply;
 	char req[64], err[512];
 
-	if (o->to || o->params.nr || o->cancel) {
+	if (o->to || cli_params_count(&o->params) || o->cancel) {
 		cli_usage_error("migrate", "--resolve takes no other option");
 		return CLI_EXIT_USAGE;
 	}
@@ -176,7 +179,7 @@ static int do_cancel(const struct migrate_opts *o, const char *api)
 	struct json *reply;
 	char err[512];
 
-	if (o->to || o->params.nr) {
+	if (o->to || cli_params_count(&o->params)) {
 		cli_usage_error("migrate", "--cancel takes no --to or parameters");
 		return CLI_EXIT_USAGE;
 	}
@@ -198,7 +201,7 @@ static int do_set(const struct migrate_opts *o, const char *api)
 	struct json *reply;
 	char err[512], *line;
 
-	if (!o->params.nr) {
+	if (!cli_params_count(&o->params)) {
 		cli_usage_error("migrate", "nothing to do: give --to URL, --cancel or --set PARAM=VALUE");
 		return CLI_EXIT_USAGE;
 	}

@@ -58,6 +58,14 @@ static void run_usage(FILE *out)
 		"  --incoming URL         be a destination: listen on URL (tcp:HOST:PORT, port 0 = any;\n"
 		"                         unix:PATH) and print 'incoming <bound-url>' on stdout\n"
 		"  --set PARAM=VALUE      migration parameter for this VM's sessions (repeatable)\n"
+		"  --tls-creds DIR        mutual TLS 1.3 with QEMU's x509 layout (ca-cert.pem,\n"
+		"                         server-cert.pem, server-key.pem, client-cert.pem, client-key.pem)\n"
+		"  --tls-psk FILE         TLS 1.3 with pre-shared keys (QEMU's keys.psk: IDENTITY:HEXKEY)\n"
+		"  --tls-authz NAME[,NAME] destination: client certificate names (CN or DNS) or PSK\n"
+		"                         identities accepted (default: any the CA or the keys authenticate)\n"
+		"  --tls-hostname NAME    source: the name the destination's certificate must carry\n"
+		"  --max-memory SIZE      destination without --memory: refuse a source with more RAM\n"
+		"                         (default: this host's RAM)\n"
 		"  --log-level error|warn|info|debug\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
 		"\n", names);
@@ -129,6 +137,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	static const struct option longopts[] = {
 		CLI_OPT_HELP,
 		CLI_RUN_VM_OPTS,
+		CLI_RUN_TLS_OPTS,
 		{ "api", required_argument, NULL, OPT_API },
 		{ "incoming", required_argument, NULL, OPT_INCOMING },
 		{ "set", required_argument, NULL, OPT_SET },
@@ -193,6 +202,29 @@ static int create_vm(struct run_state *rs, const struct run_opts *o, struct vmm_
 	return 0;
 }
 
+/*
+ * A destination never commits more memory than it was given: --memory (the
+ * layout must match it anyway), else --max-memory, else this host's RAM.
+ * 0, or -1 printed.
+ */
+static int set_memory_cap(struct run_state *rs)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+	uint64_t cap;
+
+	if (rs->opts->max_memory_given)
+		return 0;	/* in rs->base, applied with the other parameters */
+	if (rs->opts->memory_given)
+		cap = rs->opts->memory_bytes;
+	else
+		cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+	if (cap && gw_session_set(rs->sess, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)cap)) {
+		cli_error("cannot set the memory cap");
+		return -1;
+	}
+	return 0;
+}
+
 /* A source starts its VM; a destination makes its session. 0, or -1 with the error printed. */
 static int start_role(struct run_state *rs)
 {
@@ -217,16 +249,24 @@ static int start_role(struct run_state *rs)
 			gw_log(GW_LOG_WARN, "cli", "param_rejected", "name=%s value=%" PRId64 " err=%d",
 			       gw_param_info(rs->base.v[i].p)->name, rs->base.v[i].value, ret);
 	}
-	return 0;
+	for (i = 0; i < GW_SPARAM__COUNT; i++) {
+		if (rs->base.str_set[i] && gw_session_set_str(rs->sess, (enum gw_str_param)i, rs->base.str[i])) {
+			cli_error("--%s %s: refused", gw_str_param_name((enum gw_str_param)i), rs->base.str[i]);
+			return -1;
+		}
+	}
+	return set_memory_cap(rs);
 }
 
 /* Destination: listen, say where, watch. 0, or -1 with the error printed. */
 static int listen_incoming(struct run_state *rs, const char *url)
 {
 	int ret = gw_incoming_start(rs->sess, url);
+	char why[512];
 
 	if (ret) {
-		cli_error("cannot listen on %s: %s", url, strerror(-ret));
+		gw_session_error(rs->sess, why, sizeof(why));
+		cli_error("cannot listen on %s: %s", url, why[0] ? why : strerror(-ret));
 		return -1;
 	}
 	printf("incoming %s\n", gw_incoming_url(rs->sess));

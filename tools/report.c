@@ -12,6 +12,23 @@
 #include <inttypes.h>
 #include <string.h>
 
+/* The TLS line: mode, the peer, the cipher, and whether the kernel did the records. */
+static void print_tls(FILE *out, const struct json *tls)
+{
+	const char *mode = json_str(json_get(tls, "mode"), "none");
+
+	if (!tls)
+		return;
+	if (!strcmp(mode, "none")) {
+		fprintf(out, "%-19snone (plain TCP or UNIX socket)\n", "tls:");
+		return;
+	}
+	fprintf(out, "%-19s%s, peer %s, %s, kernel TLS: send %s, receive %s\n", "tls:", mode,
+		json_str(json_get(tls, "peer"), "?"), json_str(json_get(tls, "cipher"), "?"),
+		json_bool(json_get(tls, "ktls-tx"), false) ? "yes" : "no (OpenSSL in user space)",
+		json_bool(json_get(tls, "ktls-rx"), false) ? "yes" : "no");
+}
+
 /* Members printed by name (or deliberately not at all). */
 static const char *const known_top[] = {
 	"ok", "status", "error-desc", "error-phase", "error-code", "total-time", "setup-time",
@@ -20,7 +37,7 @@ static const char *const known_top[] = {
 	"role", "vm-status", "workload", "guest-progress-count", "verify-check", "incoming-url",
 	"verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
-	"dirty-limit-rate", "rtt", "converging", "converge-hint", NULL,
+	"dirty-limit-rate", "rtt", "converging", "converge-hint", "tls", "connections-refused", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -244,6 +261,7 @@ void report_print(FILE *out, const struct json *st, const struct report_extra *x
 	if (json_get(st, "cpu-user-seconds"))
 		fprintf(out, "%-19suser %.3f s, system %.3f s\n", "cpu (source):",
 			num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
+	print_tls(out, json_get(st, "tls"));
 	for (m = st->child; m; m = m->next)
 		if (!in_list(known_top, m->key))
 			print_generic(out, m);

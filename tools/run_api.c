@@ -94,11 +94,19 @@ static int request_params(const struct api_request *req, const char *skip_key,
 	char err[256];
 
 	for (unsigned i = 0; i < req->nr_args; i++) {
+		enum gw_str_param sp;
 		enum gw_param p;
 		int64_t v;
 
 		if (skip_key && !strcmp(req->args[i].key, skip_key))
 			continue;
+		if (!gw_str_param_by_name(req->args[i].key, &sp)) {
+			if (cli_params_put_str(ps, sp, req->args[i].value)) {
+				api_reply_error(out, "%s: value too long", req->args[i].key);
+				return -1;
+			}
+			continue;
+		}
 		if (gw_param_by_name(req->args[i].key, &p)) {
 			api_reply_error(out, "unknown parameter '%s'", req->args[i].key);
 			return -1;
@@ -153,21 +161,17 @@ static struct gw_session *source_start(struct run_state *rs, const struct cli_pa
 {
 	struct gw_session *s = gw_session_new(GW_ROLE_SOURCE, rs->be->info(rs->vm),
 					      rs->be->engine_ops, rs->vm);
-	char why[256];
+	char why[600];
 	int ret;
 
 	if (!s) {
 		api_reply_error(out, "cannot create a migration session: %s", strerror(errno));
 		return NULL;
 	}
-	for (unsigned i = 0; i < ps->nr; i++) {
-		ret = gw_session_set(s, ps->v[i].p, ps->v[i].value);
-		if (ret) {
-			api_reply_error(out, "%s=%" PRId64 ": %s", gw_param_info(ps->v[i].p)->name,
-					ps->v[i].value, strerror(-ret));
-			gw_session_free(s);
-			return NULL;
-		}
+	if (cli_params_apply(ps, s, why, sizeof(why))) {
+		api_reply_error(out, "%s", why);
+		gw_session_free(s);
+		return NULL;
 	}
 	ret = gw_migrate_start(s, url);
 	if (ret) {
@@ -235,6 +239,20 @@ static void handle_set(struct run_state *rs, const struct api_request *req, FILE
 		return;
 	pthread_mutex_lock(&rs->lock);
 	/* Check every pair first so that a refusal changes nothing. */
+	for (i = 0; rs->migrating && i < GW_SPARAM__COUNT; i++) {
+		if (ps.str_set[i]) {
+			api_reply_error(out, "%s is a setup parameter: it cannot change while a migration runs",
+					gw_str_param_name((enum gw_str_param)i));
+			goto out;
+		}
+	}
+	for (i = 0; i < GW_SPARAM__COUNT; i++) {
+		if (ps.str_set[i]) {
+			cli_params_put_str(&rs->base, (enum gw_str_param)i, ps.str[i]);
+			gw_log(GW_LOG_INFO, "cli", "param_set", "name=%s value=%s live=0",
+			       gw_str_param_name((enum gw_str_param)i), ps.str[i]);
+		}
+	}
 	if (rs->migrating) {
 		for (i = 0; i < ps.nr; i++) {
 			if (!gw_param_info(ps.v[i].p)->live) {

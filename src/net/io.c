@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -330,8 +332,18 @@ static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint
 static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns)
 {
 	uint8_t stage[TLS_STAGE_BYTES];
-	size_t staged = 0;
-	int ret = 0;
+	size_t staged = 0, total = 0;
+	int ret = 0, on = 1, off = 0;
+	bool cork;
+
+	/*
+	 * OpenSSL writes each record (16 KiB at most) with its own write():
+	 * a large frame is corked so that the kernel sends full segments, not
+	 * a packet per record.
+	 */
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	cork = total > TLS_STAGE_BYTES && !setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
 
 	for (int i = 0; !ret && i < iovcnt; i++) {
 		const uint8_t *p = iov[i].iov_base;
@@ -349,6 +361,8 @@ static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint
 	}
 	if (!ret && staged)
 		ret = tls_write_all(c, stage, staged, deadline_ns);
+	if (cork)
+		setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
 	return ret;
 }
 
