@@ -154,6 +154,8 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 	char why[160] = "";
 	int got = gw_conn_recv_msg(c, m, buf, sizeof(buf), why, sizeof(why));
 
+	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
+		return gw_fail(s, phase, got, false, "waiting for %s: %s", gw_frame_type_name(type), why);
 	if (got < 0)
 		return gw_fail(s, phase, got, false, "waiting for %s: %s%s%s", gw_frame_type_name(type),
 			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", why);

@@ -33,11 +33,16 @@ struct gw_tls {
 	char peer[GW_TLS_PEER_MAX];	/* authenticated identity, after the handshake */
 	char names[NAMES_MAX][GW_TLS_NAME_MAX];	/* the peer certificate's CN and DNS names */
 	unsigned nr_names;
+	char refused_names[256];	/* the certificate our verification refused: its names */
+	char refused_when[40];		/* and its notAfter / notBefore, for the dates checks */
+	int refused_err;		/* X509_V_ERR_* of that refusal, 0 none */
 	unsigned char first[4];		/* client: the first bytes the server sent */
 	size_t nr_first;
 	char psk_id[64];		/* server: the PSK identity the client presented */
 	bool psk_known;			/* server: and it is in the keys file */
 };
+
+static int verify_cb(int ok, X509_STORE_CTX *xs);
 
 static int ex_index = -1;
 static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
@@ -136,6 +141,8 @@ struct gw_tls *gw_tls_new(struct gw_tls_ctx *ctx, int fd, const char *host, char
 		goto fail;
 	}
 	SSL_set_ex_data(t->ssl, gw_tls_ex_index(), t);
+	if (!ctx->psk_mode)
+		SSL_set_verify(t->ssl, SSL_get_verify_mode(t->ssl), verify_cb);
 	if (ctx->role == GW_TLS_CLIENT) {
 		ret = set_expected_name(t, host, why, why_len);
 		if (ret)
@@ -198,15 +205,35 @@ static void cert_names(X509 *x, char *buf, size_t len)
 	GENERAL_NAMES_free(san);
 }
 
+/*
+ * OpenSSL's verification callback (handshake, lock held): remember the
+ * certificate refused and why, for verify_failure() to say so; OpenSSL
+ * keeps no peer certificate after a failed verification.
+ */
+static int verify_cb(int ok, X509_STORE_CTX *xs)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
+	struct gw_tls *t = ssl ? SSL_get_ex_data(ssl, gw_tls_ex_index()) : NULL;
+	X509 *x = X509_STORE_CTX_get0_cert(xs);
+	int err = X509_STORE_CTX_get_error(xs);
+
+	if (ok || !t || t->refused_err)
+		return ok;
+	t->refused_err = err;
+	if (x) {
+		cert_names(x, t->refused_names, sizeof(t->refused_names));
+		time_text(err == X509_V_ERR_CERT_NOT_YET_VALID ? X509_get0_notBefore(x) : X509_get0_notAfter(x),
+			  t->refused_when, sizeof(t->refused_when));
+	}
+	return ok;
+}
+
 /* The peer's certificate failed our verification: which check, and what it holds. */
 static void verify_failure(struct gw_tls *t)
 {
-	long vr = SSL_get_verify_result(t->ssl);
-	X509 *x = SSL_get0_peer_certificate(t->ssl);
-	char names[256] = "", when[40] = "";
+	long vr = t->refused_err ? t->refused_err : SSL_get_verify_result(t->ssl);
+	const char *names = t->refused_names[0] ? t->refused_names : "no name", *when = t->refused_when;
 
-	if (x)
-		cert_names(x, names, sizeof(names));
 	switch (vr) {
 	case X509_V_ERR_HOSTNAME_MISMATCH:
 	case X509_V_ERR_IP_ADDRESS_MISMATCH:
@@ -214,13 +241,9 @@ static void verify_failure(struct gw_tls *t)
 			 "(the URL's host, or --tls-hostname)", names, t->expect);
 		return;
 	case X509_V_ERR_CERT_HAS_EXPIRED:
-		if (x)
-			time_text(X509_get0_notAfter(x), when, sizeof(when));
 		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) expired on %s", peer_role(t), names, when);
 		return;
 	case X509_V_ERR_CERT_NOT_YET_VALID:
-		if (x)
-			time_text(X509_get0_notBefore(x), when, sizeof(when));
 		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) is not valid before %s", peer_role(t),
 			 names, when);
 		return;
@@ -245,7 +268,9 @@ static void verify_failure(struct gw_tls *t)
 /* A TLS alert from the peer: it refused something of ours. */
 static int alert_failure(struct gw_tls *t, int alert)
 {
-	const char *what = SSL_alert_desc_string_long(alert);
+	const char *what = alert == SSL_AD_CERTIFICATE_REQUIRED ? "certificate required" :
+			   alert == SSL_AD_UNKNOWN_PSK_IDENTITY ? "unknown PSK identity" :
+			   SSL_alert_desc_string_long(alert);
 	const char *hint = "";
 
 	switch (alert) {
@@ -320,7 +345,8 @@ static int ssl_failure(struct gw_tls *t)
 		snprintf(t->err, sizeof(t->err), "the source's pre-shared key identity '%s' is not in our --tls-psk file",
 			 t->psk_id);
 	else if (t->ctx->psk_mode && (reason == SSL_R_BAD_PSK || reason == SSL_R_NO_SHARED_CIPHER ||
-				      reason == SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM))
+				      reason == SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM ||
+				      reason == SSL_R_BINDER_DOES_NOT_VERIFY))
 		snprintf(t->err, sizeof(t->err), "the %s's pre-shared key does not match ours", peer_role(t));
 	else
 		snprintf(t->err, sizeof(t->err), "TLS with the %s failed: %s", peer_role(t),
