@@ -3,7 +3,11 @@
 BUILD ?= build
 MESON_OPTS ?= --buildtype=release
 
-.PHONY: all deps demo test bench install clean
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+FUZZ_JOBS ?= 1
+
+.PHONY: all deps demo test bench install clean fuzz ci
 all: $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
@@ -19,6 +23,15 @@ demo: all
 test: all
 	@scripts/deps.sh test
 	tests/run-all.sh $(BUILD)
+
+# make fuzz [FUZZ_SECONDS=N] [FUZZ_JOBS=J]: every libFuzzer harness N seconds
+# (clang, ASan+UBSan); one summary line per harness.
+fuzz:
+	@scripts/deps.sh fuzz
+	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang meson setup $(FUZZ_BUILD) --buildtype=debugoptimized \
+		-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false >/dev/null
+	ninja -C $(FUZZ_BUILD) $(addprefix tests/fuzz/,fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session gen_seeds)
+	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: all
 	@scripts/deps.sh bench

@@ -1,12 +1,17 @@
 #!/bin/sh
 # Install the Debian 12 packages godwit needs, only those that are missing.
-# Usage: scripts/deps.sh [build|test|bench]   (each level includes the previous)
+# Usage: scripts/deps.sh [build|test|bench|ci|fuzz]
+#   test: + integration tools and openssl (TLS certificates made at test time)
+#   bench: + iperf3, hyperfine; ci: test + clang and its sanitizer/libFuzzer runtimes
+#   fuzz: clang and libFuzzer (Debian 12: clang-14, libclang-rt-14-dev)
 set -eu
 level=${1:-build}
 pkgs="gcc make meson ninja-build pkg-config libzstd-dev liblz4-dev zlib1g-dev libisal-dev libxxhash-dev libssl-dev"
 case "$level" in
-test)  pkgs="$pkgs iproute2 python3" ;;
-bench) pkgs="$pkgs iproute2 python3 iperf3 hyperfine" ;;
+test)  pkgs="$pkgs iproute2 python3 openssl util-linux" ;;
+bench) pkgs="$pkgs iproute2 python3 openssl iperf3 hyperfine" ;;
+ci)    pkgs="$pkgs iproute2 python3 openssl util-linux clang libclang-rt-14-dev" ;;
+fuzz)  pkgs="$pkgs openssl clang libclang-rt-14-dev" ;;
 esac
 missing=""
 for p in $pkgs; do
