@@ -24,6 +24,13 @@ test: all
 	@scripts/deps.sh test
 	tests/run-all.sh $(BUILD)
 
+# What CI runs (.ci/run): make test, then ASan+UBSan and TSan builds of the
+# unit tests, every fuzz harness (FUZZ_SECONDS, default 25) and the fault
+# campaign (CAMPAIGN_RUNS, default 50). One closing "N passed, N failed" line.
+ci: all
+	@scripts/deps.sh ci
+	tests/run-all.sh $(BUILD) --ci
+
 # make fuzz [FUZZ_SECONDS=N] [FUZZ_JOBS=J]: every libFuzzer harness N seconds
 # (clang, ASan+UBSan); one summary line per harness.
 fuzz:

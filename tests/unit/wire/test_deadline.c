@@ -125,14 +125,14 @@ struct drip {
 	uint8_t frame[GW_WIRE_HDR_BYTES + 64];
 	size_t len;
 	size_t stop_at;		/* bytes sent before it falls silent (len: drip all) */
-	volatile int quit;
+	int quit;		/* atomic */
 };
 
 static void *dripper(void *arg)
 {
 	struct drip *d = arg;
 
-	for (size_t i = 0; i < d->stop_at && !d->quit; i++) {
+	for (size_t i = 0; i < d->stop_at && !__atomic_load_n(&d->quit, __ATOMIC_ACQUIRE); i++) {
 		raw_write(d->c, d->frame + i, 1);
 		usleep(DRIP_GAP_US);
 	}
@@ -162,7 +162,7 @@ static void drip_case(const char *name, struct pair *p, size_t stop_at)
 
 		ret = gw_conn_recv_iov(&p->b, &iov, 1, &crc);
 	}
-	d.quit = 1;
+	__atomic_store_n(&d.quit, 1, __ATOMIC_RELEASE);
 	gw_conn_shutdown(&p->a);
 	pthread_join(thr, NULL);
 	TEST_CHECK(ret == -ETIMEDOUT, "%s: a frame spread over %zu x %d ms got %d, expected -ETIMEDOUT",
