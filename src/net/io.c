@@ -338,12 +338,14 @@ static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint
 
 	/*
 	 * OpenSSL writes each record (16 KiB at most) with its own write():
-	 * a large frame is corked so that the kernel sends full segments, not
-	 * a packet per record.
+	 * records gather in the session's buffer and leave with the flush
+	 * below; where they do not (kTLS), a large frame is corked so that the
+	 * kernel sends full segments, not a packet per record.
 	 */
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
-	cork = total > TLS_STAGE_BYTES && !setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+	cork = !gw_tls_buffered(c->tls) && total > TLS_STAGE_BYTES &&
+	       !setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
 
 	for (int i = 0; !ret && i < iovcnt; i++) {
 		const uint8_t *p = iov[i].iov_base;
@@ -361,6 +363,14 @@ static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint
 	}
 	if (!ret && staged)
 		ret = tls_write_all(c, stage, staged, deadline_ns);
+	while (!ret) {
+		short ev = 0;
+
+		ret = gw_tls_flush(c->tls, &ev);
+		if (ret != -EAGAIN)
+			break;
+		ret = wait_fd(c->fd, ev, deadline_ns);
+	}
 	if (cork)
 		setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
 	return ret;

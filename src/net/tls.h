@@ -97,6 +97,14 @@ int gw_tls_handshake(struct gw_tls *t, short *events);
  */
 ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events);
 ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *events);
+/*
+ * Push records written so far to the socket (writes gather in a buffer
+ * after the handshake, unless the kernel does TLS): 0, -EAGAIN with
+ * *@events, -ECONNRESET. A frame is flushed once it is written whole.
+ */
+int gw_tls_flush(struct gw_tls *t, short *events);
+/* Whether writes gather until gw_tls_flush (read-only after the handshake). */
+bool gw_tls_buffered(struct gw_tls *t);
 /* Decrypted bytes waiting in the session: a read returns them without the socket. */
 bool gw_tls_pending(struct gw_tls *t);
 
