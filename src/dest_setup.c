@@ -251,6 +251,12 @@ static int hello_try(struct gw_session *s, struct gw_admitted *c, struct gw_msg_
 	gw_conn_adopt(&s->ctl, c->fd, c->tls, 1);
 	c->fd = -1;
 	c->tls = NULL;
+	/*
+	 * A HELLO left behind by a source that gave up (its FIN is queued)
+	 * must not take the destination: the real source may be next.
+	 */
+	if (gw_conn_peer_alive(&s->ctl))
+		return hello_refused(s, c, -ECONNRESET, "the source closed the connection before it was answered");
 	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	memcpy(s->mig_id, h->id, sizeof(s->mig_id));
 	s->hello_flags = h->flags;

@@ -53,8 +53,9 @@ static int tcp_check(const char *addr, bool listen, char *why, size_t why_len)
 	char *end;
 
 	if (split_host_port(addr, host, sizeof(host), port, sizeof(port))) {
-		if (addr[0] != '[' && strchr(addr, ':') != strrchr(addr, ':'))
-			snprintf(why, why_len, "tcp:%s: an IPv6 address goes in brackets, e.g. tcp:[::1]:4444", addr);
+		if (addr[0] == '[' || strchr(addr, ':') != strrchr(addr, ':'))
+			snprintf(why, why_len, "tcp:%s: an IPv6 address goes in brackets, then :PORT, e.g. tcp:[::1]:4444",
+				 addr);
 		else
 			snprintf(why, why_len, "tcp:%s: expected tcp:HOST:PORT", addr);
 		return -EINVAL;
