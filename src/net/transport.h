@@ -56,7 +56,5 @@ void gw_url_host(const struct gw_url *u, char *host, size_t host_len);
 int gw_tcp_delivery_rate(int fd, uint64_t *rate_bps, bool *app_limited);
 /* TCP socket options for migration connections (no-op on other sockets). */
 void gw_tcp_tune(int fd);
-/* Accept with a deadline (the socket is tuned): fd or -ETIMEDOUT / -errno. */
-int gw_accept_timeout(int listen_fd, uint64_t timeout_ms);
 
 #endif

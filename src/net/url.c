@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* "scheme:address" URLs, resolved against the transport table. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include "net/transport.h"
 
 static int url_parse(const char *url, bool listen, struct gw_url *out, char *why, size_t why_len)
@@ -51,25 +49,4 @@ void gw_url_host(const struct gw_url *u, char *host, size_t host_len)
 	host[0] = 0;
 	if (u->ops && u->ops->host)
 		u->ops->host(u->addr, host, host_len);
-}
-
-int gw_accept_timeout(int listen_fd, uint64_t timeout_ms)
-{
-	struct pollfd pfd = { .fd = listen_fd, .events = POLLIN };
-	int ret, fd;
-
-	do {
-		ret = poll(&pfd, 1, (int)(timeout_ms > 0x7fffffff ? 0x7fffffff : timeout_ms));
-	} while (ret < 0 && errno == EINTR);
-	if (ret < 0)
-		return -errno;
-	if (ret == 0)
-		return -ETIMEDOUT;
-	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
-		return -ECANCELED;	/* listening socket shut down */
-	fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	gw_tcp_tune(fd);	/* harmless failure on unix sockets */
-	return fd;
 }
