@@ -122,6 +122,22 @@ static int put_str_checked(struct cli_params *ps, enum gw_str_param p, const cha
 	return 0;
 }
 
+/* --tls-creds, --tls-psk, --tls-hostname, --tls-authz into @ps. 0, or -1 printed. */
+static int tls_opt_apply(struct cli_params *ps, int id, const char *arg, const char *cmd)
+{
+	static const struct { int id; enum gw_str_param p; const char *opt; } map[] = {
+		{ OPT_TLS_CREDS, GW_SPARAM_TLS_CREDS, "--tls-creds" },
+		{ OPT_TLS_PSK, GW_SPARAM_TLS_PSK, "--tls-psk" },
+		{ OPT_TLS_HOSTNAME, GW_SPARAM_TLS_HOSTNAME, "--tls-hostname" },
+		{ OPT_TLS_AUTHZ, GW_SPARAM_TLS_AUTHZ, "--tls-authz" },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].id == id)
+			return put_str_checked(ps, map[i].p, arg, cmd, map[i].opt);
+	return 1;
+}
+
 /* Put @value for @p after checking the parameter's bounds. */
 static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
 		       const char *cmd, const char *opt)
@@ -265,13 +281,10 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 		o->exit_after_migrate = true;
 		return 0;
 	case OPT_TLS_CREDS:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_CREDS, arg, cmd, "--tls-creds");
 	case OPT_TLS_PSK:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_PSK, arg, cmd, "--tls-psk");
 	case OPT_TLS_HOSTNAME:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_HOSTNAME, arg, cmd, "--tls-hostname");
 	case OPT_TLS_AUTHZ:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_AUTHZ, arg, cmd, "--tls-authz");
+		return tls_opt_apply(&o->params, id, arg, cmd);
 	case OPT_MAX_MEMORY: {
 		uint64_t bytes;
 
@@ -385,11 +398,9 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_START, 1, cmd,
 				   "--dirty-limit-start");
 	case OPT_TLS_CREDS:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_CREDS, arg, cmd, "--tls-creds");
 	case OPT_TLS_PSK:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_PSK, arg, cmd, "--tls-psk");
 	case OPT_TLS_HOSTNAME:
-		return put_str_checked(&o->params, GW_SPARAM_TLS_HOSTNAME, arg, cmd, "--tls-hostname");
+		return tls_opt_apply(&o->params, id, arg, cmd);
 	case OPT_SET:
 		return apply_set(&o->params, arg, cmd, "--set");
 	default:
