@@ -185,17 +185,18 @@ static void serve_one(struct api_server *srv, int fd)
  */
 static int check_peer(int fd)
 {
-	struct ucred cred;
+	struct ucred cred = { .pid = -1, .uid = (uid_t)-1 };
 	socklen_t len = sizeof(cred);
 	char reply[160];
 	uid_t me = geteuid();
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && (cred.uid == me || cred.uid == 0))
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.uid = (uid_t)-1;	/* unknown: refused */
+	else if (cred.uid == me || cred.uid == 0)
 		return 0;
-	gw_log(GW_LOG_WARN, "cli", "api_refused", "uid=%d pid=%d owner=%d", len ? (int)cred.uid : -1,
-	       len ? (int)cred.pid : -1, (int)me);
+	gw_log(GW_LOG_WARN, "cli", "api_refused", "uid=%d pid=%d owner=%d", (int)cred.uid, (int)cred.pid, (int)me);
 	snprintf(reply, sizeof(reply), "{\"ok\":false,\"error\":\"permission denied: uid %d does not own "
-		 "this VM (uid %d)\"}\n", len ? (int)cred.uid : -1, (int)me);
+		 "this VM (uid %d)\"}\n", (int)cred.uid, (int)me);
 	set_timeouts(fd, API_IO_TIMEOUT_MS);
 	send_all(fd, reply, strlen(reply));
 	return -EACCES;
