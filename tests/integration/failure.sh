@@ -24,8 +24,11 @@ DST_FAULT= SRC_FAULT=
 expect=failed
 case $case in
 dst-kill-round0)
-	# a pseudo-random point inside round 0 (bytes of pages received)
-	DST_FAULT=dst-round0:$(( (RANDOM % 300 + 1) * 1048576 )) ;;
+	# a pseudo-random point inside round 0 (bytes of pages received); round 0
+	# a whole pass (round-max-ms=0), so that it carries all ~384 MiB of data
+	# whatever the machine's speed, past the largest point (300 MiB)
+	DST_FAULT=dst-round0:$(( (RANDOM % 300 + 1) * 1048576 ))
+	mig_args=(--set round-max-ms=0) ;;
 dst-kill-round-n)
 	DST_FAULT=dst-round-n:1
 	mig_args=(--downtime-limit 1) ;;
