@@ -114,6 +114,13 @@ tls)
 	"$(dirname "$0")/../tls/gen-certs.sh" "$certs" || skip "cannot make certificates (openssl)"
 	start_dst tcp:127.0.0.1:0 --tls-creds "$certs/dst-ok" --tls-authz src.test
 	start_src --memory 128M --fill mix --workload verify:rate=2000
+	# TLS 1.3 only: a TLS 1.2 client gets no session.
+	port=${DST_URL##*:}
+	openssl s_client -connect "127.0.0.1:$port" -tls1_2 -cert "$certs/src-ok/client-cert.pem" \
+		-key "$certs/src-ok/client-key.pem" </dev/null >"$T/s_client.out" 2>&1 &&
+		grep -q "^New, TLSv1.2" "$T/s_client.out" && fail "a TLS 1.2 session was made"
+	for _ in $(seq 1 50); do grep -q "tls_refused" "$T/dst.log" && break; sleep 0.1; done
+	grep -q "tls_refused" "$T/dst.log" || fail "the TLS 1.2 client was not refused"
 	migrate && fail "a plain source migrated to a TLS destination"
 	cat "$T/mig.json" "$T/mig.err" | grep -q "requires TLS" || fail "the source did not say why: $(cat "$T/mig.json" "$T/mig.err")"
 	grep -q "requires TLS" "$T/dst.log" || fail "the destination did not say why"
@@ -131,7 +138,7 @@ tls)
 	migrate --tls-psk "$certs/keys.psk" || fail "PSK migrate exit $?: $(tail -n 3 "$T/mig.err")"
 	check_completed
 	[ "$(jget "$T/mig.json" "d['tls']['peer']")" = psk:src.test ] || fail "psk peer $(jget "$T/mig.json" "d['tls']")"
-	pass "tls: plain refused with reasons on both sides, x509 with authz and PSK migrated (kTLS tx $(jget "$T/mig.json" "d['tls']['ktls-tx']"))" ;;
+	pass "tls: TLS 1.2 and plain refused with reasons, x509 with authz and PSK migrated (kTLS tx $(jget "$T/mig.json" "d['tls']['ktls-tx']"))" ;;
 sockets)
 	(umask 000; start_dst "unix:$T/mig.sock"; echo "$DST_PID" >"$T/dst.pid")
 	DST_PID=$(cat "$T/dst.pid")
