@@ -329,6 +329,11 @@ static int ssl_failure(struct gw_tls *t)
 			 "client-cert.pem and client-key.pem in its --tls-creds)");
 		ERR_clear_error();
 		return -EACCES;
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+		snprintf(t->err, sizeof(t->err), "the %s does not offer TLS 1.3 (the only version accepted)",
+			 peer_role(t));
+		ERR_clear_error();
+		return -EPROTO;
 	case SSL_R_WRONG_VERSION_NUMBER:
 	case SSL_R_PACKET_LENGTH_TOO_LONG:
 	case SSL_R_RECORD_LENGTH_MISMATCH:
