@@ -25,7 +25,7 @@ test: all
 	tests/run-all.sh $(BUILD)
 
 # What CI runs (.ci/run): make test, then ASan+UBSan and TSan builds of the
-# unit tests, every fuzz harness (FUZZ_SECONDS, default 25) and the fault
+# unit tests, every fuzz harness (FUZZ_SECONDS, default 20) and the fault
 # campaign (CAMPAIGN_RUNS, default 50). One closing "N passed, N failed" line.
 ci: all
 	@scripts/deps.sh ci
