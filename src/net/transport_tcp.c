@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -40,6 +41,51 @@ static int split_host_port(const char *addr, char *host, size_t host_len, char *
 	return 0;
 }
 
+/*
+ * HOST:PORT with PORT 1..65535 (0 too when listening: any free port), HOST
+ * a name, an IPv4 address or an IPv6 address in brackets (empty when
+ * listening: every address). 0, or -EINVAL with a reason.
+ */
+static int tcp_check(const char *addr, bool listen, char *why, size_t why_len)
+{
+	char host[256], port[16];
+	unsigned long p;
+	char *end;
+
+	if (split_host_port(addr, host, sizeof(host), port, sizeof(port))) {
+		if (addr[0] == '[' || strchr(addr, ':') != strrchr(addr, ':'))
+			snprintf(why, why_len, "tcp:%s: an IPv6 address goes in brackets, then :PORT, e.g. tcp:[::1]:4444",
+				 addr);
+		else
+			snprintf(why, why_len, "tcp:%s: expected tcp:HOST:PORT", addr);
+		return -EINVAL;
+	}
+	if (addr[0] != '[' && strchr(host, ':')) {
+		snprintf(why, why_len, "tcp:%s: an IPv6 address goes in brackets, e.g. tcp:[::1]:4444", addr);
+		return -EINVAL;
+	}
+	errno = 0;
+	p = strtoul(port, &end, 10);
+	if (*end || port[0] < '0' || port[0] > '9' || errno || p > 65535 || (!p && !listen)) {
+		snprintf(why, why_len, "tcp:%s: port '%s' is not a number in %s..65535", addr, port, listen ? "0" : "1");
+		return -EINVAL;
+	}
+	if (!host[0] && !listen) {
+		snprintf(why, why_len, "tcp:%s: no host to connect to", addr);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void tcp_host(const char *addr, char *host, size_t host_len)
+{
+	char port[16];
+
+	if (split_host_port(addr, host, host_len, port, sizeof(port)))
+		host[0] = 0;
+}
+
+/* getaddrinfo: -ENOENT when the name does not resolve (the caller says so). */
 static int resolve(const char *addr, bool passive, struct addrinfo **res)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
@@ -52,9 +98,11 @@ static int resolve(const char *addr, bool passive, struct addrinfo **res)
 		hints.ai_flags = AI_PASSIVE;
 	hints.ai_flags |= AI_NUMERICSERV;
 	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
-	if (ret)
-		return ret == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
-	return 0;
+	if (ret == EAI_SYSTEM)
+		return -errno;
+	if (ret == EAI_NONAME || ret == EAI_NODATA || ret == EAI_FAIL || ret == EAI_AGAIN)
+		return -ENOENT;
+	return ret ? -EINVAL : 0;
 }
 
 /*
@@ -165,6 +213,9 @@ static void tcp_unlisten(const char *addr)
 const struct gw_transport_ops gw_transport_tcp = {
 	.scheme = "tcp",
 	.can_pass_fds = false,
+	.tls_host_in_url = true,
+	.check = tcp_check,
+	.host = tcp_host,
 	.listen = tcp_listen,
 	.connect = tcp_connect,
 	.unlisten = tcp_unlisten,
