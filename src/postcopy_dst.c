@@ -1058,7 +1058,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	char why[200], bound[GW_URL_MAX];
 	int fd, ret = 0;
 
-	if (!s || s->role != GW_ROLE_DEST || !url || gw_url_parse(url, &u, why, sizeof(why)))
+	if (!s || s->role != GW_ROLE_DEST || !url || gw_url_parse_listen(url, &u, why, sizeof(why)))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	if (!s->running || (s->status != GW_STATUS_POSTCOPY_PAUSED && s->status != GW_STATUS_POSTCOPY_RECOVER))

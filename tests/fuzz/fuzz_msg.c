@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every message decoder (wire/msg.c) and the frame header decoder, on
+ * Every message decoder (wire/msg.c, wire/msg_postcopy.c) and the frame header decoder, on
  * hostile bytes. Input: one byte choosing the type (0..GW_MSG__MAX), then
  * the payload. Invariants: decoders never read past the payload, never
  * crash, return 0 or -EPROTO (or -ENOMEM for STATE); whatever they accept
@@ -37,6 +37,22 @@ static void roundtrip(uint16_t type, union gw_msg *m)
 		for (uint32_t i = 0; i < m->extents.count; i++)
 			ext[i] = gw_msg_extents_get(&m->extents, i);
 		m->extents.ext = ext;
+	}
+	if (type == GW_MSG_PC_DIRTY || type == GW_MSG_PC_NEEDED) {	/* words inside the payload: copy out */
+		static uint64_t words[GW_WIRE_MAX_MAP_WORDS];
+
+		fuzz_check(m->pc_map.nr_words <= GW_WIRE_MAX_MAP_WORDS, "map piece within its bound");
+		for (uint32_t i = 0; i < m->pc_map.nr_words; i++)
+			words[i] = gw_msg_pc_map_word(&m->pc_map, i);
+		m->pc_map.words = words;
+	}
+	if (type == GW_MSG_PC_REQ) {	/* pages inside the payload: copy out */
+		static uint64_t pages[GW_WIRE_MAX_BATCH_PAGES];
+
+		fuzz_check(m->pc_req.count <= GW_WIRE_MAX_BATCH_PAGES, "request within its bound");
+		for (uint32_t i = 0; i < m->pc_req.count; i++)
+			pages[i] = gw_msg_pc_req_page(&m->pc_req, i);
+		m->pc_req.pages = pages;
 	}
 	len = gw_msg_size(type, m);
 	fuzz_check(len <= sizeof(enc), "encoded size within bounds");

@@ -82,6 +82,7 @@ static void msg_seeds(void)
 	struct gw_msg_pages_hdr ph = { .block = 0, .nr_entries = 2, .codec = 0, .data_bytes = 4096,
 				       .raw_bytes = 4096 };
 	uint8_t phb[GW_PAGES_HDR_BYTES + 16 + 8], t = GW_MSG_PAGES;
+	static const uint64_t map_words[2] = { 0x8001, 1ull << 63 }, req_pages[3] = { 0, 5, 4095 };
 
 	hello(&m.hello, 1, GW_HELLO_VERIFY);
 	msg_seed(GW_MSG_HELLO, &m);
@@ -125,6 +126,28 @@ static void msg_seeds(void)
 	m.ping.token = 12345;
 	msg_seed(GW_MSG_PING, &m);
 	msg_seed(GW_MSG_PONG, &m);
+	/* Postcopy (wire/msg_postcopy.c). */
+	msg_seed(GW_MSG_PC_PREPARE, NULL);
+	m.pc_prepared = (struct gw_msg_pc_prepared){ .prepare_ns = 123456 };
+	msg_seed(GW_MSG_PC_PREPARED, &m);
+	m.pc_map = (struct gw_msg_pc_map){ .block = 0, .nr_words = 2, .first_page = 128, .words = map_words };
+	msg_seed(GW_MSG_PC_DIRTY, &m);
+	msg_seed(GW_MSG_PC_NEEDED, &m);
+	m.pc_req = (struct gw_msg_pc_req){ .block = 1, .count = 3, .pages = req_pages };
+	msg_seed(GW_MSG_PC_REQ, &m);
+	memset(&m, 0, sizeof(m));
+	m.pc_stats.nr_vcpus = 2;
+	m.pc_stats.remaining_pages = 10;
+	m.pc_stats.vcpu_blocktime_ns[1] = 5000;
+	msg_seed(GW_MSG_PC_STATS, &m);
+	msg_seed(GW_MSG_PC_DONE, &m);
+	msg_seed(GW_MSG_PC_END, NULL);
+	memset(&m, 0, sizeof(m));
+	m.pc_recover.id[0] = 7;
+	m.pc_recover.recoveries = 1;
+	msg_seed(GW_MSG_PC_RECOVER, &m);
+	m.pc_recovered = (struct gw_msg_pc_recovered){ .flags = GW_PC_RECOVERED_DONE };
+	msg_seed(GW_MSG_PC_RECOVERED, &m);
 	gw_msg_pages_hdr_encode(phb, &ph);
 	gw_le64_put(phb + GW_PAGES_HDR_BYTES, gw_page_entry(1, GW_PAGE_NORMAL));
 	gw_le64_put(phb + GW_PAGES_HDR_BYTES + 8, gw_page_entry(2, GW_PAGE_ZERO));
