@@ -6,6 +6,7 @@
  * expected.
  */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -469,13 +470,53 @@ static void buffer_writes(struct gw_tls *t)
 	t->buffered = true;
 }
 
+/*
+ * OpenSSL writes to the socket with write(): a peer that closed would raise
+ * SIGPIPE, and a library must not kill (or need a handler in) the process
+ * that embeds it. SIGPIPE is blocked in the calling thread around every
+ * call that may write, and one it raised is consumed before the mask is
+ * restored (a SIGPIPE from write() is sent to the writing thread). The
+ * write itself then fails with EPIPE, reported as a closed connection.
+ */
+struct pipe_guard {
+	sigset_t old;
+	bool pending_before;		/* one was pending already: not ours to consume */
+};
+
+static void pipe_block(struct pipe_guard *g)
+{
+	sigset_t set, pend;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+	g->pending_before = !sigpending(&pend) && sigismember(&pend, SIGPIPE);
+}
+
+static void pipe_restore(struct pipe_guard *g)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t set, pend;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	if (!g->pending_before && !sigpending(&pend) && sigismember(&pend, SIGPIPE))
+		while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 int gw_tls_handshake(struct gw_tls *t, short *events)
 {
 	int ret;
 
+	struct pipe_guard g;
+
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
+	pipe_block(&g);
 	ret = SSL_do_handshake(t->ssl);
+	pipe_restore(&g);
 	if (ret == 1) {
 		t->done = true;
 		record_peer(t);
@@ -492,39 +533,47 @@ int gw_tls_handshake(struct gw_tls *t, short *events)
 
 ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 {
+	struct pipe_guard g;
 	size_t n = 0;
 	ssize_t ret;
 
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
+	pipe_block(&g);	/* a read may write (alerts, key updates) */
 	if (SSL_read_ex(t->ssl, buf, len, &n) == 1)
 		ret = (ssize_t)n;
 	else
 		ret = op_failure(t, 0, events, "");
+	pipe_restore(&g);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
 
 ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *events)
 {
+	struct pipe_guard g;
 	size_t n = 0;
 	ssize_t ret;
 
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
+	pipe_block(&g);
 	if (SSL_write_ex(t->ssl, buf, len, &n) == 1)
 		ret = (ssize_t)n;
 	else
 		ret = op_failure(t, 0, events, "");
+	pipe_restore(&g);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
 
 int gw_tls_flush(struct gw_tls *t, short *events)
 {
+	struct pipe_guard g;
 	int ret = 0;
 
 	pthread_mutex_lock(&t->lock);
+	pipe_block(&g);
 	if (t->buffered && BIO_flush(SSL_get_wbio(t->ssl)) != 1) {
 		if (BIO_should_retry(SSL_get_wbio(t->ssl))) {
 			*events = POLLOUT;
@@ -534,6 +583,7 @@ int gw_tls_flush(struct gw_tls *t, short *events)
 			ret = -ECONNRESET;
 		}
 	}
+	pipe_restore(&g);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
