@@ -305,10 +305,20 @@ static void *send_main(void *arg)
 
 	gw_log_set_side(s->side);
 	if (gw_param(s, GW_PARAM_SEND_PATH) == GW_SEND_ZEROCOPY) {
-		ret = ch->conn.sock->kernel ? gw_zc_enable(ch->conn.fd) : -EOPNOTSUPP;
+		/*
+		 * MSG_ZEROCOPY needs a kernel socket the pages go to as they
+		 * are: not an rsocket, and not TLS (each record is an encrypted
+		 * copy, made by OpenSSL or by kTLS). Those send through the
+		 * copy path: pages are settled as soon as the send returns.
+		 */
+		const char *why = ch->conn.tls ? "TLS: records are encrypted copies" :
+				  !ch->conn.sock->kernel ? "not a kernel socket" : NULL;
+
+		ret = why ? -EOPNOTSUPP : gw_zc_enable(ch->conn.fd);
 		ch->zc_on = !ret;
 		if (ret && ch->index == 0)
-			gw_log(GW_LOG_WARN, "mig", "zerocopy_unavailable", "err=\"%s\"", strerror(-ret));
+			gw_log(GW_LOG_WARN, "mig", "zerocopy_unavailable", "err=\"%s\" fallback=copy",
+			       why ? why : strerror(-ret));
 		ret = 0;
 	}
 	pthread_mutex_lock(&ch->qlock);

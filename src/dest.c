@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "admit.h"
 #include "channel.h"
 #include "dest.h"
 #include "mem/digest.h"
@@ -181,7 +182,8 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	int type, ret;
 
 	/* The source sends GO right after READY: a long silence means it is gone. */
-	gw_conn_set_recv_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	gw_conn_watch_progress(&s->ctl, NULL);
+	gw_conn_set_idle_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	type = gw_conn_recv_msg(&s->ctl, &m, buf, sizeof(buf), NULL, 0);
 	if (type < 0)
 		return gw_fail(s, "handover", type, false, "waiting for GO: %s", gw_conn_err_text(type, "source"));
@@ -330,7 +332,8 @@ static void dst_verify(struct gw_session *s, struct dst_ctx *d)
 		return;
 	set_verify(s, GW_VERIFY_PENDING, NULL);
 	snapshot_digest(s, d, &v);
-	gw_conn_set_recv_timeout(&s->ctl, wait_ms);
+	gw_conn_watch_progress(&s->ctl, NULL);
+	gw_conn_set_idle_timeout(&s->ctl, wait_ms);
 	type = gw_conn_recv_msg(&s->ctl, &m, d->buf, d->cap, NULL, 0);
 	if (type != GW_MSG_VERIFY) {
 		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"no VERIFY from the source (%s)\"",
@@ -367,16 +370,21 @@ static int control_loop(struct gw_session *s)
 		goto out;
 	}
 	gw_state_init(d.state);
-	/* No receive timeout during precopy: rounds can be long; liveness
-	 * comes from the source's writes and TCP errors. */
-	gw_conn_set_recv_timeout(&s->ctl, 0);
+	/*
+	 * The control connection is quiet while the data connections carry
+	 * pages: its waits end when nothing arrived anywhere for io-timeout-ms.
+	 */
+	dst_conn_watch(s, &s->ctl);
 	while (!ret) {
 		char why[160];
 		int type;
 
 		m->state.st = d.have_state ? NULL : d.state;	/* a second STATE is refused */
 		type = gw_conn_recv_msg(&s->ctl, m, d.buf, d.cap, why, sizeof(why));
-		if (type < 0)
+		if (type == -ETIMEDOUT && !gw_failed(s))
+			ret = gw_fail(s, "receive", type, false, "the source sent nothing for %lld ms on any "
+				      "connection: the migration stalled", (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+		else if (type < 0)
 			ret = gw_failed(s) ? gw_failed(s) :
 				gw_fail(s, "receive", type, false, "control connection: %s%s%s",
 					gw_conn_err_text(type, "source"), why[0] ? ": " : "", why);
@@ -506,6 +514,7 @@ void *gw_dest_main(void *arg)
 	gw_channels_destroy(s);
 	gw_conn_close(&s->ctl);
 	dst_layout_release(s);
+	gw_admit_close(s->adm, ret ? "its migration failed" : "it received its VM");
 	dst_end(s, ret);
 	return NULL;
 }

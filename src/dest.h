@@ -22,6 +22,12 @@ int dst_handshake(struct gw_session *s);
 int dst_accept_channels(struct gw_session *s);
 /* Release the layout's bitmaps. */
 void dst_layout_release(struct gw_session *s);
+/*
+ * Receives of @c: each frame within io-timeout-ms; waiting for the next one
+ * ends only when the whole migration (any connection) made no progress for
+ * io-timeout-ms: a committed migration that stalls times out.
+ */
+void dst_conn_watch(struct gw_session *s, struct gw_conn *c);
 
 /* populate.c */
 /* Fold one EXTENTS message into the pending job. 0, -EPROTO, -ERANGE, -ENOMEM. */

@@ -1,51 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Admission on the destination: the control connection (the first one to
- * open with a valid HELLO), the RAM layout, the data connections.
+ * Setting a migration up on the destination: the first HELLO this
+ * destination can hold (the acceptor, admit.h, brought it in), the RAM
+ * layout, the data connections. A HELLO refused before anything is
+ * committed (undecodable, no common version or codec, more RAM than
+ * max-memory-bytes, a layout the VMM refuses) is answered with ERROR on its
+ * own connection and the destination keeps waiting for another source.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "admit.h"
 #include "channel.h"
 #include "codec/codec.h"
 #include "dest.h"
+#include "net/tls.h"
 #include "postcopy.h"
 #include "mem/mapped.h"
-
-/*
- * The first connection that opens with a HELLO frame. Anything else is
- * answered with an ERROR and dropped; the destination keeps waiting.
- * Returns the payload length in @buf, or the sticky error.
- */
-static ssize_t accept_hello(struct gw_session *s, uint8_t *buf, size_t cap)
-{
-	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
-
-	for (;;) {
-		struct gw_frame_hdr h;
-		ssize_t n;
-		int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, UINT32_MAX);
-
-		if (fd < 0)
-			return gw_fail(s, "setup", fd, false, "accepting the source: %s", strerror(-fd));
-		gw_conn_set_fd(&s->ctl, fd, s->url.ops->sock);
-		gw_conn_set_timeout(&s->ctl, timeout_ms);
-		n = gw_conn_recv(&s->ctl, &h, buf, cap, NULL, 0, NULL);
-		if (n >= 0 && h.type == GW_MSG_HELLO)
-			return n;
-		gw_log(GW_LOG_WARN, "mig", "conn_refused", "reason=\"%s\"",
-		       n < 0 ? gw_conn_err_text((int)n, "source") : "first frame is not HELLO");
-		gw_conn_send_error(&s->ctl, n < 0 ? (int)n : -EPROTO,
-				   n == -EBADMSG ? "checksum mismatch" : "expected a HELLO frame");
-		gw_conn_close(&s->ctl);
-	}
-}
 
 /* What this destination can do with a decoded HELLO: 0, or -errno with @why. */
 static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hello *h,
 			    char *why, size_t why_len)
 {
+	uint64_t max_bytes = (uint64_t)gw_param(s, GW_PARAM_MAX_MEMORY_BYTES);
 	enum gw_codec_id codec;
 
 	if (h->min_version > GW_WIRE_VERSION || h->max_version < GW_WIRE_VERSION) {
@@ -58,9 +36,20 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		snprintf(why, why_len, "codec %u not available here", h->codec);
 		return -EOPNOTSUPP;
 	}
-	if ((h->flags & GW_HELLO_LOCAL) && !s->url.ops->can_pass_fds) {
-		snprintf(why, why_len, "local migration over %s", s->url.ops->scheme);
+	if ((h->flags & GW_HELLO_LOCAL) && (!s->url.ops->can_pass_fds || s->tls_ctx)) {
+		snprintf(why, why_len, "local migration over %s%s", s->url.ops->scheme, s->tls_ctx ? " with TLS" : "");
 		return -EPROTO;
+	}
+	if (max_bytes) {
+		uint64_t total = 0;
+
+		for (unsigned i = 0; i < h->nr_blocks; i++)
+			total += h->blocks[i].size_bytes;	/* blocks <= 2^52 bytes each (msg.c): no overflow */
+		if (total > max_bytes) {
+			snprintf(why, why_len, "the source's RAM is %llu bytes, this destination takes at most %llu "
+				 "(max-memory-bytes)", (unsigned long long)total, (unsigned long long)max_bytes);
+			return -ERANGE;
+		}
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && ((h->flags & GW_HELLO_LOCAL) || h->nr_channels >= GW_WIRE_MAX_CHANNELS)) {
 		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
@@ -76,8 +65,9 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 	return 0;
 }
 
-/* Local migration: the FDS message with one descriptor per block. */
-static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int *nr_fds)
+/* Local migration: the FDS message with one descriptor per block. 0, or -EPROTO with @why. */
+static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int *nr_fds,
+		    char *why, size_t why_len)
 {
 	uint8_t buf[4 + GW_MAX_RAM_BLOCKS * 4];
 	union gw_msg m;
@@ -88,24 +78,29 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 		for (int i = 0; i < *nr_fds; i++)
 			close(fds[i]);
 		*nr_fds = 0;
-		return gw_fail(s, "setup", -EPROTO, false, "expected FDS with %u descriptors", h->nr_blocks);
+		snprintf(why, why_len, "expected FDS with %u descriptors", h->nr_blocks);
+		return -EPROTO;
 	}
 	return 0;
 }
 
 /* Without a setup_ram callback: the layout given at creation must be the announced one. */
-static int layout_compare(struct gw_session *s, const struct gw_vm_info *want)
+static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
 {
-	if (s->vm.nr_blocks != want->nr_blocks)
-		return gw_fail(s, "setup", -ERANGE, false, "RAM layout refused: %u blocks, expected %u",
-			       want->nr_blocks, s->vm.nr_blocks);
-	for (unsigned i = 0; i < want->nr_blocks; i++)
+	if (s->vm.nr_blocks != want->nr_blocks) {
+		snprintf(why, why_len, "RAM layout refused: %u blocks, expected %u", want->nr_blocks,
+			 s->vm.nr_blocks);
+		return -ERANGE;
+	}
+	for (unsigned i = 0; i < want->nr_blocks; i++) {
 		if (strcmp(s->vm.blocks[i].name, want->blocks[i].name) ||
-		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes)
-			return gw_fail(s, "setup", -ERANGE, false,
-				       "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
-				       want->blocks[i].name, (unsigned long long)want->blocks[i].size_bytes,
-				       s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
+		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes) {
+			snprintf(why, why_len, "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
+				 want->blocks[i].name, (unsigned long long)want->blocks[i].size_bytes,
+				 s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
+			return -ERANGE;
+		}
+	}
 	return 0;
 }
 
@@ -166,8 +161,13 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 	return 0;
 }
 
-/* Compare the announced layout with ours, or let the VMM build it. Takes the fds. */
-static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int nr_fds)
+/*
+ * Compare the announced layout with ours, or let the VMM build it. Takes
+ * the fds. 0; 1 with @why when refused before anything was committed (the
+ * destination waits for another source); or the sticky error.
+ */
+static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int nr_fds,
+			char *why, size_t why_len)
 {
 	struct gw_vm_info want = { .nr_blocks = h->nr_blocks, .kvm_vm_fd = -1 };
 	char reason[200] = "";
@@ -185,14 +185,16 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 	if (!s->ops->setup_ram) {
 		for (int i = 0; i < nr_fds; i++)
 			close(fds[i]);
-		ret = layout_compare(s, &want);
-		return ret ? ret : layout_build(s, &want);
+		if (layout_compare(s, &want, why, why_len))
+			return 1;
+		return layout_build(s, &want);
 	}
-	/* The VMM owns the fds now, whatever it answers. */
+	/* The VMM owns the fds now, whatever it answers; a refusal commits nothing. */
 	ret = s->ops->setup_ram(s->opaque, &want, &s->vm, reason, sizeof(reason));
-	if (ret)
-		return gw_fail(s, "setup", -ERANGE, false, "RAM layout refused: %s",
-			       reason[0] ? reason : strerror(-ret));
+	if (ret) {
+		snprintf(why, why_len, "RAM layout refused: %s", reason[0] ? reason : strerror(-ret));
+		return 1;
+	}
 	return layout_build(s, &want);
 }
 
@@ -226,21 +228,59 @@ static void publish_layout(struct gw_session *s, const struct gw_msg_hello *h)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static int hello_apply(struct gw_session *s, struct gw_msg_hello *h)
+/* A HELLO refused before anything was committed: ERROR on its connection; the destination waits on. */
+static int hello_refused(struct gw_session *s, struct gw_admitted *c, int code, const char *why)
 {
-	int fds[GW_MAX_RAM_BLOCKS], nr_fds = 0, ret;
+	char reason[GW_WIRE_MAX_REASON];
 
-	memcpy(s->mig_id, h->id, sizeof(s->mig_id));
-	s->hello_flags = h->flags;
-	s->nr_channels = (h->flags & GW_HELLO_LOCAL) ? 0 : h->nr_channels;
-	if (h->flags & GW_HELLO_LOCAL) {
-		ret = recv_fds(s, h, fds, &nr_fds);
-		if (ret)
-			return ret;
+	snprintf(reason, sizeof(reason), "HELLO refused: %s", why);
+	gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code, why);
+	if (c->fd >= 0) {
+		gw_admitted_refuse(c, code, reason);
+	} else {	/* taken over already: it is s->ctl */
+		gw_conn_send_error(&s->ctl, code, reason);
+		gw_conn_close(&s->ctl);
+		gw_admitted_release(c);
 	}
-	ret = setup_layout(s, h, fds, nr_fds);
-	if (ret)
-		return ret;
+	return 1;
+}
+
+/* The source's TLS session, in the log and the statistics. */
+static void note_tls(struct gw_session *s, const char *peer)
+{
+	struct gw_tls_info ti;
+
+	if (!s->ctl.tls)
+		return;
+	gw_tls_info(s->ctl.tls, &ti);
+	gw_log(GW_LOG_INFO, "mig", "tls_handshake", "conn=control peer=\"%s\" mode=%s version=%s cipher=%s "
+	       "ktls_tx=%d ktls_rx=%d", peer, ti.mode, ti.version, ti.cipher, ti.ktls_tx, ti.ktls_rx);
+	pthread_mutex_lock(&s->lock);
+	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
+	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(s->ctl.tls));
+	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
+	s->stats.ktls_tx = ti.ktls_tx;
+	s->stats.ktls_rx = ti.ktls_rx;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Accepted: from here the migration is this source's; strangers get BUSY. */
+static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struct gw_msg_hello *h)
+{
+	char holder[GW_ADMIT_PEER_MAX + 64];
+	int ret;
+
+	snprintf(holder, sizeof(holder), "%s (migration %02x%02x%02x%02x)", c->peer, h->id[0], h->id[1],
+		 h->id[2], h->id[3]);
+	gw_admit_hold(s->adm, h->id, c->identity, holder);
+	snprintf(s->src_identity, sizeof(s->src_identity), "%s", c->identity);
+	snprintf(s->src_holder, sizeof(s->src_holder), "%s", holder);
+	gw_set_status(s, GW_STATUS_SETUP);
+	pthread_mutex_lock(&s->lock);
+	s->t_start_ns = gw_now_ns();
+	pthread_mutex_unlock(&s->lock);
+	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
+	note_tls(s, c->peer);
 	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
 	s->snap_err = 0;
 	if ((h->flags & GW_HELLO_VERIFY) && !(h->flags & GW_HELLO_LOCAL)) {
@@ -251,78 +291,105 @@ static int hello_apply(struct gw_session *s, struct gw_msg_hello *h)
 	ret = send_hello_ack(s, h);
 	if (ret)
 		return gw_fail(s, "setup", ret, false, "sending HELLO_ACK: %s", strerror(-ret));
-	gw_log(GW_LOG_INFO, "mig", "handshake_done", "channels=%u codec=%u flags=0x%x blocks=%u",
-	       s->nr_channels, h->codec, h->flags, h->nr_blocks);
+	gw_log(GW_LOG_INFO, "mig", "handshake_done", "peer=\"%s\" channels=%u codec=%u flags=0x%x blocks=%u tls=%s",
+	       c->peer, s->nr_channels, h->codec, h->flags, h->nr_blocks,
+	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
 	publish_layout(s, h);
 	return 0;
 }
 
-int dst_handshake(struct gw_session *s)
+/*
+ * One admitted HELLO. 0: it holds the destination now; 1: refused on its
+ * own connection, wait for another; or the sticky error (committed).
+ */
+static int hello_try(struct gw_session *s, struct gw_admitted *c, struct gw_msg_hello *h)
 {
-	size_t cap = gw_frame_max_payload(GW_MSG_HELLO);
-	uint8_t *buf = malloc(cap);
-	struct gw_msg_hello *h = malloc(sizeof(*h));
-	char why[200] = "";
-	ssize_t n;
-	int ret;
+	int fds[GW_MAX_RAM_BLOCKS], nr_fds = 0, ret;
+	char why[300] = "";
 
-	if (!buf || !h) {
-		ret = gw_fail(s, "setup", -ENOMEM, false, "no memory");
-		goto out;
-	}
-	n = accept_hello(s, buf, cap);
-	if (n < 0) {
-		ret = (int)n;
-		goto out;
-	}
-	gw_set_status(s, GW_STATUS_SETUP);
-	pthread_mutex_lock(&s->lock);
-	s->t_start_ns = gw_now_ns();
-	pthread_mutex_unlock(&s->lock);
-	ret = gw_msg_decode(GW_MSG_HELLO, buf, (size_t)n, h, why, sizeof(why));
+	ret = gw_msg_decode(GW_MSG_HELLO, c->payload, c->len, h, why, sizeof(why));
 	if (!ret)
 		ret = hello_acceptable(s, h, why, sizeof(why));
-	ret = ret ? gw_fail(s, "setup", ret, false, "HELLO refused: %s", why) : hello_apply(s, h);
-out:
-	free(buf);
+	if (ret)
+		return hello_refused(s, c, ret, why);
+	/* The control connection from here on (FDS follow on it). */
+	gw_conn_adopt(&s->ctl, c->fd, c->sock, c->tls, 1);
+	c->fd = -1;
+	c->tls = NULL;
+	/*
+	 * A HELLO left behind by a source that gave up (its FIN is queued)
+	 * must not take the destination: the real source may be next.
+	 */
+	if (gw_conn_peer_alive(&s->ctl))
+		return hello_refused(s, c, -ECONNRESET, "the source closed the connection before it was answered");
+	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	memcpy(s->mig_id, h->id, sizeof(s->mig_id));
+	s->hello_flags = h->flags;
+	s->nr_channels = (h->flags & GW_HELLO_LOCAL) ? 0 : h->nr_channels;
+	if (h->flags & GW_HELLO_LOCAL) {
+		ret = recv_fds(s, h, fds, &nr_fds, why, sizeof(why));
+		if (ret)
+			return hello_refused(s, c, ret, why);
+	}
+	ret = setup_layout(s, h, fds, nr_fds, why, sizeof(why));
+	if (ret == 1)
+		return hello_refused(s, c, -ERANGE, why);
+	if (!ret)
+		ret = hello_commit(s, c, h);
+	gw_admitted_release(c);
+	return ret;
+}
+
+int dst_handshake(struct gw_session *s)
+{
+	struct gw_msg_hello *h = malloc(sizeof(*h));
+	int ret = h ? 1 : gw_fail(s, "setup", -ENOMEM, false, "no memory");
+
+	while (ret == 1) {
+		struct gw_admitted c;
+
+		ret = gw_admit_take(s->adm, GW_MSG_HELLO, 0, &c);
+		if (ret) {
+			ret = gw_failed(s) ? gw_failed(s) : gw_fail(s, "setup", ret, false, "waiting for a source: %s",
+								       strerror(-ret));
+			break;
+		}
+		ret = hello_try(s, &c, h);
+	}
 	free(h);
 	return ret;
 }
 
-/*
- * One data connection: CHAN_HELLO with our migration id and a free index.
- * Returns the index, -EAGAIN for a stranger (refused, keep waiting), or the
- * sticky error.
- */
-static int admit_channel(struct gw_session *s, int fd, uint64_t timeout_ms)
+/* Receives of a connection of this migration: frames within the I/O timeout, idle while the migration progresses. */
+void dst_conn_watch(struct gw_session *s, struct gw_conn *c)
 {
-	uint8_t buf[GW_WIRE_ID_BYTES + 4];
-	struct gw_conn tmp;
-	union gw_msg m;
-	int type;
+	gw_conn_set_timeout(c, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	gw_conn_watch_progress(c, &s->rx_progress_ns);
+}
 
-	gw_conn_init(&tmp, -1);
-	gw_conn_set_fd(&tmp, fd, s->url.ops->sock);
-	gw_conn_set_timeout(&tmp, timeout_ms);
-	type = gw_conn_recv_msg(&tmp, &m, buf, sizeof(buf), NULL, 0);
-	if (type != GW_MSG_CHAN_HELLO || memcmp(m.chan_hello.id, s->mig_id, GW_WIRE_ID_BYTES)) {
-		gw_log(GW_LOG_WARN, "mig", "conn_refused", "reason=\"not a data connection of this migration\"");
-		gw_conn_send_error(&tmp, -EACCES, type != GW_MSG_CHAN_HELLO ? "expected CHAN_HELLO" :
-				   "unknown migration id");
-		gw_conn_close(&tmp);
-		return -EAGAIN;
+/*
+ * One data connection (the acceptor checked the migration id and the
+ * identity): a free index. The index, or the sticky error.
+ */
+static int admit_channel(struct gw_session *s, struct gw_admitted *c)
+{
+	struct gw_msg_chan_hello m;
+	unsigned idx;
+
+	if (gw_msg_decode(GW_MSG_CHAN_HELLO, c->payload, c->len, &m, NULL, 0) ||
+	    m.index >= s->nr_channels || s->chans[m.index].conn.fd >= 0) {
+		gw_admitted_refuse(c, -EPROTO, "channel index invalid or repeated");
+		return gw_fail(s, "setup", -EPROTO, false, "a data connection with an invalid or repeated index");
 	}
-	if (m.chan_hello.index >= s->nr_channels || s->chans[m.chan_hello.index].conn.fd >= 0) {
-		gw_conn_send_error(&tmp, -EPROTO, "channel index invalid or repeated");
-		gw_conn_close(&tmp);
-		return gw_fail(s, "setup", -EPROTO, false, "channel index %u invalid or repeated",
-			       m.chan_hello.index);
-	}
-	gw_conn_set_fd(&s->chans[m.chan_hello.index].conn, fd, s->url.ops->sock);
-	s->chans[m.chan_hello.index].conn.recv_seq = tmp.recv_seq;
+	idx = m.index;
+	gw_conn_adopt(&s->chans[idx].conn, c->fd, c->sock, c->tls, 1);
+	c->fd = -1;
+	c->tls = NULL;
 	/* The CHAN_HELLO counts among the channel's bytes, as on the source. */
-	__atomic_store_n(&s->chans[m.chan_hello.index].conn.bytes_recv, tmp.bytes_recv, __ATOMIC_RELAXED);
-	return (int)m.chan_hello.index;
+	__atomic_store_n(&s->chans[idx].conn.bytes_recv, GW_WIRE_HDR_BYTES + (uint64_t)c->len, __ATOMIC_RELAXED);
+	gw_admitted_release(c);
+	dst_conn_watch(s, &s->chans[idx].conn);
+	return (int)idx;
 }
 
 int dst_accept_channels(struct gw_session *s)
@@ -330,25 +397,23 @@ int dst_accept_channels(struct gw_session *s)
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
 	int ret = gw_channels_create(s, s->nr_channels);
 
-	for (unsigned joined = 0; !ret && joined < s->nr_channels;) {
-		int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, timeout_ms), idx;
+	for (unsigned joined = 0; !ret && joined < s->nr_channels; joined++) {
+		struct gw_admitted c;
 		struct gw_msg_chan_ack ack;
+		int idx;
 
-		if (fd < 0)
-			return gw_fail(s, "setup", fd, false, "waiting for data connection %u of %u: %s",
-				       joined + 1, s->nr_channels, strerror(-fd));
-		idx = admit_channel(s, fd, timeout_ms);
-		if (idx == -EAGAIN)
-			continue;
+		ret = gw_admit_take(s->adm, GW_MSG_CHAN_HELLO, gw_now_ns() + timeout_ms * 1000000ull, &c);
+		if (ret)
+			return gw_failed(s) ? gw_failed(s) :
+			       gw_fail(s, "setup", ret, false, "waiting for data connection %u of %u: %s",
+				       joined + 1, s->nr_channels, strerror(-ret));
+		idx = admit_channel(s, &c);
 		if (idx < 0)
 			return idx;
-		/* Receives block as long as the source is alive: no receive timeout. */
-		gw_conn_set_recv_timeout(&s->chans[idx].conn, 0);
 		ack.index = (uint32_t)idx;
 		ret = gw_conn_send_msg(&s->chans[idx].conn, GW_MSG_CHAN_ACK, &ack);
 		if (ret)
 			return gw_fail(s, "setup", ret, false, "channel %d ack", idx);
-		joined++;
 	}
 	return ret ? ret : gw_channels_start(s, gw_channel_recv_main);
 }

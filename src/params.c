@@ -66,7 +66,58 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"0 auto (= copy, measured), 1 copy, 2 live + MSG_ZEROCOPY, 3 live, 4 pread only" },
 	[GW_PARAM_RECV_PATH] = { "recv-path", 0, 1, GW_RECV_AUTO, false,
 		"destination: 0 auto (into the mapping when all mapped), 1 pwrite into the file" },
+	[GW_PARAM_MAX_MEMORY_BYTES] = { "max-memory-bytes", 0, INT64_MAX, 0, false,
+		"destination: refuse a source with more RAM than this, 0 = no limit but the VMM's" },
 };
+
+static const char *const str_param_names[GW_SPARAM__COUNT] = {
+	[GW_SPARAM_TLS_CREDS] = "tls-creds", [GW_SPARAM_TLS_PSK] = "tls-psk",
+	[GW_SPARAM_TLS_HOSTNAME] = "tls-hostname", [GW_SPARAM_TLS_AUTHZ] = "tls-authz",
+};
+
+const char *gw_str_param_name(enum gw_str_param p)
+{
+	return (unsigned)p < GW_SPARAM__COUNT ? str_param_names[p] : NULL;
+}
+
+int gw_str_param_by_name(const char *name, enum gw_str_param *p)
+{
+	for (unsigned i = 0; name && i < GW_SPARAM__COUNT; i++) {
+		if (!strcmp(str_param_names[i], name)) {
+			*p = (enum gw_str_param)i;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int gw_session_set_str(struct gw_session *s, enum gw_str_param p, const char *value)
+{
+	int ret = 0;
+
+	if (!s || (unsigned)p >= GW_SPARAM__COUNT || !value || strlen(value) >= GW_SPARAM_MAX_BYTES)
+		return -EINVAL;
+	for (const char *c = value; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f)
+			return -EINVAL;	/* paths and names travel in API words: no blanks */
+	pthread_mutex_lock(&s->lock);
+	if (s->running)
+		ret = -EBUSY;
+	else
+		snprintf(s->sparams[p], sizeof(s->sparams[p]), "%s", value);
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int gw_session_get_str(struct gw_session *s, enum gw_str_param p, char *buf, size_t len)
+{
+	if (!s || (unsigned)p >= GW_SPARAM__COUNT || !buf || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	snprintf(buf, len, "%s", s->sparams[p]);
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
 
 const struct gw_param_info *gw_param_info(enum gw_param p)
 {

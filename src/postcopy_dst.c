@@ -44,6 +44,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "admit.h"
 #include "channel.h"
 #include "dest.h"
 #include "mem/digest.h"
@@ -777,33 +778,26 @@ static void stop_mapper(struct gw_pc_dst *pc)
 /* ---- admission of connections (PC_PREPARE, recovery) ---- */
 
 /*
- * One connection on the listening socket within @timeout_ms whose first
- * frame is @want (CHAN_HELLO or PC_RECOVER) with our migration id; a
- * stranger is answered ERROR DENIED and dropped. The fd and *@m, -EAGAIN
- * (a stranger: try again), or -errno.
+ * The next connection the acceptor (admit.h) admitted whose first frame is
+ * @type (CHAN_HELLO or PC_RECOVER), within @timeout_ms: the acceptor
+ * checked its migration id and (TLS) identity, and refused strangers on
+ * their own connections. 0 with *@out, -ETIMEDOUT, -ECANCELED (the session
+ * ends), or -EINVAL (nothing listens).
  */
-static int admit(struct gw_session *s, uint16_t want, uint64_t timeout_ms, union gw_msg *m)
+static int admit(struct gw_session *s, uint16_t type, uint64_t timeout_ms, struct gw_admitted *out)
 {
-	uint8_t buf[64];
-	struct gw_conn tmp;
-	int fd = gw_accept_timeout(s->url.ops->sock, s->listen_fd, timeout_ms), type;
-	const uint8_t *id;
+	return s->adm ? gw_admit_take(s->adm, type, gw_now_ns() + timeout_ms * 1000000ull, out) : -EINVAL;
+}
 
-	if (fd < 0)
-		return fd;
-	gw_conn_init(&tmp, -1);
-	gw_conn_set_fd(&tmp, fd, s->url.ops->sock);
-	gw_conn_set_timeout(&tmp, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	type = gw_conn_recv_msg(&tmp, m, buf, sizeof(buf), NULL, 0);
-	id = type == GW_MSG_CHAN_HELLO ? m->chan_hello.id : type == GW_MSG_PC_RECOVER ? m->pc_recover.id : NULL;
-	if (type != want || memcmp(id, s->mig_id, GW_WIRE_ID_BYTES)) {
-		gw_log(GW_LOG_WARN, "mig", "conn_refused", "reason=\"not a %s of this migration\"",
-		       gw_frame_type_name(want));
-		gw_conn_send_error(&tmp, -EACCES, type != want ? "unexpected first frame" : "unknown migration id");
-		gw_conn_close(&tmp);
-		return -EAGAIN;
-	}
-	return fd;
+/* Take over an admitted connection as @conn; frame 0 was its first frame. */
+static void adopt(struct gw_session *s, struct gw_conn *conn, struct gw_admitted *c)
+{
+	gw_conn_adopt(conn, c->fd, c->sock, c->tls, 1);
+	__atomic_store_n(&conn->bytes_recv, GW_WIRE_HDR_BYTES + (uint64_t)c->len, __ATOMIC_RELAXED);
+	c->fd = -1;
+	c->tls = NULL;
+	gw_admitted_release(c);
+	gw_conn_set_timeout(conn, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 }
 
 /*
@@ -816,41 +810,53 @@ static int admit_data(struct gw_session *s, uint64_t want_mask, char *why, size_
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS), t_end = gw_now_ns() + timeout_ms * 1000000ull;
 
 	while (want_mask) {
-		union gw_msg m;
+		struct gw_msg_chan_hello m = { 0 };
 		struct gw_msg_chan_ack ack;
+		struct gw_admitted c;
 		struct gw_conn *conn;
 		uint64_t now = gw_now_ns();
-		int fd, ret;
+		int ret;
 
 		if (now >= t_end) {
 			snprintf(why, why_len, "data connections missing after the I/O timeout");
 			return -ETIMEDOUT;
 		}
-		fd = admit(s, GW_MSG_CHAN_HELLO, (t_end - now) / 1000000 + 1, &m);
-		if (fd == -EAGAIN)
-			continue;
-		if (fd < 0) {
-			snprintf(why, why_len, "waiting for data connections: %s", strerror(-fd));
-			return fd;
+		ret = admit(s, GW_MSG_CHAN_HELLO, (t_end - now) / 1000000 + 1, &c);
+		if (ret) {
+			snprintf(why, why_len, "waiting for data connections: %s", strerror(-ret));
+			return ret;
 		}
-		if (m.chan_hello.index > s->nr_channels || !(want_mask >> m.chan_hello.index & 1)) {
-			s->url.ops->sock->close(fd);
-			snprintf(why, why_len, "connection index %u invalid or repeated", m.chan_hello.index);
+		if (gw_msg_decode(GW_MSG_CHAN_HELLO, c.payload, c.len, &m, NULL, 0) ||
+		    m.index > s->nr_channels || !(want_mask >> m.index & 1)) {
+			gw_admitted_refuse(&c, -EPROTO, "connection index invalid or repeated");
+			snprintf(why, why_len, "connection index %u invalid or repeated", m.index);
 			return -EPROTO;
 		}
-		conn = m.chan_hello.index == s->nr_channels ? &s->preempt : &s->chans[m.chan_hello.index].conn;
-		gw_conn_set_fd(conn, fd, s->url.ops->sock);
-		conn->recv_seq = 1;	/* CHAN_HELLO was frame 0 */
-		gw_conn_set_timeout(conn, timeout_ms);
-		ack.index = m.chan_hello.index;
+		conn = m.index == s->nr_channels ? &s->preempt : &s->chans[m.index].conn;
+		adopt(s, conn, &c);
+		ack.index = m.index;
 		ret = gw_conn_send_msg(conn, GW_MSG_CHAN_ACK, &ack);
 		if (ret) {
 			snprintf(why, why_len, "acknowledging connection %u: %s", ack.index, strerror(-ret));
 			return ret;
 		}
-		want_mask &= ~(1ull << m.chan_hello.index);
+		want_mask &= ~(1ull << m.index);
 	}
 	return 0;
+}
+
+/* The listener of the migration or of a recovery is done with: a recovery may listen on the same address. */
+static void stop_listening(struct gw_session *s)
+{
+	gw_session_stop_admit(s);
+	pthread_mutex_lock(&s->lock);
+	if (s->listen_fd >= 0) {
+		s->url.ops->sock->close(s->listen_fd);
+		s->url.ops->unlisten(s->url.addr);
+	}
+	s->listen_fd = -1;
+	s->pc_recover_listening = false;
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- PC_PREPARE .. resume ---- */
@@ -955,9 +961,7 @@ int dst_pc_prepare(struct gw_session *s)
 	if (ret)
 		return gw_fail(s, "postcopy", ret, false, "preempt connection: %s", why);
 	/* The first listener is done: a recovery may listen on the same address. */
-	s->url.ops->sock->close(s->listen_fd);
-	s->url.ops->unlisten(s->url.addr);
-	s->listen_fd = -1;
+	stop_listening(s);
 	if (pthread_create(&s->pcd->handler, NULL, handler_main, s->pcd))
 		return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy fault handler thread");
 	s->pcd->handler_started = true;
@@ -1077,11 +1081,13 @@ void dst_pc_resumed(struct gw_session *s)
 
 int gw_postcopy_recover(struct gw_session *s, const char *url)
 {
+	struct gw_admit_config ac = { .side = "dst" };
+	struct gw_admit *a;
 	struct gw_url u;
 	char why[200], bound[GW_URL_MAX];
 	int fd, ret = 0;
 
-	if (!s || s->role != GW_ROLE_DEST || !url || gw_url_parse(url, &u, why, sizeof(why)))
+	if (!s || s->role != GW_ROLE_DEST || !url || gw_url_parse_listen(url, &u, why, sizeof(why)))
 		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	if (!s->running || (s->status != GW_STATUS_POSTCOPY_PAUSED && s->status != GW_STATUS_POSTCOPY_RECOVER))
@@ -1091,27 +1097,50 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	pthread_mutex_unlock(&s->lock);
 	if (ret)
 		return ret;
+	if (s->tls_ctx && !u.ops->sock->kernel)
+		return -EOPNOTSUPP;	/* TLS on kernel sockets only (session.c: tls_prepare) */
 	fd = u.ops->listen(u.addr, bound, sizeof(bound));
 	if (fd < 0)
 		return fd;
+	/*
+	 * Its own acceptor, held from the start: only the source that sent
+	 * the HELLO (migration id, TLS identity) gets through; anyone else is
+	 * refused on their connection and never stalls the recovery.
+	 */
+	ac.listen_fd = fd;
+	ac.sock = u.ops->sock;
+	ac.tls = s->tls_ctx;
+	ac.opening_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
+	ac.recovery = true;
+	a = gw_admit_start(&ac);
+	if (!a) {
+		ret = -errno;
+		goto fail;
+	}
+	gw_admit_hold(a, s->mig_id, s->src_identity, s->src_holder);
 	pthread_mutex_lock(&s->lock);
-	if (s->pc_recover_listening || s->listen_fd >= 0) {
+	if (s->pc_recover_listening || s->listen_fd >= 0 || s->adm) {
 		ret = -EBUSY;
 	} else {
 		s->listen_fd = fd;
 		s->url = u;
+		s->adm = a;
 		snprintf(s->bound_url, sizeof(s->bound_url), "%s", bound);
 		s->pc_recover_listening = true;
 		pthread_cond_broadcast(&s->cond);
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (ret) {
-		u.ops->sock->close(fd);
-		u.ops->unlisten(u.addr);
-		return ret;
+		gw_admit_stop(a);
+		goto fail;
 	}
-	gw_log(GW_LOG_INFO, "mig", "postcopy_recover_listen", "url=%s", bound);
+	gw_log(GW_LOG_INFO, "mig", "postcopy_recover_listen", "url=%s tls=%s", bound,
+	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
 	return 0;
+fail:
+	u.ops->sock->close(fd);
+	u.ops->unlisten(u.addr);
+	return ret;
 }
 
 /* The map of pages still missing, then PC_RECOVERED. 0 or -errno. */
@@ -1184,23 +1213,27 @@ static void resend_requests(struct gw_pc_dst *pc)
  */
 static int recover_once(struct gw_session *s, struct gw_pc_dst *pc, char *why, size_t why_len)
 {
-	union gw_msg m;
-	int fd = admit(s, GW_MSG_PC_RECOVER, TICK_MS * 5, &m), ret;
+	struct gw_msg_pc_recover m;
+	struct gw_admitted c;
+	int ret = admit(s, GW_MSG_PC_RECOVER, TICK_MS * 5, &c);
 
-	if (fd == -ETIMEDOUT || fd == -EAGAIN)
+	if (ret == -ETIMEDOUT)
 		return -EAGAIN;
-	if (fd < 0) {
-		snprintf(why, why_len, "accepting: %s", strerror(-fd));
-		return fd;
+	if (ret) {
+		snprintf(why, why_len, "accepting: %s", strerror(-ret));
+		return ret;
+	}
+	ret = gw_msg_decode(GW_MSG_PC_RECOVER, c.payload, c.len, &m, NULL, 0);	/* the acceptor decoded it */
+	if (ret) {
+		gw_admitted_refuse(&c, ret, "malformed PC_RECOVER");
+		return -EAGAIN;
 	}
 	pthread_mutex_lock(&s->lock);
 	s->status = s->stats.status = GW_STATUS_POSTCOPY_RECOVER;
 	pthread_mutex_unlock(&s->lock);
 	gw_emit_status(s);
-	gw_conn_set_fd(&s->ctl, fd, s->url.ops->sock);
-	s->ctl.recv_seq = 1;	/* PC_RECOVER was frame 0 */
-	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	gw_log(GW_LOG_INFO, "mig", "postcopy_recover", "recoveries=%u", m.pc_recover.recoveries);
+	gw_log(GW_LOG_INFO, "mig", "postcopy_recover", "peer=\"%s\" recoveries=%u", c.peer, m.recoveries);
+	adopt(s, &s->ctl, &c);	/* PC_RECOVER was frame 0 */
 	ret = send_needed(s, pc);
 	if (ret) {
 		snprintf(why, why_len, "sending the map of missing pages: %s", strerror(-ret));
@@ -1258,11 +1291,8 @@ static int recover(struct gw_session *s, struct gw_pc_dst *pc)
 			close_conns(s);
 		}
 	}
+	stop_listening(s);
 	pthread_mutex_lock(&s->lock);
-	s->url.ops->sock->close(s->listen_fd);
-	s->url.ops->unlisten(s->url.addr);
-	s->listen_fd = -1;
-	s->pc_recover_listening = false;
 	pc->paused_ns += gw_now_ns() - pc->t_paused_ns;
 	pc->t_paused_ns = 0;
 	pc->recoveries++;

@@ -37,6 +37,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include "channel.h"
+#include "net/tls.h"
 #include "codec/xbzrle.h"
 #include "mem/digest.h"
 #include "mem/page_digest.h"
@@ -145,18 +146,32 @@ static void tune_conn(struct gw_session *s, struct gw_conn *conn)
 		(void)conn->sock->setsockopt(conn->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms));
 }
 
-/* Connect @conn to @url with the I/O timeout. 0 or -errno. */
-static int pc_connect(struct gw_session *s, const struct gw_url *url, struct gw_conn *conn)
+/*
+ * Connect @conn to @url with the I/O timeout, through TLS when the session
+ * has credentials (the destination's acceptor refuses anything else, as
+ * for the first connections). 0 or -errno with @why.
+ */
+static int pc_connect(struct gw_session *s, const struct gw_url *url, struct gw_conn *conn,
+		      char *why, size_t why_len)
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
-	int fd = url->ops->connect(url->addr, timeout_ms);
+	int fd = url->ops->connect(url->addr, timeout_ms), ret;
+	char host[256], tls_why[180] = "";
 
-	if (fd < 0)
+	if (fd < 0) {
+		snprintf(why, why_len, "%s", strerror(-fd));
 		return fd;
+	}
 	gw_conn_set_fd(conn, fd, url->ops->sock);
 	gw_conn_set_timeout(conn, timeout_ms);
 	tune_conn(s, conn);
-	return 0;
+	if (!s->tls_ctx)
+		return 0;
+	gw_url_host(url, host, sizeof(host));
+	ret = gw_conn_start_tls(conn, s->tls_ctx, host, timeout_ms, tls_why, sizeof(tls_why));
+	if (ret)
+		snprintf(why, why_len, "TLS: %s", tls_why);
+	return ret;
 }
 
 /* One message on a connection nobody else reads. Its type, or -errno with @why. */
@@ -180,12 +195,13 @@ static int open_data_conn(struct gw_session *s, const struct gw_url *url, struct
 	struct gw_msg_chan_hello hello = { .index = index };
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
 	union gw_msg m;
+	char cwhy[200];
 	int ret;
 
 	memcpy(hello.id, s->mig_id, sizeof(hello.id));
-	ret = pc_connect(s, url, conn);
+	ret = pc_connect(s, url, conn, cwhy, sizeof(cwhy));
 	if (ret) {
-		snprintf(why, why_len, "connection %u: %s", index, strerror(-ret));
+		snprintf(why, why_len, "connection %u: %s", index, cwhy);
 		return ret;
 	}
 	ret = gw_conn_send_msg(conn, GW_MSG_CHAN_HELLO, &hello);
@@ -769,13 +785,14 @@ static int exchange_maps(struct gw_session *s, struct gw_pc_src *pc, char *why, 
 static int reconnect(struct gw_session *s, struct gw_pc_src *pc, const char *url_str, char *why, size_t why_len)
 {
 	struct gw_url url;
+	char cwhy[200];
 	int ret = gw_url_parse(url_str, &url, why, why_len);
 
 	if (ret)
 		return ret;
-	ret = pc_connect(s, &url, &s->ctl);
+	ret = pc_connect(s, &url, &s->ctl, cwhy, sizeof(cwhy));
 	if (ret) {
-		snprintf(why, why_len, "cannot connect to %.160s: %s", url_str, strerror(-ret));
+		snprintf(why, why_len, "cannot connect to %.100s: %.130s", url_str, cwhy);
 		return ret;
 	}
 	ret = exchange_maps(s, pc, why, why_len);

@@ -10,7 +10,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "admit.h"
 #include "channel.h"
+#include "net/tls.h"
 #include "session_int.h"
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
@@ -87,10 +89,11 @@ void gw_session_free(struct gw_session *s)
 	if (gw_session_cancel(s) == -EALREADY && __atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE)
 		abandon_postcopy(s);	/* nobody would finish it */
 	join_thread(s);
-	if (s->listen_fd >= 0) {
+	gw_session_stop_admit(s);
+	gw_tls_ctx_free(s->tls_ctx);
+	if (s->listen_fd >= 0 && s->url.ops) {
 		s->url.ops->sock->close(s->listen_fd);
-		if (s->url.ops)
-			s->url.ops->unlisten(s->url.addr);
+		s->url.ops->unlisten(s->url.addr);
 	}
 	gw_conn_close(&s->ctl);
 	gw_conn_close(&s->preempt);
@@ -99,14 +102,33 @@ void gw_session_free(struct gw_session *s)
 	free(s);
 }
 
+void gw_session_stop_admit(struct gw_session *s)
+{
+	struct gw_admit *a;
+
+	pthread_mutex_lock(&s->lock);
+	a = s->adm;
+	s->adm = NULL;
+	if (a)
+		s->adm_refused += gw_admit_refused(a);
+	pthread_mutex_unlock(&s->lock);
+	gw_admit_stop(a);
+}
+
+void gw_session_set_admit(struct gw_session *s, struct gw_admit *a)
+{
+	pthread_mutex_lock(&s->lock);
+	s->adm = a;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void gw_session_shutdown_conns(struct gw_session *s)
 {
 	/* s->lock: the channel array is detached under it before being freed. */
 	pthread_mutex_lock(&s->lock);
 	gw_conn_shutdown(&s->ctl);
 	gw_conn_shutdown(&s->preempt);
-	if (s->listen_fd >= 0)
-		s->url.ops->sock->shutdown(s->listen_fd, SHUT_RDWR);
+	gw_admit_wake(s->adm);	/* the acceptor goes on refusing strangers until gw_session_free */
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		struct gw_channel *ch = &s->chans[i];
 
@@ -233,7 +255,7 @@ static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code
 int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	    const char *fmt, ...)
 {
-	char msg[256];
+	char msg[512];
 	bool first;
 	va_list ap;
 
@@ -447,6 +469,7 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	t_start_ns = s->t_start_ns;
 	if (s->role == GW_ROLE_DEST)
 		gw_dst_stats_locked(s, out);
+	out->conns_refused = s->adm_refused + (s->adm ? gw_admit_refused(s->adm) : 0);
 	pthread_mutex_unlock(&s->lock);
 	/* Pipeline counters: atomics that only grow, final once the channels ended. */
 	for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
@@ -572,9 +595,8 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 }
 
 /* A request refused before anything started: the reason goes to the stats. */
-static int refuse(struct gw_session *s, const char *why)
+static int refuse_quiet(struct gw_session *s, const char *why)
 {
-	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
 	pthread_mutex_lock(&s->lock);
 	if (!s->running) {
 		memset(&s->err, 0, sizeof(s->err));
@@ -586,6 +608,12 @@ static int refuse(struct gw_session *s, const char *why)
 	return -EINVAL;
 }
 
+static int refuse(struct gw_session *s, const char *why)
+{
+	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
+	return refuse_quiet(s, why);
+}
+
 const char *gw_session_error(struct gw_session *s, char *buf, size_t len)
 {
 	pthread_mutex_lock(&s->lock);
@@ -594,9 +622,55 @@ const char *gw_session_error(struct gw_session *s, char *buf, size_t len)
 	return buf;
 }
 
+/* The TLS parameters as set now. */
+static void tls_config(struct gw_session *s, struct gw_tls_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	pthread_mutex_lock(&s->lock);
+	snprintf(cfg->creds_dir, sizeof(cfg->creds_dir), "%s", s->sparams[GW_SPARAM_TLS_CREDS]);
+	snprintf(cfg->psk_file, sizeof(cfg->psk_file), "%s", s->sparams[GW_SPARAM_TLS_PSK]);
+	snprintf(cfg->hostname, sizeof(cfg->hostname), "%.255s", s->sparams[GW_SPARAM_TLS_HOSTNAME]);
+	snprintf(cfg->authz, sizeof(cfg->authz), "%s", s->sparams[GW_SPARAM_TLS_AUTHZ]);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * This migration's TLS credentials into s->tls_ctx (NULL without TLS),
+ * checked before anything connects or listens. 0, or -errno with @why.
+ */
+static int tls_prepare(struct gw_session *s, enum gw_tls_role role, char *why, size_t why_len)
+{
+	struct gw_tls_config cfg;
+
+	gw_tls_ctx_free(s->tls_ctx);
+	s->tls_ctx = NULL;
+	tls_config(s, &cfg);
+	if (!gw_tls_config_on(&cfg))
+		return 0;
+	if (role == GW_TLS_CLIENT && gw_param(s, GW_PARAM_LOCAL)) {
+		snprintf(why, why_len, "local migration passes memory file descriptors, which TLS cannot "
+			 "carry: use it without --tls-creds/--tls-psk (the unix: socket is mode 0600)");
+		return -EINVAL;
+	}
+	if (role == GW_TLS_CLIENT && cfg.creds_dir[0] && !cfg.hostname[0] && !s->url.ops->tls_host_in_url) {
+		snprintf(why, why_len, "%s: with certificates, give --tls-hostname (the name in the "
+			 "destination's certificate)", s->url_str);
+		return -EINVAL;
+	}
+	if (!s->url.ops->sock->kernel) {
+		/* OpenSSL reads and writes a kernel socket itself; an rsocket is not one. */
+		snprintf(why, why_len, "%s: TLS is not available over %s: (rsockets are not kernel sockets "
+			 "OpenSSL can drive): use tcp: with --tls-creds/--tls-psk, or %s: without TLS",
+			 s->url_str, s->url.ops->scheme, s->url.ops->scheme);
+		return -EOPNOTSUPP;
+	}
+	s->tls_ctx = gw_tls_ctx_new(role, &cfg, why, why_len);
+	return s->tls_ctx ? 0 : -errno;
+}
+
 int gw_migrate_start(struct gw_session *s, const char *url)
 {
-	char why[200];
+	char why[400];
 	int ret;
 
 	if (!s || s->role != GW_ROLE_SOURCE || !url)
@@ -625,40 +699,70 @@ int gw_migrate_start(struct gw_session *s, const char *url)
 			}
 	}
 	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
+	ret = tls_prepare(s, GW_TLS_CLIENT, why, sizeof(why));
+	if (ret)
+		return refuse(s, why);
 	return start_thread(s, gw_source_main);
 }
 
 int gw_incoming_start(struct gw_session *s, const char *url)
 {
-	char why[200];
+	struct gw_admit_config ac = { .side = "dst" };
+	struct gw_admit *a;
+	char why[400];
 	int fd, ret;
 
 	if (!s || s->role != GW_ROLE_DEST || !url)
 		return -EINVAL;
-	ret = gw_url_parse(url, &s->url, why, sizeof(why));
-	if (ret) {
-		gw_log(GW_LOG_ERROR, "mig", "bad_url", "reason=\"%s\"", why);
-		return ret;
-	}
-	if (s->url.ops->usable && (ret = s->url.ops->usable(why, sizeof(why)))) {
-		refuse(s, why);
-		return ret;
-	}
 	if (s->listen_fd >= 0)
 		return -EBUSY;
+	ret = gw_url_parse_listen(url, &s->url, why, sizeof(why));
+	if (ret)
+		return refuse(s, why);
+	if (s->url.ops->usable && (ret = s->url.ops->usable(why, sizeof(why)))) {
+		refuse(s, why);
+		return ret;	/* -ENODEV: rdma: without a device */
+	}
+	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
+	ret = tls_prepare(s, GW_TLS_SERVER, why, sizeof(why));
+	if (ret)
+		return refuse(s, why);
 	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
 	if (fd < 0) {
-		gw_log(GW_LOG_ERROR, "mig", "listen_failed", "url=%s err=\"%s\"", url, strerror(-fd));
+		if (fd == -EEXIST)
+			snprintf(why, sizeof(why), "%s: the path exists and is not a socket: refusing to replace it", url);
+		else if (fd == -EADDRINUSE)
+			snprintf(why, sizeof(why), "%s: in use (something listens there already)", url);
+		else if (fd == -ENOENT)
+			snprintf(why, sizeof(why), "%s: the host name does not resolve", url);
+		else
+			snprintf(why, sizeof(why), "%s: %s", url, strerror(-fd));
+		gw_log(GW_LOG_ERROR, "mig", "listen_failed", "url=%s err=\"%s\"", url, why);
+		refuse_quiet(s, why);
 		return fd;
 	}
 	s->listen_fd = fd;
 	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
-	gw_log(GW_LOG_INFO, "mig", "incoming_listen", "url=%s", s->bound_url);
-	ret = start_thread(s, gw_dest_main);
-	if (ret) {
-		s->url.ops->sock->close(fd);
-		s->listen_fd = -1;
+	ac.listen_fd = fd;
+	ac.sock = s->url.ops->sock;
+	ac.tls = s->tls_ctx;
+	ac.opening_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
+	a = gw_admit_start(&ac);
+	if (!a) {
+		ret = -errno;
+		goto fail;
 	}
+	gw_session_set_admit(s, a);
+	gw_log(GW_LOG_INFO, "mig", "incoming_listen", "url=%s tls=%s", s->bound_url,
+	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
+	ret = start_thread(s, gw_dest_main);
+	if (!ret)
+		return 0;
+	gw_session_stop_admit(s);
+fail:
+	s->url.ops->sock->close(fd);
+	s->url.ops->unlisten(s->url.addr);
+	s->listen_fd = -1;
 	return ret;
 }
 

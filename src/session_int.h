@@ -26,6 +26,7 @@
 #include "mem/bitmap.h"
 #include "mem/dirty.h"
 #include "net/io.h"
+#include "net/tls.h"
 #include "net/transport.h"
 #include "mem/snapshot.h"
 #include "pages_in.h"
@@ -47,7 +48,7 @@ enum gw_pc_state {
 struct gw_error {
 	int code;			/* -errno, 0 = none; stored atomically under lock */
 	char phase[32];			/* "setup", "round", "final", "handover", ... */
-	char msg[256];
+	char msg[512];
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
 
@@ -70,6 +71,7 @@ struct gw_session {
 	pthread_mutex_t lock;		/* guards the fields marked "lock" */
 	pthread_cond_t cond;		/* CLOCK_MONOTONIC; status, error or mailbox changed */
 	int64_t params[GW_PARAM__COUNT];/* lock to write; atomic reads (gw_param) */
+	char sparams[GW_SPARAM__COUNT][GW_SPARAM_MAX_BYTES];	/* lock (setup-only: copied at start) */
 	bool running;			/* lock: a migration thread exists */
 	bool thread_joined;		/* lock */
 	pthread_t thread;		/* lock */
@@ -122,7 +124,21 @@ struct gw_session {
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
 	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
+	/* TLS credentials of this migration (net/tls.h), NULL = plain: made by
+	 * gw_migrate_start / gw_incoming_start before the thread, freed by the next
+	 * start or gw_session_free. */
+	struct gw_tls_ctx *tls_ctx;
+
 	/* Destination. */
+	struct gw_admit *adm;		/* lock: the acceptor (admit.h), from gw_incoming_start until
+					   postcopy's preempt connection (then a recovery's, while it
+					   listens) or gw_session_free; stopped by gw_session_stop_admit */
+	uint64_t adm_refused;		/* lock: connections refused by acceptors stopped already */
+	char src_identity[GW_TLS_PEER_MAX];	/* the source's TLS identity at HELLO ("" plain): a
+					   recovery must present it; migration thread, set before
+					   postcopy (gw_postcopy_recover reads it after) */
+	char src_holder[GW_TLS_PEER_MAX + 128];	/* who holds this destination (BUSY's text); as above */
+	uint64_t rx_progress_ns;	/* atomic: a frame began on some connection (net/io.h watch) */
 	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
 	struct gw_dst_layout layout;	/* set before channel threads start */
 	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
@@ -194,6 +210,10 @@ const char *gw_conn_err_text(int err, const char *who);
 void gw_set_status(struct gw_session *s, enum gw_status st);
 /* Wake every blocked channel/control read and write (any thread). */
 void gw_session_shutdown_conns(struct gw_session *s);
+/* Destination: publish @a as the session's acceptor (under s->lock). */
+void gw_session_set_admit(struct gw_session *s, struct gw_admit *a);
+/* Destination: stop and join the acceptor, if any; its refusals stay counted. Not under s->lock. */
+void gw_session_stop_admit(struct gw_session *s);
 /* Publish a fully initialised channel array (fds -1) for shutdown to see. */
 void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n);
 /* Take the channel array back (threads joined); the caller releases it. */

@@ -16,6 +16,7 @@
 #include "channel.h"
 #include "mem/populated.h"
 #include "postcopy.h"
+#include "net/tls.h"
 #include "source.h"
 
 uint64_t src_wire_bytes(struct gw_session *s)
@@ -180,6 +181,8 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 	char why[160] = "";
 	int got = gw_conn_recv_msg(c, m, buf, sizeof(buf), why, sizeof(why));
 
+	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
+		return gw_fail(s, phase, got, false, "waiting for %s: %s", gw_frame_type_name(type), why);
 	if (got < 0)
 		return gw_fail(s, phase, got, false, "waiting for %s: %s%s%s", gw_frame_type_name(type),
 			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", why);
@@ -191,17 +194,57 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 	return 0;
 }
 
+/* The TLS session of the control connection, in the log and the statistics. */
+static void note_tls(struct gw_session *s, struct gw_conn *c, uint64_t t0_ns)
+{
+	struct gw_tls_info ti;
+
+	gw_tls_info(c->tls, &ti);
+	gw_log(c == &s->ctl ? GW_LOG_INFO : GW_LOG_DEBUG, "mig", "tls_handshake",
+	       "conn=%s peer=\"%s\" mode=%s version=%s cipher=%s ktls_tx=%d ktls_rx=%d us=%llu",
+	       c == &s->ctl ? "control" : "data", gw_tls_peer(c->tls), ti.mode, ti.version, ti.cipher,
+	       ti.ktls_tx, ti.ktls_rx, (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
+	if (c != &s->ctl)
+		return;
+	pthread_mutex_lock(&s->lock);
+	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
+	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(c->tls));
+	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
+	s->stats.ktls_tx = ti.ktls_tx;
+	s->stats.ktls_rx = ti.ktls_rx;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Why a connect failed, in words: a name that does not resolve, no socket at a path. */
+static const char *connect_err_text(const struct gw_session *s, int err)
+{
+	if (err == -ENOENT)
+		return s->url.ops->tls_host_in_url ? "the host name does not resolve" : "no socket at that path";
+	if (err == -ECONNREFUSED)
+		return "connection refused (nothing listens there)";
+	return strerror(-err);
+}
+
 static int connect_conn(struct gw_session *s, struct gw_conn *c)
 {
-	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
-	int fd = s->url.ops->connect(s->url.addr, timeout_ms);
+	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS), t0 = gw_now_ns();
+	int fd = s->url.ops->connect(s->url.addr, timeout_ms), ret;
+	char why[400], host[256];
 
 	if (fd < 0)
-		return gw_fail(s, "setup", fd, false, "cannot connect to %s: %s", s->url_str, strerror(-fd));
+		return gw_fail(s, "setup", fd, false, "cannot connect to %s: %s", s->url_str, connect_err_text(s, fd));
 	gw_conn_set_fd(c, fd, s->url.ops->sock);
 	if (gw_failed(s))	/* cancelled meanwhile: the shutdown missed this fd */
 		return gw_failed(s);
 	gw_conn_set_timeout(c, timeout_ms);
+	if (!s->tls_ctx)
+		return 0;
+	/* Refused before any RAM is read: the handshake comes before HELLO. */
+	gw_url_host(&s->url, host, sizeof(host));
+	ret = gw_conn_start_tls(c, s->tls_ctx, host, timeout_ms, why, sizeof(why));
+	if (ret)
+		return gw_fail(s, "setup", ret, false, "TLS with %s: %s", s->url_str, why);
+	note_tls(s, c, t0);
 	return 0;
 }
 
@@ -412,7 +455,7 @@ int src_start_ctl_reader(struct gw_session *s)
 	 * waits without a timeout; a dead peer shows as a send timeout or a
 	 * TCP error, and handover waits are bounded by wait_mbox().
 	 */
-	gw_conn_set_recv_timeout(&s->ctl, 0);
+	gw_conn_set_idle_timeout(&s->ctl, 0);
 	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s))
 		return gw_fail(s, "setup", -EAGAIN, false, "control reader thread");
 	s->ctl_reader_started = true;

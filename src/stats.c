@@ -255,6 +255,20 @@ static void postcopy_members(struct builder *b, json_t *root, const struct gw_st
 	set(b, root, "postcopy", pc);
 }
 
+/* Security (docs/security.md): the TLS session of the control connection, refusals at admission. */
+static void tls_members(struct builder *b, json_t *root, const struct gw_stats *st)
+{
+	json_t *tls = json_object();
+
+	set(b, tls, "mode", text(st->tls[0] ? st->tls : "none"));
+	set(b, tls, "peer", text(st->tls_peer));
+	set(b, tls, "cipher", text(st->tls_cipher));
+	set(b, tls, "ktls-tx", json_boolean(st->ktls_tx));
+	set(b, tls, "ktls-rx", json_boolean(st->ktls_rx));
+	set(b, root, "tls", tls);
+	set(b, root, "connections-refused", u64(st->conns_refused));
+}
+
 /* Members of @extra ("\"a\":1,\"b\":2") into @root. 0, or -EINVAL when they do not parse. */
 static int add_extra(json_t *root, const char *extra)
 {
@@ -312,6 +326,7 @@ int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out)
 	set(&b, root, "verify-faults", u64(st->verify_faults));
 	set(&b, root, "dirty-backend", text(st->dirty_backend));
 	set(&b, root, "compress", text(st->codec[0] ? st->codec : "none"));
+	tls_members(&b, root, st);
 	if (st->error[0] || st->error_code) {
 		set(&b, root, "error-desc", text(st->error));
 		set(&b, root, "error-phase", text(st->error_phase));

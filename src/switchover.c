@@ -179,11 +179,39 @@ void src_fault_delay_go(struct gw_session *s)
 	nanosleep(&ts, NULL);
 }
 
+/*
+ * Just before GO, without blocking: is the destination still there? A
+ * destination that died a moment ago (its FIN or reset is queued) must not
+ * be sent GO: the source would be left not knowing whether the VM runs
+ * there. The control reader may be about to turn a last ERROR of the
+ * destination into the sticky error: that reason is the better one, so it
+ * gets a moment (bounded) before ours is recorded. 0 or the sticky error.
+ */
+static int check_alive_before_go(struct gw_session *s)
+{
+	struct timespec deadline;
+	int ret = gw_conn_peer_alive(&s->ctl);
+
+	if (!ret)
+		return 0;
+	deadline = gw_deadline_ms(200);
+	pthread_mutex_lock(&s->lock);
+	while (!s->err.code && pthread_cond_timedwait(&s->cond, &s->lock, &deadline) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->lock);
+	gw_log(GW_LOG_WARN, "mig", "go_withheld", "reason=\"the destination closed the control connection\"");
+	return gw_fail(s, "handover", ret, false, "the destination closed the control connection before GO: "
+		       "the VM stays here");
+}
+
 /* GO, unless an error (cancel included) was recorded first: decided under one lock. */
 int src_send_go(struct gw_session *s, bool *sent)
 {
-	int ret;
+	int ret = check_alive_before_go(s);
 
+	*sent = false;
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&s->lock);
 	ret = s->err.code;
 	if (!ret)

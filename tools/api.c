@@ -320,6 +320,22 @@ static bool serve_one(struct api_server *srv, int fd)
 	return false;
 }
 
+/* Another user: refused in the API's words (usock_peer_check). 0, or -EACCES with the reply sent. */
+static int check_peer(int fd)
+{
+	char why[160];
+	json_t *reply;
+
+	if (!usock_peer_check(fd, why, sizeof(why)))
+		return 0;
+	reply = api_error("%s", why);
+	set_timeouts(fd, API_IO_TIMEOUT_MS);
+	if (reply)
+		api_send_json(fd, reply);
+	json_decref(reply);
+	return -EACCES;
+}
+
 static void *server_thread(void *arg)
 {
 	struct api_server *srv = arg;
@@ -343,7 +359,7 @@ static void *server_thread(void *arg)
 		fd = usock_accept(srv->listen_fd);
 		if (fd < 0)
 			continue;	/* EAGAIN, ECONNABORTED, EMFILE: try again */
-		if (!serve_one(srv, fd))
+		if (check_peer(fd) || !serve_one(srv, fd))
 			close(fd);
 	}
 	return NULL;

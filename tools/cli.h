@@ -78,6 +78,12 @@ enum cli_opt {
 	OPT_RESUME,
 	OPT_RECOVER,
 	OPT_DIRTY_TRACK,		/* --dirty-track NAME: the dirty-backend parameter, known at VM creation */
+	OPT_TLS_CREDS,
+	OPT_TLS_PSK,
+	OPT_TLS_HOSTNAME,
+	OPT_TLS_AUTHZ,
+	OPT_MAX_MEMORY,
+	OPT_TLS,
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -109,7 +115,17 @@ enum cli_opt {
 	{ "dirty-limit-start", no_argument, NULL, OPT_DIRTY_LIMIT_START }, \
 	{ "postcopy", no_argument, NULL, OPT_POSTCOPY },		\
 	{ "postcopy-after", required_argument, NULL, OPT_POSTCOPY_AFTER }, \
+	{ "tls-creds", required_argument, NULL, OPT_TLS_CREDS },	\
+	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },		\
+	{ "tls-hostname", required_argument, NULL, OPT_TLS_HOSTNAME },	\
 	{ "set", required_argument, NULL, OPT_SET }
+/* TLS and admission options of `run` (a destination's, or a source's outgoing migrations'). */
+#define CLI_RUN_TLS_OPTS						\
+	{ "tls-creds", required_argument, NULL, OPT_TLS_CREDS },	\
+	{ "tls-psk", required_argument, NULL, OPT_TLS_PSK },		\
+	{ "tls-hostname", required_argument, NULL, OPT_TLS_HOSTNAME },	\
+	{ "tls-authz", required_argument, NULL, OPT_TLS_AUTHZ },	\
+	{ "max-memory", required_argument, NULL, OPT_MAX_MEMORY }
 
 #define CLI_XBZRLE_DEFAULT_BYTES (64ull << 20)
 
@@ -118,13 +134,21 @@ struct cli_param {
 	int64_t value;
 };
 
-/* A list of parameter settings, later ones win. */
+/* A list of parameter settings, later ones win; string parameters (TLS) beside. */
 struct cli_params {
 	unsigned nr;
 	struct cli_param v[CLI_SETS_MAX];
+	bool str_set[GW_SPARAM__COUNT];
+	char str[GW_SPARAM__COUNT][GW_SPARAM_MAX_BYTES];
 };
 /* Add or replace; -E2BIG when full. */
 int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value);
+/* Set a string parameter: -EINVAL when too long or with blanks (API words cannot hold them). */
+int cli_params_put_str(struct cli_params *ps, enum gw_str_param p, const char *value);
+/* Settings in @ps, integer and string ones. */
+unsigned cli_params_count(const struct cli_params *ps);
+/* Apply every setting of @ps to @s: 0, or the first refusal with the parameter's name in @err. */
+int cli_params_apply(const struct cli_params *ps, struct gw_session *s, char *err, size_t err_len);
 
 /* `run` options; also the VM half of `demo`. */
 struct run_opts {
@@ -144,6 +168,7 @@ struct run_opts {
 	struct cli_params params;	/* --set */
 	const char *log_level;		/* NULL = default (info) */
 	bool exit_after_migrate;
+	bool max_memory_given;		/* --max-memory */
 };
 void run_opts_init(struct run_opts *o);
 

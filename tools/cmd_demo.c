@@ -47,12 +47,14 @@ struct demo {
 	bool dst_prealloc;		/* destination created with --memory --prealloc */
 	bool local;			/* --local: RAM fds over a unix: socket */
 	bool verify_on;			/* the RAM digest check runs */
+	bool tls_gen;			/* --tls: throw-away certificates in tls_dir */
 
 	/* What was started, released by teardown. */
 	struct child src, dst;
 	struct argv_buf sa, da;
 	char tmpdir[PATH_MAX];		/* "" until created */
 	char local_url[PATH_MAX + 16];	/* unix:TMPDIR/mig.sock */
+	char tls_dir[PATH_MAX];		/* TMPDIR/tls with --tls, "" otherwise */
 	int dst_out[2];			/* the destination's stdout */
 	int src_log, dst_log;		/* STDERR_FILENO (--verbose) or the log files */
 	char logs[2 * PATH_MAX + 16];	/* "DIR/src.log, DIR/dst.log", "" with --verbose */
@@ -84,6 +86,7 @@ static void demo_usage(FILE *out)
 		"  --compress ALG[:LEVEL] --xbzrle[=SIZE] --downtime-limit MS --max-bandwidth RATE\n"
 		"  --converge-timeout MS --on-timeout cancel|force|keep-going --local --no-verify\n"
 		"  --set PARAM=VALUE --auto-converge --dirty-limit RATE --dirty-limit-start\n"
+		"  --tls-creds DIR --tls-psk FILE --tls-hostname NAME   (both ends use them)\n"
 		"Demo options:\n"
 		"  --to URL          where the destination listens (default tcp:127.0.0.1:0,\n"
 		"                    with --local a unix: socket in a private directory)\n"
@@ -91,6 +94,8 @@ static void demo_usage(FILE *out)
 		"  --no-dst-prealloc the destination takes its size from the migration and\n"
 		"                    allocates RAM as pages arrive (default: it is created with\n"
 		"                    the source's --memory and --prealloc, before migrating)\n"
+		"  --tls             mutual TLS 1.3 with a throw-away CA and certificates made\n"
+		"                    with openssl in the demo's private directory\n"
 		"  --json            print one JSON object: the statistics plus verified,\n"
 		"                    guest-progress, source-vm-status, destination-vm-status, logs\n"
 		"                    (default: a progress line on a terminal, then the report)\n"
@@ -153,6 +158,9 @@ static int demo_opt_apply(struct demo *d, int c, const char *arg)
 	case OPT_JSON:
 		d->mo.json = true;
 		return 0;
+	case OPT_TLS:
+		d->tls_gen = true;
+		return 0;
 	case OPT_SET:
 		/* --set belongs to the migration; the rest of run's to the VM. */
 		return migrate_opt_apply(&d->mo, c, arg, "demo");
@@ -176,6 +184,7 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		{ "progress", required_argument, NULL, OPT_PROGRESS },
 		{ "dst-set", required_argument, NULL, OPT_DST_SET },
 		{ "no-dst-prealloc", no_argument, NULL, OPT_NO_DST_PREALLOC },
+		{ "tls", no_argument, NULL, OPT_TLS },
 		{ NULL, 0, NULL, 0 },
 	};
 	const struct gw_param_info *verify = gw_param_info(GW_PARAM_VERIFY);
@@ -218,6 +227,10 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		if (!strcmp(d->ro.accel, "auto"))
 			d->ro.accel = "soft";	/* the children log accel chosen=soft "asked for" */
 	}
+	if (d->tls_gen && (d->mo.params.str_set[GW_SPARAM_TLS_CREDS] || d->mo.params.str_set[GW_SPARAM_TLS_PSK])) {
+		cli_usage_error("demo", "--tls makes its own certificates: not with --tls-creds or --tls-psk");
+		return CLI_EXIT_USAGE;
+	}
 	return -1;
 }
 
@@ -233,6 +246,22 @@ static int make_tmpdir(struct demo *d)
 		return -1;
 	}
 	memcpy(d->tmpdir, tmpdir, sizeof(tmpdir));
+	return 0;
+}
+
+/* --tls: throw-away credentials for both ends. 0, or -1 printed. */
+static int demo_prepare_tls(struct demo *d)
+{
+	char err[256];
+
+	if (snprintf(d->tls_dir, sizeof(d->tls_dir), "%s/tls", d->tmpdir) >= (int)sizeof(d->tls_dir) ||
+	    demo_tls_creds(d->tls_dir, err, sizeof(err))) {
+		cli_error("demo: --tls: %s", d->tls_dir[0] ? err : "TMPDIR path too long");
+		return -1;
+	}
+	cli_params_put_str(&d->mo.params, GW_SPARAM_TLS_CREDS, d->tls_dir);
+	if (!d->mo.json)
+		fprintf(stderr, "godwit demo: throw-away CA and certificates in %s (removed at exit)\n", d->tls_dir);
 	return 0;
 }
 
@@ -272,7 +301,7 @@ static int demo_prepare(struct demo *d)
 		cli_error("demo: pipe: %s", strerror(errno));
 		return -1;
 	}
-	return 0;
+	return d->tls_gen ? demo_prepare_tls(d) : 0;
 }
 
 static void dst_args(struct demo *d)
@@ -300,6 +329,11 @@ static void dst_args(struct demo *d)
 	for (unsigned i = 0; i < d->ro.params.nr; i++)
 		demo_argv_add(a, "--set=%s=%" PRId64, gw_param_info(d->ro.params.v[i].p)->name,
 			      d->ro.params.v[i].value);
+	/* TLS: the same credentials on both ends (one directory holds both sides' files). */
+	if (d->mo.params.str_set[GW_SPARAM_TLS_CREDS])
+		demo_argv_add(a, "--tls-creds=%s", d->mo.params.str[GW_SPARAM_TLS_CREDS]);
+	if (d->mo.params.str_set[GW_SPARAM_TLS_PSK])
+		demo_argv_add(a, "--tls-psk=%s", d->mo.params.str[GW_SPARAM_TLS_PSK]);
 }
 
 static void src_args(struct demo *d)
@@ -528,6 +562,8 @@ static void demo_teardown(struct demo *d)
 		close(d->dst_log);
 	unlink(d->src.api);
 	unlink(d->dst.api);
+	if (d->tls_dir[0])
+		demo_tls_remove(d->tls_dir);
 	if (d->listen_url == d->local_url)
 		unlink(d->local_url + 5);
 	/* The directory stays while it holds the logs. */

@@ -37,6 +37,9 @@ char *cli_params_line(const char *cmd, const char *url, const struct cli_params 
 		fprintf(f, " url=%s", url);
 	for (i = 0; i < ps->nr; i++)
 		fprintf(f, " %s=%" PRId64, gw_param_info(ps->v[i].p)->name, ps->v[i].value);
+	for (i = 0; i < GW_SPARAM__COUNT; i++)
+		if (ps->str_set[i])
+			fprintf(f, " %s=%s", gw_str_param_name((enum gw_str_param)i), ps->str[i]);
 	if (fclose(f)) {
 		free(line);
 		return NULL;
@@ -87,6 +90,11 @@ static void migrate_usage(FILE *out)
 		"                            fallen by a tenth for 3 rounds), N (after N precopy rounds) or a\n"
 		"                            duration (2000ms, 2s: after that long in precopy); implies\n"
 		"                            --postcopy (default: never by itself)\n"
+		"  --tls-creds DIR           mutual TLS 1.3: ca-cert.pem, client-cert.pem, client-key.pem\n"
+		"                            (QEMU's x509 layout; default: none, plain)\n"
+		"  --tls-hostname NAME       the name in the destination's certificate (default: the\n"
+		"                            URL's host)\n"
+		"  --tls-psk FILE            TLS 1.3 with a pre-shared key (QEMU's keys.psk; default: none)\n"
 		"  --set PARAM=VALUE         any parameter below, by godwit's or QEMU's name (repeatable)\n"
 		"  --detach                  return once the migration started (default: follow it)\n"
 		"  --progress auto|always|never  the live progress line on stderr: auto (default) on a\n"
@@ -158,7 +166,7 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 		return CLI_EXIT_USAGE;
 	}
 	if ((o->start_postcopy || o->recover || o->resume) &&
-	    (o->params.nr || o->cancel || o->incoming || o->resolve ||
+	    (cli_params_count(&o->params) || o->cancel || o->incoming || o->resolve ||
 	     (o->start_postcopy + !!o->recover + o->resume) > 1 || (o->to && !o->resume))) {
 		cli_usage_error("migrate", "--%s takes no other action or parameters%s",
 				o->start_postcopy ? "start-postcopy" : o->recover ? "recover" : "resume",
@@ -185,7 +193,7 @@ static int do_resolve(const struct migrate_opts *o, const char *api)
 	json_t *reply;
 	char req[64], err[512];
 
-	if (o->to || o->params.nr || o->cancel || o->incoming) {
+	if (o->to || cli_params_count(&o->params) || o->cancel || o->incoming) {
 		cli_usage_error("migrate", "--resolve takes no other option");
 		return CLI_EXIT_USAGE;
 	}
@@ -203,7 +211,7 @@ static int do_cancel(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
 	char err[512];
 
-	if (o->to || o->params.nr || o->incoming) {
+	if (o->to || cli_params_count(&o->params) || o->incoming) {
 		cli_usage_error("migrate", "--cancel takes no --to, --incoming or parameters");
 		return CLI_EXIT_USAGE;
 	}
@@ -219,7 +227,7 @@ static int do_incoming(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
 	char err[512], bound[PATH_MAX + 16];
 
-	if (o->to || o->params.nr) {
+	if (o->to || cli_params_count(&o->params)) {
 		cli_usage_error("migrate", "--incoming takes no --to or parameters (give those to 'godwit run')");
 		return CLI_EXIT_USAGE;
 	}
@@ -239,7 +247,7 @@ static int do_set(const struct migrate_opts *o, struct cli_ctl *ctl)
 {
 	char err[512], applied[32];
 
-	if (!o->params.nr) {
+	if (!cli_params_count(&o->params)) {
 		cli_usage_error("migrate", "nothing to do: give --to URL, --cancel, --incoming URL or --set PARAM=VALUE");
 		return CLI_EXIT_USAGE;
 	}

@@ -73,6 +73,17 @@ static void run_usage(FILE *out)
 		"                         waits for the URL from the API (incoming) or QMP (migrate-incoming)\n"
 		"  --set PARAM=VALUE      migration parameter for this VM's sessions (repeatable; godwit's\n"
 		"                         names or QEMU's, e.g. downtime-limit=300 in ms)\n"
+		"  --tls-creds DIR        mutual TLS 1.3 with QEMU's x509 layout (ca-cert.pem,\n"
+		"                         server-cert.pem, server-key.pem, client-cert.pem, client-key.pem)\n"
+		"                         (default: none, plain)\n"
+		"  --tls-psk FILE         TLS 1.3 with pre-shared keys (QEMU's keys.psk: IDENTITY:HEXKEY)\n"
+		"                         (default: none)\n"
+		"  --tls-authz NAME[,NAME] destination: client certificate names (CN or DNS) or PSK\n"
+		"                         identities accepted (default: any the CA or the keys authenticate)\n"
+		"  --tls-hostname NAME    source: the name the destination's certificate must carry\n"
+		"                         (default: the URL's host)\n"
+		"  --max-memory SIZE      destination without --memory: refuse a source with more RAM\n"
+		"                         (default: this host's RAM)\n"
 		"  --log-level error|warn|info|debug   (default info)\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
 		"                         (default: keep serving)\n"
@@ -148,6 +159,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 	static const struct option longopts[] = {
 		CLI_OPT_HELP,
 		CLI_RUN_VM_OPTS,
+		CLI_RUN_TLS_OPTS,
 		{ "api", required_argument, NULL, OPT_API },
 		{ "qmp", required_argument, NULL, OPT_QMP },
 		{ "incoming", required_argument, NULL, OPT_INCOMING },
@@ -241,6 +253,10 @@ static int start_role(struct run_state *rs)
 		cli_error("destination session: %s", err);
 		return -1;
 	}
+	if (run_dest_memory_cap(rs, rs->sess, err, sizeof(err))) {
+		cli_error("%s", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -248,10 +264,9 @@ static int start_role(struct run_state *rs)
 static int listen_incoming(struct run_state *rs, const char *url)
 {
 	int ret = gw_incoming_start(rs->sess, url);
+	char why[512];
 
 	if (ret) {
-		char why[256];
-
 		gw_session_error(rs->sess, why, sizeof(why));
 		cli_error("cannot listen on %s: %s", url, why[0] ? why : strerror(-ret));
 		return -1;

@@ -140,6 +140,14 @@ static int qmp_apply_params(struct cli_ctl *c, const struct cli_params *ps, bool
 
 	if (!params)
 		return -ENOMEM;
+	for (unsigned i = 0; i < GW_SPARAM__COUNT; i++) {
+		if (ps->str_set[i]) {	/* QEMU's tls-creds names an object, not a directory */
+			snprintf(err, err_len, "%s cannot be set over QMP: give it to 'godwit run' or use --api",
+				 gw_str_param_name((enum gw_str_param)i));
+			r = -EINVAL;
+			goto out;
+		}
+	}
 	for (unsigned i = 0; i < ps->nr; i++) {
 		enum gw_param p = ps->v[i].p;
 		int64_t v = ps->v[i].value;

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include "cli.h"
 
@@ -58,5 +59,10 @@ int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
 void demo_vm_status_now(struct child *c, char *buf, size_t len);
 /* DIR/NAME.log for writing, or -1 with the error printed. */
 int demo_open_log(const char *dir, const char *name);
+
+/* demo_tls.c: a throw-away CA, destination and source certificates in @dir (QEMU's layout). 0 or -1 with @err. */
+int demo_tls_creds(const char *dir, char *err, size_t err_len);
+/* Remove what demo_tls_creds made. */
+void demo_tls_remove(const char *dir);
 
 #endif

@@ -69,6 +69,76 @@ int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value)
 	return 0;
 }
 
+int cli_params_put_str(struct cli_params *ps, enum gw_str_param p, const char *value)
+{
+	if ((unsigned)p >= GW_SPARAM__COUNT || strlen(value) >= sizeof(ps->str[p]) || strpbrk(value, " \t\r\n"))
+		return -EINVAL;
+	snprintf(ps->str[p], sizeof(ps->str[p]), "%s", value);
+	ps->str_set[p] = true;
+	return 0;
+}
+
+unsigned cli_params_count(const struct cli_params *ps)
+{
+	unsigned n = ps->nr;
+
+	for (unsigned i = 0; i < GW_SPARAM__COUNT; i++)
+		n += ps->str_set[i];
+	return n;
+}
+
+int cli_params_apply(const struct cli_params *ps, struct gw_session *s, char *err, size_t err_len)
+{
+	int ret;
+
+	for (unsigned i = 0; i < ps->nr; i++) {
+		ret = gw_session_set(s, ps->v[i].p, ps->v[i].value);
+		if (ret) {
+			snprintf(err, err_len, "%s=%" PRId64 ": %s", gw_param_info(ps->v[i].p)->name,
+				 ps->v[i].value, strerror(-ret));
+			return ret;
+		}
+	}
+	for (unsigned i = 0; i < GW_SPARAM__COUNT; i++) {
+		if (!ps->str_set[i])
+			continue;
+		ret = gw_session_set_str(s, (enum gw_str_param)i, ps->str[i]);
+		if (ret) {
+			snprintf(err, err_len, "%s=%s: %s", gw_str_param_name((enum gw_str_param)i), ps->str[i],
+				 strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* A string parameter from an option. 0, or -1 with the error printed. */
+static int put_str_checked(struct cli_params *ps, enum gw_str_param p, const char *value,
+			   const char *cmd, const char *opt)
+{
+	if (!value[0] || cli_params_put_str(ps, p, value)) {
+		cli_usage_error(cmd, "%s: '%s' is empty, too long or holds blanks", opt, value);
+		return -1;
+	}
+	return 0;
+}
+
+/* --tls-creds, --tls-psk, --tls-hostname, --tls-authz into @ps. 0, or -1 printed. */
+static int tls_opt_apply(struct cli_params *ps, int id, const char *arg, const char *cmd)
+{
+	static const struct { int id; enum gw_str_param p; const char *opt; } map[] = {
+		{ OPT_TLS_CREDS, GW_SPARAM_TLS_CREDS, "--tls-creds" },
+		{ OPT_TLS_PSK, GW_SPARAM_TLS_PSK, "--tls-psk" },
+		{ OPT_TLS_HOSTNAME, GW_SPARAM_TLS_HOSTNAME, "--tls-hostname" },
+		{ OPT_TLS_AUTHZ, GW_SPARAM_TLS_AUTHZ, "--tls-authz" },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (map[i].id == id)
+			return put_str_checked(ps, map[i].p, arg, cmd, map[i].opt);
+	return 1;
+}
+
 /* Put @value for @p after checking the parameter's bounds. */
 static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
 		       const char *cmd, const char *opt)
@@ -93,10 +163,18 @@ static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
 
 static int apply_set(struct cli_params *ps, const char *arg, const char *cmd, const char *opt)
 {
-	char err[256];
+	const char *eq = strchr(arg, '=');
+	char err[256], name[64];
+	enum gw_str_param sp;
 	enum gw_param p;
 	int64_t v;
 
+	if (eq && (size_t)(eq - arg) < sizeof(name)) {
+		memcpy(name, arg, (size_t)(eq - arg));
+		name[eq - arg] = 0;
+		if (!gw_str_param_by_name(name, &sp))
+			return put_str_checked(ps, sp, eq + 1, cmd, opt);
+	}
 	if (cli_parse_param(arg, &p, &v, err, sizeof(err))) {
 		cli_usage_error(cmd, "%s: %s", opt, err);
 		return -1;
@@ -220,6 +298,21 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	case OPT_EXIT_AFTER_MIGRATE:
 		o->exit_after_migrate = true;
 		return 0;
+	case OPT_TLS_CREDS:
+	case OPT_TLS_PSK:
+	case OPT_TLS_HOSTNAME:
+	case OPT_TLS_AUTHZ:
+		return tls_opt_apply(&o->params, id, arg, cmd);
+	case OPT_MAX_MEMORY: {
+		uint64_t bytes;
+
+		if (cli_parse_size(arg, &bytes) || !bytes || bytes > INT64_MAX) {
+			cli_usage_error(cmd, "--max-memory: bad size '%s'", arg);
+			return -1;
+		}
+		o->max_memory_given = true;
+		return put_checked(&o->params, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)bytes, cmd, "--max-memory");
+	}
 	default:
 		return run_vm_opt_apply(o, id, arg, cmd);
 	}
@@ -359,6 +452,10 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 		return put_checked(&o->params, GW_PARAM_POSTCOPY, 1, cmd, "--postcopy");
 	case OPT_POSTCOPY_AFTER:
 		return postcopy_after_apply(o, arg, cmd);
+	case OPT_TLS_CREDS:
+	case OPT_TLS_PSK:
+	case OPT_TLS_HOSTNAME:
+		return tls_opt_apply(&o->params, id, arg, cmd);
 	case OPT_SET:
 		return apply_set(&o->params, arg, cmd, "--set");
 	default:
@@ -467,6 +564,10 @@ void cli_print_params(FILE *out)
 			q && q->unit[0] ? q->unit : "", q && q->unit[0] ? ")" : "");
 		fprintf(out, "      %s\n", pi->help ? pi->help : "");
 	}
+	fprintf(out, "  %-22s %-5s %s\n", "tls-creds", "setup", "x509 directory, QEMU's layout (TLS 1.3)");
+	fprintf(out, "  %-22s %-5s %s\n", "tls-psk", "setup", "pre-shared keys file, QEMU's keys.psk");
+	fprintf(out, "  %-22s %-5s %s\n", "tls-hostname", "setup", "source: name in the destination's certificate");
+	fprintf(out, "  %-22s %-5s %s\n", "tls-authz", "setup", "destination: client names accepted, NAME[,NAME]");
 }
 
 int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd)

@@ -324,10 +324,22 @@ static void accept_client(struct qmp_server *srv)
 	int fd = usock_accept(srv->listen_fd);
 	struct timeval tv = { QMP_SEND_TIMEOUT_MS / 1000, 0 };
 	struct qmp_client *c = NULL;
+	char why[160];
 
 	if (fd < 0)
 		return;
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (usock_peer_check(fd, why, sizeof(why))) {
+		/* Another user: refused in QMP's words, before the greeting. */
+		struct qmp_client tmp = { .fd = fd };
+		json_t *e = error_answer("GenericError", why, NULL);
+
+		if (e)
+			send_locked(&tmp, e, false);
+		json_decref(e);
+		close(fd);
+		return;
+	}
 	pthread_mutex_lock(&srv->lock);
 	for (unsigned i = 0; i < QMP_CLIENTS_MAX && !c; i++)
 		if (srv->clients[i].fd < 0)

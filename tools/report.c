@@ -16,6 +16,23 @@
 #include <inttypes.h>
 #include <string.h>
 
+/* The TLS line: mode, the peer, the cipher, and whether the kernel did the records. */
+static void print_tls(FILE *out, const json_t *tls)
+{
+	const char *mode = js_str(js_get(tls, "mode"), "none");
+
+	if (!tls)
+		return;
+	if (!strcmp(mode, "none")) {
+		fprintf(out, "%-19snone (plain TCP or UNIX socket)\n", "tls:");
+		return;
+	}
+	fprintf(out, "%-19s%s, peer %s, %s, kernel TLS: send %s, receive %s\n", "tls:", mode,
+		js_str(js_get(tls, "peer"), "?"), js_str(js_get(tls, "cipher"), "?"),
+		js_bool(js_get(tls, "ktls-tx"), false) ? "yes" : "no (OpenSSL in user space)",
+		js_bool(js_get(tls, "ktls-rx"), false) ? "yes" : "no");
+}
+
 /* Members printed by name (or deliberately not at all). */
 static const char *const known_top[] = {
 	"ok", "status", "error-desc", "error-phase", "error-code", "total-time", "setup-time",
@@ -25,7 +42,7 @@ static const char *const known_top[] = {
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
 	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
-	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", NULL,
+	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -363,6 +380,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 				dest ? "cpu (destination):" : "cpu (source):",
 				num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
 	}
+	print_tls(out, js_get(st, "tls"));
 	/* Members this file does not know; a failure before any page moved has none worth it. */
 	json_object_foreach((json_t *)st, key, m) {
 		if (!in_list(known_top, key) && (completed || moved))

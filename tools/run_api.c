@@ -52,6 +52,7 @@ static json_t *request_params(const struct api_request *req, const char *const *
 
 	for (unsigned i = 0; i < req->nr_args; i++) {
 		const char *const *k;
+		enum gw_str_param sp;
 		enum gw_param p;
 		int64_t v;
 
@@ -59,6 +60,11 @@ static json_t *request_params(const struct api_request *req, const char *const *
 			;
 		if (k && *k)
 			continue;
+		if (!gw_str_param_by_name(req->args[i].key, &sp)) {
+			if (cli_params_put_str(ps, sp, req->args[i].value))
+				return api_error("%s: empty, too long or holds blanks", req->args[i].key);
+			continue;
+		}
 		if (cli_parse_named_param(req->args[i].key, req->args[i].value, &p, &v, err, sizeof(err)))
 			return api_error("%s", err);
 		if (cli_params_put(ps, p, v))

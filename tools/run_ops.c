@@ -18,6 +18,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int refuse(char *err, size_t err_len, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -84,12 +85,11 @@ int run_session_prepare(struct run_state *rs, struct gw_session *s, const struct
 {
 	int ret;
 
-	for (unsigned i = 0; i < ps->nr; i++) {
-		ret = gw_session_set(s, ps->v[i].p, ps->v[i].value);
-		if (ret)
-			return refuse(err, err_len, ret, "%s=%" PRId64 ": %s",
-				      gw_param_info(ps->v[i].p)->name, ps->v[i].value, strerror(-ret));
-	}
+	char why[RUN_ERR_MAX];
+
+	ret = cli_params_apply(ps, s, why, sizeof(why));
+	if (ret)
+		return refuse(err, err_len, ret, "%s", why);
 	ret = gw_session_set_event_fn(s, engine_event, rs);
 	return ret ? refuse(err, err_len, ret, "events: %s", strerror(-ret)) : 0;
 }
@@ -219,6 +219,34 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 	return 0;
 }
 
+/*
+ * A destination never commits more memory than it was given: the RAM of the
+ * VM built from --memory (the layout must match it anyway; the KVM VMM adds
+ * a block of its own beside the guest's --memory), else --max-memory, else
+ * this host's RAM.
+ */
+int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+	uint64_t cap;
+	int ret;
+
+	if (rs->opts->max_memory_given)
+		return 0;	/* in rs->base, applied with the other parameters */
+	if (rs->opts->memory_given) {
+		const struct gw_vm_info *vi = rs->vm ? rs->be->info(rs->vm) : NULL;
+
+		cap = 0;
+		for (unsigned i = 0; vi && i < vi->nr_blocks; i++)
+			cap += vi->blocks[i].size_bytes;
+		if (cap < rs->opts->memory_bytes)
+			cap = rs->opts->memory_bytes;
+	} else
+		cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+	ret = cap ? gw_session_set(s, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)cap) : 0;
+	return ret ? refuse(err, err_len, ret, "cannot set the memory cap: %s", strerror(-ret)) : 0;
+}
+
 int run_migrate(struct run_state *rs, const char *url, const struct cli_params *ps,
 		char *err, size_t err_len)
 {
@@ -236,6 +264,9 @@ int run_migrate(struct run_state *rs, const char *url, const struct cli_params *
 	all = rs->base;
 	for (unsigned i = 0; ps && i < ps->nr; i++)
 		cli_params_put(&all, ps->v[i].p, ps->v[i].value);
+	for (unsigned i = 0; ps && i < GW_SPARAM__COUNT; i++)
+		if (ps->str_set[i])
+			cli_params_put_str(&all, (enum gw_str_param)i, ps->str[i]);
 	/* A session migrates once: a finished one (failed, or the incoming
 	 * one of a VM that now runs here) is replaced by a fresh source. */
 	run_watcher_join(rs);
@@ -304,6 +335,14 @@ int run_set(struct run_state *rs, const struct cli_params *ps, bool *now, char *
 	pthread_mutex_lock(&rs->lock);
 	*now = rs->migrating && rs->sess_role == GW_ROLE_SOURCE;
 	/* Check every pair first so that a refusal changes nothing. */
+	for (i = 0; *now && i < GW_SPARAM__COUNT; i++) {
+		if (ps->str_set[i]) {
+			ret = refuse(err, err_len, -EBUSY,
+				     "%s is a setup parameter: it cannot change while a migration runs",
+				     gw_str_param_name((enum gw_str_param)i));
+			goto out;
+		}
+	}
 	for (i = 0; *now && i < ps->nr; i++) {
 		if (!gw_param_info(ps->v[i].p)->live) {
 			ret = refuse(err, err_len, -EBUSY,
@@ -324,6 +363,13 @@ int run_set(struct run_state *rs, const struct cli_params *ps, bool *now, char *
 		cli_params_put(&rs->base, ps->v[i].p, ps->v[i].value);
 		gw_log(GW_LOG_INFO, "cli", "param_set", "name=%s value=%" PRId64 " live=%d",
 		       gw_param_info(ps->v[i].p)->name, ps->v[i].value, *now);
+	}
+	for (i = 0; i < GW_SPARAM__COUNT; i++) {
+		if (ps->str_set[i]) {
+			cli_params_put_str(&rs->base, (enum gw_str_param)i, ps->str[i]);
+			gw_log(GW_LOG_INFO, "cli", "param_set", "name=%s value=%s live=0",
+			       gw_str_param_name((enum gw_str_param)i), ps->str[i]);
+		}
 	}
 out:
 	pthread_mutex_unlock(&rs->lock);
@@ -370,6 +416,8 @@ int run_incoming(struct run_state *rs, const char *url, bool exit_on_error,
 		goto out;
 	}
 	ret = run_session_prepare(rs, s, &rs->base, err, err_len);
+	if (!ret)
+		ret = run_dest_memory_cap(rs, s, err, err_len);
 	if (!ret) {
 		ret = gw_incoming_start(s, url);
 		if (ret)

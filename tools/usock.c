@@ -2,6 +2,8 @@
 /* UNIX control sockets: listen, accept, unlink our own, connect (see usock.h). */
 #include "usock.h"
 
+#include <godwit/log.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,7 +58,6 @@ int usock_listen(const char *path, struct usock_id *id, char *err, size_t err_le
 {
 	struct sockaddr_un sa;
 	struct stat st;
-	mode_t old_mask;
 	int fd, ret;
 
 	memset(id, 0, sizeof(*id));
@@ -73,9 +74,12 @@ int usock_listen(const char *path, struct usock_id *id, char *err, size_t err_le
 		snprintf(err, err_len, "socket: %s", strerror(errno));
 		return ret;
 	}
-	old_mask = umask(0177);
-	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
-	umask(old_mask);
+	/*
+	 * The file takes the socket inode's mode at bind (less the umask):
+	 * 0600 set before, it is never open to others even for a moment, and
+	 * the process-wide umask (other threads create files) is left alone.
+	 */
+	ret = fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0;
 	if (ret) {
 		snprintf(err, err_len, "cannot bind %s: %s", path, strerror(-ret));
 		close(fd);
@@ -108,6 +112,21 @@ int usock_accept(int listen_fd)
 	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
 
 	return fd < 0 ? -errno : fd;
+}
+
+int usock_peer_check(int fd, char *why, size_t why_len)
+{
+	struct ucred cred = { .pid = -1, .uid = (uid_t)-1 };
+	socklen_t len = sizeof(cred);
+	uid_t me = geteuid();
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		cred.uid = (uid_t)-1;	/* unknown: refused */
+	else if (cred.uid == me || cred.uid == 0)
+		return 0;
+	gw_log(GW_LOG_WARN, "cli", "api_refused", "uid=%d pid=%d owner=%d", (int)cred.uid, (int)cred.pid, (int)me);
+	snprintf(why, why_len, "permission denied: uid %d does not own this VM (uid %d)", (int)cred.uid, (int)me);
+	return -EACCES;
 }
 
 int usock_connect(const char *path)

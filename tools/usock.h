@@ -28,6 +28,13 @@ int usock_listen(const char *path, struct usock_id *id, char *err, size_t err_le
 void usock_unlisten(const char *path, const struct usock_id *id);
 /* A client connection from @listen_fd (close-on-exec), or -errno. */
 int usock_accept(int listen_fd);
+/*
+ * Only this user (or root) may drive the VM. The socket file is 0600 and
+ * that alone keeps others out; the kernel's word on who connected
+ * (SO_PEERCRED) is checked too, in case the file's mode or directory was
+ * changed. 0, or -EACCES with the reason in @why (logged: api_refused).
+ */
+int usock_peer_check(int fd, char *why, size_t why_len);
 /* Connect to @path: the fd, or -errno (-ENOENT, -ECONNREFUSED, -ENAMETOOLONG). */
 int usock_connect(const char *path);
 

@@ -8,6 +8,7 @@
 #define GODWIT_PARAMS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <godwit/export.h>
 
@@ -53,6 +54,8 @@ enum gw_param {
 					   (switchover, page requests), 0 = normal scheduling; setup */
 	GW_PARAM_SEND_PATH,		/* enum gw_send_path; setup */
 	GW_PARAM_RECV_PATH,		/* enum gw_recv_path (destination); setup */
+	GW_PARAM_MAX_MEMORY_BYTES,	/* destination: refuse a source with more RAM than this, 0 = no
+					   limit but the VMM's; setup */
 	GW_PARAM__COUNT
 };
 
@@ -108,6 +111,39 @@ struct gw_session;
 GW_EXPORT int gw_session_set(struct gw_session *s, enum gw_param p, int64_t value);
 /* Read a parameter. 0 or -EINVAL. */
 GW_EXPORT int gw_session_get(const struct gw_session *s, enum gw_param p, int64_t *value);
+
+/*
+ * String parameters: TLS (docs/security.md). Setup-only; "" = unset.
+ * TLS is on when tls-creds or tls-psk is set (not both), on the source
+ * (TLS client) and the destination (TLS server) alike; a side with TLS
+ * refuses a peer without it, before any RAM is touched.
+ */
+enum gw_str_param {
+	GW_SPARAM_TLS_CREDS = 0,	/* directory in QEMU's x509 layout: ca-cert.pem, server-cert.pem,
+					   server-key.pem (destination), client-cert.pem, client-key.pem
+					   (source), optional ca-crl.pem */
+	GW_SPARAM_TLS_PSK,		/* pre-shared keys, QEMU's keys.psk: "identity:hexkey" lines
+					   (the source presents the first) */
+	GW_SPARAM_TLS_HOSTNAME,		/* source: the name the destination's certificate must carry
+					   (default: the URL's host) */
+	GW_SPARAM_TLS_AUTHZ,		/* destination: client names accepted (certificate CN or DNS
+					   name, or PSK identity), comma-separated; "" = any authenticated */
+	GW_SPARAM__COUNT
+};
+#define GW_SPARAM_MAX_BYTES 512		/* with the NUL */
+
+/*
+ * Set a string parameter (copied). 0, -EINVAL (unknown, too long or with
+ * whitespace or control characters), -EBUSY (while a migration runs).
+ */
+struct gw_session;
+GW_EXPORT int gw_session_set_str(struct gw_session *s, enum gw_str_param p, const char *value);
+/* Copy a string parameter into @buf. 0 or -EINVAL. */
+GW_EXPORT int gw_session_get_str(struct gw_session *s, enum gw_str_param p, char *buf, size_t len);
+/* "tls-creds", ...; NULL for an unknown parameter. */
+GW_EXPORT const char *gw_str_param_name(enum gw_str_param p);
+/* Look a string parameter up by name: 0 and *p set, or -ENOENT. */
+GW_EXPORT int gw_str_param_by_name(const char *name, enum gw_str_param *p);
 
 struct gw_param_info {
 	const char *name;		/* CLI / API spelling, e.g. "downtime-limit-us" */

@@ -108,7 +108,7 @@ GW_EXPORT const char *gw_verify_name(enum gw_verify v);	/* "off", "pending", "ok
 
 struct gw_stats {
 	enum gw_status status;
-	char error[256];		/* first error, "" when none */
+	char error[512];		/* first error, "" when none */
 	char error_phase[32];
 	int error_code;			/* -errno */
 
@@ -195,6 +195,12 @@ struct gw_stats {
 					   fault -> page placed, faults that waited for the network */
 	uint64_t postcopy_latency_samples;
 	char postcopy_reason[192];	/* why paused, or why the last recovery attempt failed */
+	/* Security (docs/security.md). */
+	char tls[8];			/* "none", "x509", "psk" */
+	char tls_peer[192];		/* the peer, authenticated: "CN=name" or "psk:identity" */
+	char tls_cipher[48];		/* e.g. "TLS_AES_128_GCM_SHA256" */
+	bool ktls_tx, ktls_rx;		/* the kernel does the TLS record layer (control connection) */
+	uint64_t conns_refused;		/* destination: connections refused at admission so far */
 };
 
 /*

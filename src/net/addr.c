@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -48,9 +49,52 @@ int gw_addr_resolve(const char *addr, bool passive, struct addrinfo **res)
 		hints.ai_flags = AI_PASSIVE;
 	hints.ai_flags |= AI_NUMERICSERV;
 	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, res);
-	if (ret)
-		return ret == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	if (ret == EAI_SYSTEM)
+		return -errno;
+	if (ret == EAI_NONAME || ret == EAI_NODATA || ret == EAI_FAIL || ret == EAI_AGAIN)
+		return -ENOENT;	/* the caller says the name does not resolve */
+	return ret ? -EINVAL : 0;
+}
+
+int gw_addr_check(const char *scheme, const char *addr, bool listen, char *why, size_t why_len)
+{
+	char host[256], port[16];
+	unsigned long p;
+	char *end;
+
+	if (split_host_port(addr, host, sizeof(host), port, sizeof(port))) {
+		if (addr[0] == '[' || strchr(addr, ':') != strrchr(addr, ':'))
+			snprintf(why, why_len, "%s:%s: an IPv6 address goes in brackets, then :PORT, e.g. %s:[::1]:4444",
+				 scheme, addr, scheme);
+		else
+			snprintf(why, why_len, "%s:%s: expected %s:HOST:PORT", scheme, addr, scheme);
+		return -EINVAL;
+	}
+	if (addr[0] != '[' && strchr(host, ':')) {
+		snprintf(why, why_len, "%s:%s: an IPv6 address goes in brackets, e.g. %s:[::1]:4444", scheme, addr,
+			 scheme);
+		return -EINVAL;
+	}
+	errno = 0;
+	p = strtoul(port, &end, 10);
+	if (*end || port[0] < '0' || port[0] > '9' || errno || p > 65535 || (!p && !listen)) {
+		snprintf(why, why_len, "%s:%s: port '%s' is not a number in %s..65535", scheme, addr, port,
+			 listen ? "0" : "1");
+		return -EINVAL;
+	}
+	if (!host[0] && !listen) {
+		snprintf(why, why_len, "%s:%s: no host to connect to", scheme, addr);
+		return -EINVAL;
+	}
 	return 0;
+}
+
+void gw_addr_host(const char *addr, char *host, size_t host_len)
+{
+	char port[16];
+
+	if (split_host_port(addr, host, host_len, port, sizeof(port)))
+		host[0] = 0;
 }
 
 void gw_addr_format(const char *scheme, const struct sockaddr_storage *ss, char *out, size_t out_len)

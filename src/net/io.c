@@ -1,15 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-/* Framed connections over stream sockets (see io.h). */
+/* Framed connections over stream sockets, plain or TLS (see io.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+#include <godwit/log.h>
 #include "util/crc32c.h"
 #include "net/io.h"
+#include "net/tls.h"
+
+/* TLS: payload segments up to this size are gathered into one record with their header. */
+#define TLS_STAGE_BYTES 16384
 
 void gw_conn_init(struct gw_conn *c, int fd)
 {
@@ -20,20 +29,40 @@ void gw_conn_init(struct gw_conn *c, int fd)
 	pthread_mutex_init(&c->send_lock, NULL);
 }
 
-void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock)
+void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, struct gw_tls *tls,
+		   uint32_t recv_seq)
 {
+	if (!sock)
+		sock = &gw_sock_kernel;
+	/* Plain sockets block (with timeouts); TLS ones do not (tls.h). */
+	if (!tls && fd >= 0)
+		sock->set_nonblock(fd, false);
 	pthread_mutex_lock(&c->send_lock);
 	pthread_mutex_lock(&c->fd_lock);
 	c->fd = fd;
-	c->sock = sock ? sock : &gw_sock_kernel;
-	c->send_seq = c->recv_seq = 0;
+	c->sock = sock;
+	c->tls = tls;
+	c->send_seq = 0;
+	c->recv_seq = recv_seq;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, 0, __ATOMIC_RELAXED);
+	c->sndtimeo_cut = c->rcvtimeo_cut = false;
+	c->frame_deadline_ns = 0;
 #ifdef GW_FAULT_INJECTION
 	c->fault_corrupt_next = false;
 #endif
 	pthread_mutex_unlock(&c->fd_lock);
 	pthread_mutex_unlock(&c->send_lock);
+}
+
+void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock)
+{
+	gw_conn_adopt(c, fd, sock, NULL, 0);
+}
+
+const char *gw_conn_tls_error(const struct gw_conn *c)
+{
+	return c->tls ? gw_tls_error(c->tls) : "";
 }
 
 void gw_conn_shutdown(struct gw_conn *c)
@@ -49,6 +78,8 @@ void gw_conn_close(struct gw_conn *c)
 {
 	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
 	pthread_mutex_lock(&c->fd_lock);
+	gw_tls_free(c->tls);
+	c->tls = NULL;
 	if (c->fd >= 0)
 		c->sock->close(c->fd);
 	c->fd = -1;
@@ -56,39 +87,173 @@ void gw_conn_close(struct gw_conn *c)
 	pthread_mutex_unlock(&c->send_lock);
 }
 
-/* SO_RCVTIMEO and/or SO_SNDTIMEO, under fd_lock: never on a number close() recycled. */
-static int set_timeouts(struct gw_conn *c, uint64_t timeout_ms, bool send_too)
+/* SO_RCVTIMEO or SO_SNDTIMEO (@opt) to @ms (0: none), under fd_lock: never on a recycled number. */
+static int sock_timeout(struct gw_conn *c, int opt, uint64_t ms)
 {
-	struct timeval tv = { .tv_sec = (time_t)(timeout_ms / 1000),
-			      .tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000 };
+	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
 	int ret = 0;
 
 	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd < 0)
 		ret = -EBADF;
-	else if (c->sock->setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
-		 (send_too && c->sock->setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))))
+	else if (!c->tls && c->sock->setsockopt(c->fd, SOL_SOCKET, opt, &tv, sizeof(tv)))
 		ret = -errno;
 	pthread_mutex_unlock(&c->fd_lock);
 	return ret;
 }
 
+int gw_conn_set_send_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	int ret;
+
+	pthread_mutex_lock(&c->send_lock);
+	c->send_frame_ms = timeout_ms;
+	c->sndtimeo_cut = false;
+	ret = sock_timeout(c, SO_SNDTIMEO, timeout_ms);
+	pthread_mutex_unlock(&c->send_lock);
+	return ret;
+}
+
 int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
-	return set_timeouts(c, timeout_ms, true);
+	int ret = gw_conn_set_send_timeout(c, timeout_ms);
+
+	c->recv_frame_ms = timeout_ms;
+	c->idle_ms = timeout_ms;
+	c->rcvtimeo_cut = false;
+	return ret ? ret : sock_timeout(c, SO_RCVTIMEO, timeout_ms);
+}
+
+void gw_conn_set_idle_timeout(struct gw_conn *c, uint64_t timeout_ms)
+{
+	c->idle_ms = timeout_ms;
 }
 
 int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
-	return set_timeouts(c, timeout_ms, false);
+	c->idle_ms = timeout_ms;
+	if (!timeout_ms)
+		return 0;	/* a begun frame keeps its deadline */
+	c->recv_frame_ms = timeout_ms;
+	c->rcvtimeo_cut = false;
+	return sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
-static int io_errno(int e)
+void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns)
 {
-	if (e == EAGAIN || e == EWOULDBLOCK)
-		return -ETIMEDOUT;
-	return -e;
+	c->progress_ns = progress_ns;
 }
+
+int gw_conn_peer_alive(struct gw_conn *c)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = POLLRDHUP };
+
+	if (c->fd < 0)
+		return -EPIPE;
+	if (c->sock->poll(&pfd, 1, 0) < 0)
+		return errno == EINTR ? 0 : -errno;
+	return pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL) ? -ECONNRESET : 0;
+}
+
+static uint64_t deadline_after(uint64_t ms)
+{
+	return ms ? gw_now_ns() + ms * 1000000ull : 0;
+}
+
+/* Milliseconds left until @deadline_ns (0: none = -1 for poll), at least 1 while not passed. */
+static int ms_left(uint64_t deadline_ns)
+{
+	uint64_t now = gw_now_ns(), left;
+
+	if (!deadline_ns)
+		return -1;
+	if (now >= deadline_ns)
+		return 0;
+	left = (deadline_ns - now + 999999) / 1000000;
+	return left > 0x7fffffff ? 0x7fffffff : (int)left;
+}
+
+/* Wait for @events on @fd until @deadline_ns (0: none). 0, -ETIMEDOUT, -errno. */
+static int wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64_t deadline_ns)
+{
+	struct pollfd pfd = { .fd = fd, .events = events };
+
+	for (;;) {
+		int left = ms_left(deadline_ns), r;
+
+		if (left == 0)
+			return -ETIMEDOUT;
+		r = sock->poll(&pfd, 1, left);
+		if (r > 0)
+			return 0;	/* ready, or an error the next call reports */
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+int gw_conn_start_tls(struct gw_conn *c, struct gw_tls_ctx *ctx, const char *host, uint64_t timeout_ms,
+		      char *why, size_t why_len)
+{
+	uint64_t deadline_ns = deadline_after(timeout_ms);
+	struct gw_tls *t;
+	int ret;
+
+	if (!c->sock->kernel) {
+		/* OpenSSL drives a kernel socket (its own reads and writes); refused before it starts. */
+		snprintf(why, why_len, "TLS needs a kernel socket (tcp: or unix:), not this transport's");
+		return -EOPNOTSUPP;
+	}
+	t = gw_tls_new(ctx, c->fd, host, why, why_len);
+	if (!t)
+		return -errno;
+	for (;;) {
+		short ev = 0;
+
+		ret = gw_tls_handshake(t, &ev);
+		if (ret != -EAGAIN)
+			break;
+		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
+		if (ret) {
+			snprintf(why, why_len, "no TLS handshake with the destination within %llu ms",
+				 (unsigned long long)timeout_ms);
+			break;
+		}
+	}
+	if (ret && ret != -ETIMEDOUT)
+		snprintf(why, why_len, "%s", gw_tls_error(t));
+	if (ret) {
+		gw_tls_free(t);
+		return ret;
+	}
+	pthread_mutex_lock(&c->send_lock);
+	pthread_mutex_lock(&c->fd_lock);
+	c->tls = t;
+	pthread_mutex_unlock(&c->fd_lock);
+	pthread_mutex_unlock(&c->send_lock);
+	return 0;
+}
+
+/*
+ * A plain socket's call came back short of the frame (its timeout ran out):
+ * what is left of the frame's time, as the socket's timeout. 0, or
+ * -ETIMEDOUT when the frame's time is over.
+ */
+static int cut_timeout(struct gw_conn *c, int opt, uint64_t deadline_ns, bool *cut)
+{
+	int left = ms_left(deadline_ns);
+
+	if (left == 0)
+		return -ETIMEDOUT;
+	if (left > 0) {
+		sock_timeout(c, opt, (uint64_t)left);
+		*cut = true;
+	}
+	return 0;
+}
+
+
+/* At most this many parts per sendmsg/recvmsg call (the kernel's IOV_MAX). */
+#define IOV_PER_CALL 1024
 
 /* Consume @n bytes from the front of @msg's iovec (modified in place). */
 static void msg_advance(struct msghdr *msg, size_t n)
@@ -110,12 +275,9 @@ static void msg_advance(struct msghdr *msg, size_t n)
 	}
 }
 
-/* At most this many parts per sendmsg/recvmsg call (the kernel's IOV_MAX). */
-#define IOV_PER_CALL 1024
-
-/* sendmsg the whole iovec (modified in place), fds on the first call. */
-static int send_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, int iovcnt,
-		    const int *fds, int nr_fds, int flags, uint32_t *calls)
+/* sendmsg the whole iovec (modified in place) by @deadline_ns, fds on the first call. send_lock held. */
+static int send_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, const int *fds, int nr_fds,
+		      int flags, uint32_t *calls, uint64_t deadline_ns)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
@@ -140,22 +302,108 @@ static int send_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, i
 	while (msg.msg_iovlen > 0) {
 		size_t left = msg.msg_iovlen;
 		ssize_t n;
+		int ret;
 
 		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
-		n = sock->sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
+		n = c->sock->sendmsg(c->fd, &msg, MSG_NOSIGNAL | flags);
 		msg.msg_iovlen = left;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return io_errno(errno);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
+		if (n > 0) {
+			if (calls)
+				(*calls)++;
+			msg.msg_control = NULL;
+			msg.msg_controllen = 0;
+			msg_advance(&msg, (size_t)n);
+			if (!msg.msg_iovlen)
+				break;
+			if (left > IOV_PER_CALL && msg.msg_iovlen <= left - IOV_PER_CALL)
+				continue;	/* a whole call's worth went: not short */
 		}
-		if (calls && n > 0)
-			(*calls)++;
-		msg.msg_control = NULL;
-		msg.msg_controllen = 0;
-		msg_advance(&msg, (size_t)n);
+		/* Short: the socket's timeout ran out, or a signal. The frame's own time is the limit. */
+		if (!deadline_ns)
+			continue;
+		ret = cut_timeout(c, SO_SNDTIMEO, deadline_ns, &c->sndtimeo_cut);
+		if (ret)
+			return ret;
 	}
 	return 0;
+}
+
+/* TLS: write all of @buf by @deadline_ns. send_lock held. */
+static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint64_t deadline_ns)
+{
+	while (len) {
+		short ev = 0;
+		ssize_t n = gw_tls_write(c->tls, buf, len, &ev);
+		int ret;
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n != -EAGAIN)
+			return (int)n;
+		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * TLS: the iovec by @deadline_ns, small segments gathered with their
+ * neighbours so that a frame's header does not travel as a record of its
+ * own. send_lock held.
+ */
+static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns)
+{
+	uint8_t stage[TLS_STAGE_BYTES];
+	size_t staged = 0, total = 0;
+	int ret = 0, on = 1, off = 0;
+	bool cork;
+
+	/*
+	 * OpenSSL writes each record (16 KiB at most) with its own write():
+	 * records gather in the session's buffer and leave with the flush
+	 * below; where they do not (kTLS), a large frame is corked so that the
+	 * kernel sends full segments, not a packet per record.
+	 */
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	cork = !gw_tls_buffered(c->tls) && total > TLS_STAGE_BYTES &&
+	       !setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+
+	for (int i = 0; !ret && i < iovcnt; i++) {
+		const uint8_t *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+
+		if (len <= sizeof(stage) - staged) {
+			memcpy(stage + staged, p, len);
+			staged += len;
+			continue;
+		}
+		ret = tls_write_all(c, stage, staged, deadline_ns);
+		staged = 0;
+		if (!ret)
+			ret = tls_write_all(c, p, len, deadline_ns);
+	}
+	if (!ret && staged)
+		ret = tls_write_all(c, stage, staged, deadline_ns);
+	while (!ret) {
+		short ev = 0;
+
+		ret = gw_tls_flush(c->tls, &ev);
+		if (ret != -EAGAIN)
+			break;
+		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
+	}
+	if (cork)
+		setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+	return ret;
 }
 
 #define GW_CONN_MAX_IOV (4 + GW_WIRE_MAX_BATCH_PAGES)
@@ -164,7 +412,8 @@ static int send_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, i
  * One frame: header, then @iov; the CRC over the header and the first
  * @crc_iovcnt parts (all of them for every frame but PAGE_CRC ones); the
  * parts after the first @zc_from go with MSG_ZEROCOPY (@zc_from = iovcnt:
- * none).
+ * none). Under TLS nothing is zero-copy (records are encrypted copies):
+ * the channel never asks for it there (channel.c), and *@zc_calls stays.
  */
 static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
 		     int crc_iovcnt, int zc_from, const int *fds, int nr_fds, uint32_t *seq,
@@ -172,6 +421,7 @@ static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, 
 {
 	struct iovec all[GW_CONN_MAX_IOV + 1];
 	uint8_t hdr[GW_WIRE_HDR_BYTES];
+	uint64_t deadline_ns;
 	size_t len = 0;
 	uint32_t crc;
 	int ret;
@@ -212,11 +462,20 @@ static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, 
 		c->fault_corrupt_next = false;
 	}
 #endif
-	/* Zero-copy parts go in a call of their own: the header and prefix are copied. */
-	ret = send_all(c->sock, c->fd, all, zc_from + 1, fds, nr_fds, 0, NULL);
-	if (!ret && zc_from < iovcnt)
-		ret = send_all(c->sock, c->fd, all + zc_from + 1, iovcnt - zc_from, NULL, 0, MSG_ZEROCOPY,
-			       zc_calls);
+	if (c->sndtimeo_cut) {	/* the last frame cut the socket's timeout: this one has its own */
+		sock_timeout(c, SO_SNDTIMEO, c->send_frame_ms);
+		c->sndtimeo_cut = false;
+	}
+	deadline_ns = deadline_after(c->send_frame_ms);
+	if (c->tls) {
+		ret = fds && nr_fds ? -EINVAL : send_tls(c, all, iovcnt + 1, deadline_ns);
+	} else {
+		/* Zero-copy parts go in a call of their own: the header and prefix are copied. */
+		ret = send_plain(c, all, zc_from + 1, fds, nr_fds, 0, NULL, deadline_ns);
+		if (!ret && zc_from < iovcnt)
+			ret = send_plain(c, all + zc_from + 1, iovcnt - zc_from, NULL, 0, MSG_ZEROCOPY, zc_calls,
+					 deadline_ns);
+	}
 #ifdef GW_FAULT_INJECTION
 	free(corrupt);
 #endif
@@ -241,8 +500,8 @@ int gw_conn_send_prefix_crc(struct gw_conn *c, uint16_t type, const struct iovec
 {
 	if (crc_iovcnt < 0 || crc_iovcnt > iovcnt)
 		return -EINVAL;
-	return conn_send(c, type, iov, iovcnt, crc_iovcnt, zc_calls ? crc_iovcnt : iovcnt, NULL, 0, seq,
-			 zc_calls);
+	return conn_send(c, type, iov, iovcnt, crc_iovcnt, zc_calls && !c->tls ? crc_iovcnt : iovcnt, NULL, 0,
+			 seq, zc_calls);
 }
 
 int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const int *fds, int nr_fds)
@@ -275,13 +534,12 @@ int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason)
 
 	snprintf(m.reason, sizeof(m.reason), "%s", reason ? reason : "");
 	/* The peer may be gone or not reading: do not wait long for it. */
-	gw_conn_set_timeout(c, 1000);
+	gw_conn_set_send_timeout(c, 1000);
 	return gw_conn_send_msg(c, GW_MSG_ERROR, &m);
 }
 
-/* recvmsg exactly the iovec; fds (if asked) from the first segment. */
-static int recv_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, int iovcnt,
-		    int *fds, int max_fds, int *nr_fds)
+/* recvmsg exactly the iovec by the frame's deadline; fds (if asked) from the first segment. */
+static int recv_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
@@ -299,15 +557,23 @@ static int recv_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, i
 			msg.msg_controllen = sizeof(cbuf.buf);
 		}
 		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
-		n = sock->recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+		n = c->sock->recvmsg(c->fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
 		msg.msg_iovlen = left;
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return io_errno(errno);
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return -errno;
 		if (n == 0)
 			return -ECONNRESET;
+		if (n < 0) {
+			/* The socket's timeout ran out: the frame's own time is the limit. */
+			int ret = c->frame_deadline_ns ? cut_timeout(c, SO_RCVTIMEO, c->frame_deadline_ns,
+								     &c->rcvtimeo_cut) : -ETIMEDOUT;
+
+			if (ret)
+				return ret;
+			continue;
+		}
 		if (fds) {
 			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
 				int cnt;
@@ -330,8 +596,82 @@ static int recv_all(const struct gw_sock_ops *sock, int fd, struct iovec *iov, i
 		msg.msg_control = NULL;
 		msg.msg_controllen = 0;
 		msg_advance(&msg, (size_t)n);
+		if (left > IOV_PER_CALL && msg.msg_iovlen <= left - IOV_PER_CALL)
+			continue;	/* a whole call's worth came: not short */
+		if (msg.msg_iovlen && c->frame_deadline_ns) {
+			int ret = cut_timeout(c, SO_RCVTIMEO, c->frame_deadline_ns, &c->rcvtimeo_cut);
+
+			if (ret)
+				return ret;
+		}
 	}
 	return 0;
+}
+
+/* TLS: read exactly the iovec by the frame's deadline. */
+static int recv_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		uint8_t *p = iov[i].iov_base;
+		size_t len = iov[i].iov_len;
+
+		while (len) {
+			short ev = 0;
+			ssize_t n = gw_tls_read(c->tls, p, len, &ev);
+			int ret;
+
+			if (n > 0) {
+				p += n;
+				len -= (size_t)n;
+				continue;
+			}
+			if (n != -EAGAIN)
+				return (int)n;
+			ret = wait_fd(c->sock, c->fd, ev, c->frame_deadline_ns);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static int recv_all(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
+{
+	if (c->tls)
+		return fds ? -EINVAL : recv_tls(c, iov, iovcnt);
+	return recv_plain(c, iov, iovcnt, fds, max_fds, nr_fds);
+}
+
+/*
+ * Until the next frame begins: the idle timeout, or while the session makes
+ * progress (gw_conn_watch_progress). 0 (data, or an error the read will
+ * report), -ETIMEDOUT.
+ */
+static int wait_frame(struct gw_conn *c)
+{
+	uint64_t t0 = gw_now_ns();
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+
+	if (c->tls && gw_tls_pending(c->tls))
+		return 0;
+	for (;;) {
+		uint64_t now = gw_now_ns(), from = t0, end;
+		int r;
+
+		if (c->progress_ns) {
+			uint64_t last = __atomic_load_n(c->progress_ns, __ATOMIC_RELAXED);
+
+			from = last > t0 ? last : t0;
+		}
+		end = c->idle_ms ? from + c->idle_ms * 1000000ull : 0;
+		if (end && now >= end)
+			return -ETIMEDOUT;
+		r = c->sock->poll(&pfd, 1, end ? ms_left(end) : -1);
+		if (r > 0)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
 }
 
 static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state,
@@ -341,9 +681,21 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(hdr) };
 	int ret;
 
-	ret = recv_all(c->sock, c->fd, &iov, 1, fds, max_fds, nr_fds);
+	c->frame_deadline_ns = 0;
+	ret = wait_frame(c);
 	if (ret)
 		return ret;
+	/* The frame has begun: all of it within the frame timeout. */
+	if (c->rcvtimeo_cut) {
+		sock_timeout(c, SO_RCVTIMEO, c->recv_frame_ms);
+		c->rcvtimeo_cut = false;
+	}
+	c->frame_deadline_ns = deadline_after(c->recv_frame_ms);
+	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);
+	if (ret)
+		return ret;
+	if (c->progress_ns)
+		__atomic_store_n(c->progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, c->bytes_recv + sizeof(hdr), __ATOMIC_RELAXED);
 	ret = gw_frame_hdr_decode(hdr, h);
 	if (ret)
@@ -369,7 +721,7 @@ int gw_conn_recv_iov(struct gw_conn *c, const struct iovec *iov, int iovcnt, uin
 	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV)
 		return -EINVAL;
 	memcpy(tmp, iov, sizeof(*iov) * (size_t)iovcnt);
-	ret = recv_all(c->sock, c->fd, tmp, iovcnt, NULL, 0, NULL);
+	ret = recv_all(c, tmp, iovcnt, NULL, 0, NULL);
 	if (ret)
 		return ret;
 	for (int i = 0; i < iovcnt; i++) {
@@ -418,7 +770,9 @@ int gw_conn_recv_msg_fds(struct gw_conn *c, union gw_msg *m, void *buf, size_t c
 		why[0] = 0;
 	n = gw_conn_recv(c, &h, buf, cap, fds, max_fds, nr_fds);
 	if (n < 0) {
-		if (n == -EPROTO && why)
+		if (c->tls && gw_tls_error(c->tls)[0] && why)
+			snprintf(why, why_len, "%s", gw_tls_error(c->tls));
+		else if (n == -EPROTO && why)
 			snprintf(why, why_len, "malformed frame header or frame too long");
 		return (int)n;
 	}

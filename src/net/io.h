@@ -1,9 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Framed connections: one socket, a send sequence and a receive sequence.
- * Sends on one connection may come from several threads (the control
- * connection: migration thread and error reporting), so they take
- * send_lock; receives happen on exactly one thread per connection.
+ * Framed connections: one socket (plain, or under a TLS session, net/tls.h),
+ * a send sequence and a receive sequence. Sends on one connection may come
+ * from several threads (the control connection: migration thread and error
+ * reporting), so they take send_lock; receives happen on exactly one thread
+ * per connection.
+ *
+ * Deadlines are per frame, not per system call: once a frame's first byte
+ * arrived, all of it must arrive within the frame timeout (a peer dripping
+ * a byte now and then does not stretch it), and a frame sent must leave
+ * whole within the same time. Waiting for the next frame's first byte is
+ * bounded separately (the idle timeout), or by the progress of the whole
+ * session (gw_conn_watch_progress): a destination's control connection
+ * may stay silent while its data connections carry pages.
  */
 #ifndef GW_IO_H
 #define GW_IO_H
@@ -17,15 +26,27 @@
 #include "wire/frame.h"
 #include "wire/msg.h"
 
+struct gw_tls;
+struct gw_tls_ctx;
+
 struct gw_conn {
 	int fd;				/* fd_lock and send_lock to change; -1 when closed */
-	const struct gw_sock_ops *sock;	/* how fd is driven; changed with fd */
+	const struct gw_sock_ops *sock;	/* how fd is driven (transport); changes with fd */
+	struct gw_tls *tls;		/* TLS session on fd, NULL = plain (kernel sockets only); changes with fd */
 	pthread_mutex_t fd_lock;	/* close vs shutdown: never held across I/O */
 	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
 	uint32_t send_seq;		/* under send_lock */
 	uint32_t recv_seq;		/* receiving thread only */
 	uint64_t bytes_sent;		/* added under send_lock; atomic reads (stats) */
 	uint64_t bytes_recv;		/* written by the receiving thread only; atomic reads (stats) */
+	/* Deadlines (see above). */
+	uint64_t send_frame_ms;		/* send_lock: a frame leaves whole within this; 0 = no limit */
+	bool sndtimeo_cut;		/* send_lock: SO_SNDTIMEO lowered for the rest of a frame */
+	uint64_t recv_frame_ms;		/* receiving thread: a begun frame arrives within this; 0 = no limit */
+	uint64_t idle_ms;		/* receiving thread: wait for a frame's first byte; 0 = for ever */
+	uint64_t *progress_ns;		/* set before the receiving thread starts; NULL = none */
+	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
+	bool rcvtimeo_cut;		/* receiving thread: SO_RCVTIMEO lowered for the rest of a frame */
 #ifdef GW_FAULT_INJECTION
 	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
 #endif
@@ -33,16 +54,63 @@ struct gw_conn {
 
 /* Initialise (once, before other threads can see @c); @fd is a kernel socket or -1. */
 void gw_conn_init(struct gw_conn *c, int fd);
-/* Give an initialised, closed connection a new socket of @sock; sequences restart. */
+/* Give an initialised, closed connection a new plain socket of @sock (NULL: kernel); sequences restart. */
 void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock);
-/* Close the socket. Safe against a concurrent shutdown or send. */
+/*
+ * The same with a TLS session on @fd (NULL: plain) whose first @recv_seq
+ * frames were read already (admission read the first one). Takes both.
+ * A TLS session is only ever on a kernel socket.
+ */
+void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, struct gw_tls *tls,
+		   uint32_t recv_seq);
+/*
+ * Client: start TLS on the connection's socket (the source side) and
+ * complete the handshake within @timeout_ms. @host: the name the server's
+ * certificate must carry when none is configured. 0, or -errno with the
+ * reason in plain words in @why; -EOPNOTSUPP when the socket is not a
+ * kernel one (rdma:).
+ */
+int gw_conn_start_tls(struct gw_conn *c, struct gw_tls_ctx *ctx, const char *host, uint64_t timeout_ms,
+		      char *why, size_t why_len);
+/* The TLS failure behind the last error of this connection ("" when none or plain). */
+const char *gw_conn_tls_error(const struct gw_conn *c);
+/* Close the socket (and its TLS session). Safe against a concurrent shutdown or send. */
 void gw_conn_close(struct gw_conn *c);
 /* Wake any thread blocked on this connection (shutdown both ways); any thread. */
 void gw_conn_shutdown(struct gw_conn *c);
-/* Receive/send timeouts on the socket; a silent peer gives -ETIMEDOUT. */
+/*
+ * Frame timeout both ways, and the idle timeout: a silent peer gives
+ * -ETIMEDOUT. Before the connection is shared (or by its receiving thread).
+ */
 int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms);
-/* Receive timeout alone (0 = wait for ever: liveness from sends and TCP). */
+/* Frame timeout of sends alone: any thread (the first error is sent with a short one). */
+int gw_conn_set_send_timeout(struct gw_conn *c, uint64_t timeout_ms);
+/*
+ * How long the receiving thread waits for the next frame to begin
+ * (0 = for ever: liveness from sends and TCP, or from the session's
+ * progress). Receiving thread, or before it starts.
+ */
+void gw_conn_set_idle_timeout(struct gw_conn *c, uint64_t timeout_ms);
+/*
+ * Receive side only: the idle timeout and, unless @timeout_ms is 0 (wait
+ * for ever for the next frame, as a postcopy connection waits for page
+ * requests), the frame timeout. 0 or -errno. Receiving thread, or before
+ * it starts.
+ */
 int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
+/*
+ * Receives on @c stamp *@progress_ns (atomic, CLOCK_MONOTONIC) with every
+ * frame begun, and an idle wait ends with -ETIMEDOUT only once the stamp,
+ * shared by every connection of a migration, is older than the idle
+ * timeout: the migration as a whole made no progress. Before the
+ * receiving thread starts.
+ */
+void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns);
+/*
+ * Without blocking: 0 when the peer may still be there, -ECONNRESET when
+ * it closed or reset the connection (a FIN or an error is queued).
+ */
+int gw_conn_peer_alive(struct gw_conn *c);
 
 /*
  * Send one frame: payload gathered from @iov. 0 or -errno (-EPIPE,
@@ -70,10 +138,12 @@ int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const 
 int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason);
 
 /*
- * Receive a header and check it (magic, version, type, length, seq).
- * 0, -EPROTO, -EPROTONOSUPPORT, -ECONNRESET (peer closed), -ETIMEDOUT.
- * The caller then reads exactly h->len payload bytes with gw_conn_recv_*
- * and finishes with gw_conn_recv_check(), which verifies the CRC.
+ * Wait for the next frame (idle timeout), receive its header and check it
+ * (magic, version, type, length, seq). 0, -EPROTO, -EPROTONOSUPPORT,
+ * -ECONNRESET (peer closed), -ETIMEDOUT, -EACCES (TLS refusal). The
+ * caller then reads exactly h->len payload bytes with gw_conn_recv_* (the
+ * frame's deadline runs) and finishes with gw_conn_recv_check(), which
+ * verifies the CRC.
  */
 int gw_conn_recv_hdr(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state);
 /* Read exactly the bytes described by @iov, folding them into the CRC (@crc_state NULL: not). */
@@ -92,7 +162,8 @@ ssize_t gw_conn_recv(struct gw_conn *c, struct gw_frame_hdr *h, void *buf, size_
  * (wire/msg.h). @buf, @cap hold the payload while @m is used (a decoded
  * EXTENTS points into it); set m->state.st first where a STATE may come.
  * Returns the frame's type (> 0) or -errno: -EPROTO (malformed: @why says
- * why), -EBADMSG, -ECONNRESET (peer closed), -ETIMEDOUT.
+ * why), -EBADMSG, -ECONNRESET (peer closed), -ETIMEDOUT, -EACCES (TLS:
+ * @why says which check failed).
  */
 int gw_conn_recv_msg(struct gw_conn *c, union gw_msg *m, void *buf, size_t cap,
 		     char *why, size_t why_len);

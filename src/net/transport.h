@@ -30,6 +30,7 @@ struct gw_sock_ops {
 	int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
 	int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
 	int (*accept)(int listen_fd);	/* one connection, close-on-exec */
+	int (*set_nonblock)(int fd, bool on);	/* O_NONBLOCK on or off: 0, or -1 and errno */
 	bool kernel;			/* fds are kernel sockets (TCP_INFO, MSG_ZEROCOPY, SCM_RIGHTS) */
 };
 /* The kernel's socket calls (tcp:, unix:). */
@@ -39,6 +40,14 @@ struct gw_transport_ops {
 	const char *scheme;		/* "tcp", "unix", "rdma" */
 	bool can_pass_fds;		/* SCM_RIGHTS: local migration possible */
 	const struct gw_sock_ops *sock;	/* how its fds are driven */
+	bool tls_host_in_url;		/* the address names a host TLS can check certificates against */
+	/*
+	 * Optional: is @addr well-formed, to connect to or (@listen) to listen
+	 * on? 0, or -EINVAL with a reason. Nothing is resolved or opened.
+	 */
+	int (*check)(const char *addr, bool listen, char *why, size_t why_len);
+	/* Optional: the host part of @addr into @host ("" when none). */
+	void (*host)(const char *addr, char *host, size_t host_len);
 	/*
 	 * Listen on @addr; returns the listening fd or -errno. @bound gets
 	 * the full URL actually bound (port 0 resolved).
@@ -61,8 +70,12 @@ struct gw_url {
 	const struct gw_transport_ops *ops;
 	char addr[GW_URL_MAX];		/* what follows "scheme:" */
 };
-/* 0, or -EINVAL with a reason in @why. */
+/* A URL to connect to: 0, or -EINVAL with a reason in @why. */
 int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len);
+/* A URL to listen on (tcp: port 0 and an empty host allowed): 0, or -EINVAL with @why. */
+int gw_url_parse_listen(const char *url, struct gw_url *out, char *why, size_t why_len);
+/* The host of a parsed URL ("" for unix:), what TLS checks the destination's certificate against. */
+void gw_url_host(const struct gw_url *u, char *host, size_t host_len);
 
 /*
  * The kernel's delivery-rate estimate of a TCP socket (bytes/s) and whether
@@ -75,14 +88,21 @@ struct sockaddr_storage;
 /*
  * HOST:PORT (HOST may be [v6addr], empty on listen = any) resolved for a
  * stream socket; numeric port. 0 and *@res (freeaddrinfo), -EINVAL
- * (malformed), -EHOSTUNREACH (name not resolved), -errno.
+ * (malformed), -ENOENT (name not resolved), -errno.
  */
 int gw_addr_resolve(const char *addr, bool passive, struct addrinfo **res);
 /* "SCHEME:HOST:PORT" (HOST bracketed for IPv6) of a bound address. */
 void gw_addr_format(const char *scheme, const struct sockaddr_storage *ss, char *out, size_t out_len);
 /* TCP socket options for migration connections (no-op on other sockets). */
 void gw_tcp_tune(int fd);
-/* Accept with a deadline (a kernel TCP socket is tuned): fd or -ETIMEDOUT / -errno. */
-int gw_accept_timeout(const struct gw_sock_ops *sock, int listen_fd, uint64_t timeout_ms);
+/*
+ * HOST:PORT of tcp: and rdma: (@scheme names it in @why) with PORT
+ * 1..65535 (0 too when listening), HOST a name, an IPv4 address or an
+ * IPv6 address in brackets (empty when listening). 0, or -EINVAL with a
+ * reason. Nothing is resolved.
+ */
+int gw_addr_check(const char *scheme, const char *addr, bool listen, char *why, size_t why_len);
+/* The HOST of HOST:PORT ("" when malformed). */
+void gw_addr_host(const char *addr, char *host, size_t host_len);
 
 #endif

@@ -13,9 +13,12 @@
  * Without an RDMA device (this build machine has none) the transport is
  * refused before anything starts, with the reason (usable), on both sides.
  * rsocket fds are rsocket's own numbers, not kernel fds: only the
- * gw_sock_ops below may touch them.
+ * gw_sock_ops below may touch them. For that reason TLS (OpenSSL reads and
+ * writes a kernel fd itself) is refused on rdma: before anything connects,
+ * with the reason, on both sides.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
@@ -144,6 +147,20 @@ static int r_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 	return rpoll(fds, n, timeout_ms);
 }
 
+static int r_set_nonblock(int fd, bool on)
+{
+	int flags = rfcntl(fd, F_GETFL);
+
+	if (flags < 0)
+		return -1;
+	return rfcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+}
+
+static int rdma_t_check(const char *addr, bool listen, char *why, size_t why_len)
+{
+	return gw_addr_check("rdma", addr, listen, why, why_len);
+}
+
 static const struct gw_sock_ops rsocket_ops = {
 	.sendmsg = r_sendmsg,
 	.recvmsg = r_recvmsg,
@@ -152,6 +169,7 @@ static const struct gw_sock_ops rsocket_ops = {
 	.setsockopt = r_setsockopt,
 	.poll = r_poll,
 	.accept = r_accept,
+	.set_nonblock = r_set_nonblock,
 	.kernel = false,
 };
 
@@ -159,6 +177,9 @@ const struct gw_transport_ops gw_transport_rdma = {
 	.scheme = "rdma",
 	.can_pass_fds = false,
 	.sock = &rsocket_ops,
+	.tls_host_in_url = false,	/* TLS is refused on rsockets (OpenSSL drives kernel fds) */
+	.check = rdma_t_check,
+	.host = gw_addr_host,
 	.listen = rdma_t_listen,
 	.connect = rdma_t_connect,
 	.unlisten = rdma_t_unlisten,

@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -106,10 +107,18 @@ static void tcp_unlisten(const char *addr)
 {
 }
 
+static int tcp_check(const char *addr, bool listen, char *why, size_t why_len)
+{
+	return gw_addr_check("tcp", addr, listen, why, why_len);
+}
+
 const struct gw_transport_ops gw_transport_tcp = {
 	.scheme = "tcp",
 	.sock = &gw_sock_kernel,
 	.can_pass_fds = false,
+	.tls_host_in_url = true,
+	.check = tcp_check,
+	.host = gw_addr_host,
 	.listen = tcp_listen,
 	.connect = tcp_connect,
 	.unlisten = tcp_unlisten,

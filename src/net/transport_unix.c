@@ -1,13 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* unix:PATH: stream sockets on the file system; can pass RAM fds. */
+/*
+ * unix:PATH: stream sockets on the file system; can pass RAM fds. The
+ * socket file is created mode 0600 (only this user may connect: the file
+ * permission is the access check), and listening never replaces anything
+ * but a stale socket.
+ */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include "net/transport.h"
+
+static int unix_check(const char *path, bool listen, char *why, size_t why_len)
+{
+	size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+
+	if (!path[0] || strlen(path) > max) {
+		snprintf(why, why_len, "unix:%s: a socket path is 1..%zu bytes", path, max);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 static int make_addr(const char *path, struct sockaddr_un *sun)
 {
@@ -19,19 +36,48 @@ static int make_addr(const char *path, struct sockaddr_un *sun)
 	return 0;
 }
 
+/*
+ * Whatever is at @path may go only if it is a socket nobody listens on (a
+ * stale one of an earlier run). 0, -EEXIST (not a socket), -EADDRINUSE
+ * (someone listens), -errno.
+ */
+static int remove_stale(const char *path, const struct sockaddr_un *sun)
+{
+	struct stat st;
+	int fd, ret;
+
+	if (lstat(path, &st))
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISSOCK(st.st_mode))
+		return -EEXIST;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	ret = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	close(fd);
+	if (!ret)
+		return -EADDRINUSE;
+	return unlink(path) && errno != ENOENT ? -errno : 0;
+}
+
 static int unix_listen(const char *path, char *bound, size_t bound_len)
 {
 	struct sockaddr_un sun;
 	int fd, ret;
 
 	ret = make_addr(path, &sun);
+	if (!ret)
+		ret = remove_stale(path, &sun);
 	if (ret)
 		return ret;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	unlink(path);	/* a stale socket of an earlier run */
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 64)) {
+	/*
+	 * The file takes the socket inode's mode (less the umask) at bind:
+	 * 0600 from its first instant, without touching the process-wide umask.
+	 */
+	if (fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 64)) {
 		ret = -errno;
 		close(fd);
 		return ret;
@@ -69,6 +115,7 @@ const struct gw_transport_ops gw_transport_unix = {
 	.scheme = "unix",
 	.sock = &gw_sock_kernel,
 	.can_pass_fds = true,
+	.check = unix_check,
 	.listen = unix_listen,
 	.connect = unix_connect,
 	.unlisten = unix_unlisten,

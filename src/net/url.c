@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* "scheme:address" URLs, resolved against the transport table. */
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "net/transport.h"
 
-int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
+static int url_parse(const char *url, bool listen, struct gw_url *out, char *why, size_t why_len)
 {
 	const char *colon = url ? strchr(url, ':') : NULL;
 
@@ -27,6 +27,8 @@ int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
 			snprintf(why, why_len, "URL '%s': empty or too long address", url);
 			return -EINVAL;
 		}
+		if (gw_transports[i]->check && gw_transports[i]->check(colon + 1, listen, why, why_len))
+			return -EINVAL;
 		out->ops = gw_transports[i];
 		snprintf(out->addr, sizeof(out->addr), "%s", colon + 1);
 		return 0;
@@ -35,26 +37,21 @@ int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
 	return -EINVAL;
 }
 
-int gw_accept_timeout(const struct gw_sock_ops *sock, int listen_fd, uint64_t timeout_ms)
+int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len)
 {
-	struct pollfd pfd = { .fd = listen_fd, .events = POLLIN };
-	int ret, fd;
+	return url_parse(url, false, out, why, why_len);
+}
 
-	do {
-		ret = sock->poll(&pfd, 1, (int)(timeout_ms > 0x7fffffff ? 0x7fffffff : timeout_ms));
-	} while (ret < 0 && errno == EINTR);
-	if (ret < 0)
-		return -errno;
-	if (ret == 0)
-		return -ETIMEDOUT;
-	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))
-		return -ECANCELED;	/* listening socket shut down */
-	fd = sock->accept(listen_fd);
-	if (fd < 0)
-		return -errno;
-	if (sock->kernel)
-		gw_tcp_tune(fd);	/* harmless failure on unix sockets */
-	return fd;
+int gw_url_parse_listen(const char *url, struct gw_url *out, char *why, size_t why_len)
+{
+	return url_parse(url, true, out, why, why_len);
+}
+
+void gw_url_host(const struct gw_url *u, char *host, size_t host_len)
+{
+	host[0] = 0;
+	if (u->ops && u->ops->host)
+		u->ops->host(u->addr, host, host_len);
 }
 
 /* ---- the kernel's socket calls ---- */
@@ -69,6 +66,17 @@ static int kernel_setsockopt(int fd, int level, int name, const void *val, sockl
 	return setsockopt(fd, level, name, val, len);
 }
 
+static int kernel_set_nonblock(int fd, bool on)
+{
+	int flags = fcntl(fd, F_GETFL);
+
+	if (flags < 0)
+		return -1;
+	if (!!(flags & O_NONBLOCK) == on)
+		return 0;
+	return fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+}
+
 const struct gw_sock_ops gw_sock_kernel = {
 	.sendmsg = sendmsg,
 	.recvmsg = recvmsg,
@@ -77,5 +85,6 @@ const struct gw_sock_ops gw_sock_kernel = {
 	.setsockopt = kernel_setsockopt,
 	.poll = poll,
 	.accept = kernel_accept,
+	.set_nonblock = kernel_set_nonblock,
 	.kernel = true,
 };

@@ -27,7 +27,8 @@ expect=failed
 case $case in
 dst-kill-round0)
 	# a pseudo-random point inside round 0 (bytes of pages received); round 0
-	# is one whole pass here (round-max-ms=0), so it carries all ~384 MiB
+	# is a whole pass (round-max-ms=0), so that it carries all ~384 MiB of data
+	# whatever the machine's speed, past the largest point (300 MiB)
 	DST_FAULT=dst-round0:$(( (RANDOM % 300 + 1) * 1048576 ))
 	mig_args=(--set round-max-ms=0) ;;
 dst-kill-round-n)
@@ -62,6 +63,7 @@ converge-timeout)
 	# CPU for a round dirties nothing, and nothing dirty switches over at once).
 	mig_args=(--max-bandwidth 64M --converge-timeout 300 --on-timeout cancel) ;;
 layout)
+	# a destination given less RAM than the source has: refused, it keeps waiting
 	dst_args=(--memory 256M) ;;
 local-tcp)
 	mig_args=(--local) ;;
@@ -117,7 +119,15 @@ if [ "$expect" = unknown ]; then
 	pass "$case: source stayed paused (unknown: $reason), resumed by --resolve source"
 fi
 assert_source_alive_and_consistent
-if [ "$case" = dst-stall ]; then
+if [ "$case" = layout ]; then
+	# Refused on its own connection before anything was committed: the
+	# destination keeps waiting for a source it can take.
+	grep -q "hello_refused" "$T/dst.log" || fail "destination did not log hello_refused"
+	kill -0 "$DST_PID" 2>/dev/null || fail "destination exited after refusing a HELLO"
+	"$GODWIT" status --api "$T/dst.sock" --json >"$T/dst.json" || fail "destination API gone"
+	[ "$(jget "$T/dst.json" "d.get('vm-status')")" = incoming ] || fail "destination is not waiting: $(cat "$T/dst.json")"
+	kill -9 "$DST_PID"
+elif [ "$case" = dst-stall ]; then
 	# The stalled destination never notices by itself: that is the point.
 	kill -9 "$DST_PID"
 	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"

@@ -4,8 +4,11 @@
  * outside guest RAM, never resumes the VM, and ends failed with a reason
  * that it also sends to the source in an ERROR frame on the control
  * connection. Strangers (a data connection with another migration id, a
- * first connection that is not godwit) are refused with an ERROR frame on
- * their own connection and do not fail the migration. A well-formed,
+ * first connection that is not godwit) and HELLOs it cannot take (a layout
+ * or page size it does not have, more RAM than max-memory-bytes, a local
+ * migration without its descriptors) are refused with an ERROR frame on
+ * their own connection and do not fail the migration: the real source
+ * that comes next migrates. A well-formed,
  * hand-made migration completes, resumes the VM exactly once, and leaves
  * guest RAM holding exactly the pages sent (normal, zero, compressed,
  * XBZRLE), with the digest verified when asked.
@@ -622,6 +625,36 @@ static void sc_extents_beyond(struct env *e)
 	gw_conn_send_msg(&e->ctl, GW_MSG_EXTENTS, &m);
 }
 
+/*
+ * A HELLO refused before anything is committed is answered on its own
+ * connection with ERROR @code; the destination keeps waiting, and a valid
+ * migration from the real source then completes.
+ */
+static void expect_refused_then_valid(struct env *e, int code)
+{
+	uint8_t buf[GW_WIRE_MAX_REASON + 64], page[PAGE];
+	uint64_t ent = gw_page_entry(5, GW_PAGE_NORMAL);
+	struct gw_stats st;
+
+	for (int i = 0; i < 4 && !e->got_error; i++)
+		if (hs_recv(e, &e->ctl, buf, sizeof(buf), NULL) < 0)
+			break;
+	TEST_CHECK(e->got_error && e->err.code == gw_wire_err_from_errno(code),
+		   "%s: HELLO refused with code %u (%s), expected %u", e->name, e->err.code, e->err.reason,
+		   gw_wire_err_from_errno(code));
+	printf("%-28s refused on its connection: %s\n", e->name, e->err.reason);
+	gw_conn_close(&e->ctl);
+	gw_session_stats(e->s, &st);
+	TEST_CHECK(st.status != GW_STATUS_FAILED, "%s: the destination gave up (%s)", e->name, st.error);
+	e->got_error = false;
+	hs_setup(e);
+	fill_page(page, 77);
+	TEST_ASSERT(hs_round(e, 0) == 0, "ROUND 0");
+	TEST_ASSERT(hs_pages_plain(e, 0, &ent, 1, page, PAGE) == 0, "PAGES");
+	hs_finish_valid(e, 1, 1, no_digest, true);
+	TEST_CHECK(!memcmp(e->ram.host + 5 * PAGE, page, PAGE), "%s: page 5 arrived", e->name);
+}
+
 static void sc_layout_mismatch(struct env *e)
 {
 	struct gw_msg_hello m;
@@ -629,6 +662,18 @@ static void sc_layout_mismatch(struct env *e)
 	hello_default(e, &m);
 	m.blocks[0].size_bytes = RAM_BYTES / 2;
 	hs_hello_msg(e, &m);
+	expect_refused_then_valid(e, -ERANGE);
+}
+
+static void sc_hello_too_big(struct env *e)
+{
+	struct gw_msg_hello m;
+
+	/* The session's max-memory-bytes is RAM_BYTES: a source with more is refused. */
+	hello_default(e, &m);
+	m.blocks[0].size_bytes = (uint64_t)RAM_BYTES * 65536;
+	hs_hello_msg(e, &m);
+	expect_refused_then_valid(e, -ERANGE);
 }
 
 static void sc_hello_page_size(struct env *e)
@@ -639,6 +684,7 @@ static void sc_hello_page_size(struct env *e)
 	m.page_size_bytes = 8192;
 	m.blocks[0].page_size_bytes = 8192;
 	hs_hello_msg(e, &m);
+	expect_refused_then_valid(e, -EPROTO);
 }
 
 static void sc_hello_local_flag_unix_no_fds(struct env *e)
@@ -655,6 +701,7 @@ static void sc_hello_local_flag_unix_no_fds(struct env *e)
 	memset(buf, 0, 8);
 	buf[0] = 1;
 	send_buf(&e->ctl, GW_MSG_FDS, buf, 8);
+	expect_refused_then_valid(e, -EPROTO);
 }
 
 static void sc_channel_index_invalid(struct env *e)
@@ -962,6 +1009,7 @@ static void run_scenario(const struct scenario *sc)
 	e.s = gw_session_new(GW_ROLE_DEST, &vm, &test_vm_ops, &e.tvm);
 	TEST_ASSERT(e.s, "session");
 	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_IO_TIMEOUT_MS, 3000) == 0, "io timeout");
+	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_MAX_MEMORY_BYTES, RAM_BYTES) == 0, "max memory");
 	snprintf(url, sizeof(url), "unix:%s", e.path);
 	TEST_ASSERT(gw_incoming_start(e.s, url) == 0, "incoming");
 
@@ -1041,9 +1089,10 @@ static const struct scenario scenarios[] = {
 	{ "data_closed_mid_frame", sc_data_closed_mid_frame, -ECONNRESET },
 	{ "round_backwards", sc_round_backwards, -EPROTO },
 	{ "extents_beyond", sc_extents_beyond, -ERANGE },
-	{ "layout_mismatch", sc_layout_mismatch, -ERANGE },
-	{ "hello_page_size_8192", sc_hello_page_size, -EPROTO },
-	{ "local_without_fds", sc_hello_local_flag_unix_no_fds, -EPROTO },
+	{ "layout_mismatch", sc_layout_mismatch, 0 },
+	{ "hello_too_big", sc_hello_too_big, 0 },
+	{ "hello_page_size_8192", sc_hello_page_size, 0 },
+	{ "local_without_fds", sc_hello_local_flag_unix_no_fds, 0 },
 	{ "channel_index_invalid", sc_channel_index_invalid, -EPROTO },
 	{ "digest_mismatch", sc_digest_mismatch, 0 },
 	{ "valid_plain", sc_valid_plain, 0 },

@@ -15,7 +15,9 @@
  * guest memory the guest keeps writing, with PAGES_VOID for those written
  * during their send; a stable copy first; MSG_ZEROCOPY with its
  * completions), into a destination whose RAM is mapped (received through
- * the mapping) or not (pwrite), and over 1, 2, 4 and 8 channels.
+ * the mapping) or not (pwrite), and over 1, 2, 4 and 8 channels. With
+ * "cancel-stress": cancels at seeded points from set-up to the handover,
+ * each one leaving exactly one side running the VM.
  *
  * RAM: 64 MiB memfd each side; source pages are a deterministic mix of data,
  * explicit zero pages and never-touched pages. Dirty tracking is whatever
@@ -135,6 +137,7 @@ struct config {
 	bool cancel;
 	int send_path;			/* enum gw_send_path */
 	bool dst_mapped;		/* destination RAM preallocated through its mapping */
+	unsigned cancel_after_us;	/* cancel stress: cancel at this point, whatever the status */
 };
 
 struct run {
@@ -218,6 +221,31 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 	guest_start(&r->g);
 	TEST_ASSERT(gw_migrate_start(r->src, url) == 0, "migrate to %s", url);
 
+	if (cf->cancel_after_us) {
+		usleep(cf->cancel_after_us);
+		gw_session_cancel(r->src);	/* -EALREADY past GO: then it completes */
+		sret = gw_session_wait(r->src);
+		dret = gw_session_wait(r->dst);
+		gw_session_stats(r->src, &ss);
+		gw_session_stats(r->dst, &ds);
+		/* Exactly one side runs the VM: never both, never none. */
+		if (ss.status == GW_STATUS_COMPLETED) {
+			TEST_CHECK(dret == 0 && test_vm_load(&r->dvm.resume_calls) == 1 &&
+				   test_vm_load(&r->svm.resume_calls) == 0,
+				   "%s: completed but dst %d resumed %u, src resumed %u", name, dret,
+				   test_vm_load(&r->dvm.resume_calls), test_vm_load(&r->svm.resume_calls));
+		} else {
+			TEST_CHECK(sret == -ECANCELED && ss.status == GW_STATUS_CANCELLED, "%s: source %d %s", name,
+				   sret, gw_status_name(ss.status));
+			TEST_CHECK(test_vm_load(&r->dvm.resume_calls) == 0, "%s: destination resumed", name);
+			TEST_CHECK(test_vm_load(&r->svm.pause_calls) == test_vm_load(&r->svm.resume_calls),
+				   "%s: source paused %u resumed %u", name, test_vm_load(&r->svm.pause_calls),
+				   test_vm_load(&r->svm.resume_calls));
+		}
+		printf("%-34s cancel after %u us: %s/%s\n", name, cf->cancel_after_us, gw_status_name(ss.status),
+		       gw_status_name(ds.status));
+		goto out;
+	}
 	if (cf->cancel) {
 		/* Cancel once pages flow: precopy at 8 MiB/s lasts seconds. */
 		for (int i = 0; i < 500; i++) {
@@ -298,6 +326,7 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 	       (unsigned long long)ss.zerocopy_sends,
 	       (unsigned long long)ss.transferred_bytes, (unsigned long long)guest_writes(&r->g),
 	       (gw_now_ns() - t0) / 1e6);
+out:
 	guest_stop(&r->g);
 	gw_session_free(r->src);
 	gw_session_free(r->dst);
@@ -331,7 +360,7 @@ int main(int argc, char **argv)
 	for (unsigned i = 0; i < 32; i++)
 		same32[i] = i * 16 + (i % 3) * 5;
 
-	for (int t = 0; t < 2; t++) {
+	for (int t = 0; t < 2 && !(argc > 1 && !strcmp(argv[1], "cancel-stress")); t++) {
 		const char *tr = t ? "tcp" : "unix";
 
 		for (int ch = 1; ch <= 4; ch += 3)
@@ -371,7 +400,7 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
 			run_migration(paths[i].name, &paths[i].cf, spread, 256, 200, 64);
 	}
-	if (argc <= 1 || strstr("ordering", argv[1])) {
+	if (argc <= 1 || (strcmp(argv[1], "cancel-stress") && strstr("ordering", argv[1]))) {
 		/* Same 32 pages rewritten continuously; rounds until forced switchover. */
 		struct config cf = { .transport = "unix", .channels = 4, .codec = GW_CODEC_NONE,
 				     .batch_pages = 16, .downtime_limit_us = 1000,
@@ -382,11 +411,32 @@ int main(int argc, char **argv)
 		cf.xbzrle_bytes = 1 << 20;
 		run_migration("ordering 32 pages ch=4 lz4 xbzrle", &cf, same32, 32, 200, 0);
 	}
-	if (argc <= 1 || strstr("cancel", argv[1])) {
+	if (argc <= 1 || (strcmp(argv[1], "cancel-stress") && strstr("cancel", argv[1]))) {
 		struct config cf = { .transport = "unix", .channels = 2, .codec = GW_CODEC_NONE,
 				     .max_bandwidth_bps = 8 << 20, .cancel = true };
 
 		run_migration("cancel at 8 MiB/s", &cf, spread, 256, 2000, 16);
+	}
+	if (argc > 1 && !strcmp(argv[1], "cancel-stress")) {
+		/*
+		 * Cancels at seeded points from set-up to the handover (the
+		 * migration lasts about 0.5-1.5 s at 64 MiB/s): whichever window a
+		 * cancel lands in, exactly one side runs the VM.
+		 */
+		unsigned seed = getenv("GW_TEST_SEED") ? (unsigned)atoi(getenv("GW_TEST_SEED")) : (unsigned)getpid();
+
+		printf("cancel stress seed %u (GW_TEST_SEED replays it)\n", seed);
+		srand(seed);
+		for (int i = 0; i < 12; i++) {
+			struct config cf = { .transport = i % 2 ? "tcp" : "unix", .channels = 2,
+					     .codec = i % 3 ? GW_CODEC_NONE : GW_CODEC_LZ4,
+					     .max_bandwidth_bps = 64 << 20,
+					     .cancel_after_us = 1 + (unsigned)(rand() % 1500000) };
+			char name[48];
+
+			snprintf(name, sizeof(name), "cancel stress %d %s", i, cf.transport);
+			run_migration(name, &cf, spread, 256, 2000, 16);
+		}
 	}
 	TEST_EXIT();
 }

@@ -12,7 +12,10 @@
  * postcopy_ram(false) before and postcopy_ram(true) after; the postcopy
  * digests match (memfd RAM) or are reported unavailable (anonymous RAM);
  * guard pages stay intact. Over unix: with 1 channel and tcp: with 3
- * channels and lz4.
+ * channels and lz4. With certificates made at test time (argv[1] is
+ * tests/tls/gen-certs.sh), the same over mutual TLS (x509 over tcp, PSK
+ * over unix): every connection of postcopy (control, data, preempt) goes
+ * through TLS and both sides report the session.
  *
  * A cancel before the switch (postcopy enabled) leaves the source running:
  * failed/cancelled, resumed, the destination never resumed.
@@ -172,7 +175,31 @@ struct config {
 	enum gw_codec_id codec;
 	bool anon_dst;			/* destination RAM anonymous (no digest under postcopy) */
 	bool start_now;			/* gw_session_start_postcopy during round 0 */
+	const char *tls;		/* NULL plain; "x509" or "psk" (certificates in certs) */
 };
+
+static char certs[256];			/* made by gen-certs.sh when TLS cases run */
+
+/* Both sessions use the test credentials of @cf (the names gen-certs.sh makes). */
+static void set_tls(const struct config *cf, struct gw_session *src, struct gw_session *dst)
+{
+	char path[512];
+
+	if (!cf->tls)
+		return;
+	if (!strcmp(cf->tls, "psk")) {
+		snprintf(path, sizeof(path), "%s/keys.psk", certs);
+		TEST_ASSERT(gw_session_set_str(dst, GW_SPARAM_TLS_PSK, path) == 0, "dst tls-psk");
+		TEST_ASSERT(gw_session_set_str(src, GW_SPARAM_TLS_PSK, path) == 0, "src tls-psk");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/dst-ok", certs);
+	TEST_ASSERT(gw_session_set_str(dst, GW_SPARAM_TLS_CREDS, path) == 0, "dst tls-creds");
+	snprintf(path, sizeof(path), "%s/src-ok", certs);
+	TEST_ASSERT(gw_session_set_str(src, GW_SPARAM_TLS_CREDS, path) == 0, "src tls-creds");
+	if (!strcmp(cf->transport, "unix"))
+		TEST_ASSERT(gw_session_set_str(src, GW_SPARAM_TLS_HOSTNAME, "dst.test") == 0, "tls-hostname");
+}
 
 static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 {
@@ -236,6 +263,7 @@ static void run(const struct config *cf)
 		snprintf(url, sizeof(url), "unix:/tmp/gw-postcopy-%d.sock", (int)getpid());
 	else
 		snprintf(url, sizeof(url), "tcp:127.0.0.1:0");
+	set_tls(cf, src, dst);
 	TEST_ASSERT(gw_incoming_start(dst, url) == 0, "incoming");
 	set_param(src, GW_PARAM_POSTCOPY, 1);
 	set_param(src, GW_PARAM_CHANNELS, cf->channels);
@@ -268,6 +296,9 @@ static void run(const struct config *cf)
 	TEST_CHECK(sret == 0 && dret == 0, "%s: completed (src %d %s, dst %d %s)", cf->name, sret, ss.error, dret,
 		   ds.error);
 	TEST_CHECK(ss.postcopy && ds.postcopy, "%s: switched to postcopy", cf->name);
+	if (cf->tls)
+		TEST_CHECK(!strcmp(ss.tls, cf->tls) && !strcmp(ds.tls, cf->tls), "%s: TLS on both sides (src '%s' dst '%s')",
+			   cf->name, ss.tls, ds.tls);
 	TEST_CHECK(ss.postcopy_pages > 0 && ss.postcopy_pages == ds.postcopy_pages, "%s: %llu pages after the switch",
 		   cf->name, (unsigned long long)ss.postcopy_pages);
 	TEST_CHECK(ds.postcopy_remaining_pages == 0, "%s: nothing missing", cf->name);
@@ -360,15 +391,18 @@ static void cancel_before_switch(void)
 	test_ram_destroy(&dram);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const struct config cfs[] = {
-		{ "unix 1 channel", "unix", 1, GW_CODEC_NONE, false, false },
-		{ "tcp 3 channels lz4", "tcp", 3, GW_CODEC_LZ4, false, false },
-		{ "tcp start-postcopy", "tcp", 2, GW_CODEC_NONE, false, true },
-		{ "tcp anonymous destination", "tcp", 2, GW_CODEC_NONE, true, false },
+		{ "unix 1 channel", "unix", 1, GW_CODEC_NONE, false, false, NULL },
+		{ "tcp 3 channels lz4", "tcp", 3, GW_CODEC_LZ4, false, false, NULL },
+		{ "tcp start-postcopy", "tcp", 2, GW_CODEC_NONE, false, true, NULL },
+		{ "tcp anonymous destination", "tcp", 2, GW_CODEC_NONE, true, false, NULL },
+		{ "tcp 2 channels x509", "tcp", 2, GW_CODEC_NONE, false, false, "x509" },
+		{ "unix 1 channel psk", "unix", 1, GW_CODEC_NONE, false, true, "psk" },
 	};
-	char why[256];
+	bool tls = argc > 1 && !system("openssl version >/dev/null 2>&1");
+	char why[256], cmd[600];
 
 	test_log_quiet();
 	test_time_bound(240);
@@ -376,8 +410,21 @@ int main(void)
 		test_skip("no dirty tracking here: %s", why);
 	if (gw_uffd_post_probe(why, sizeof(why)))
 		test_skip("%s", why);
+	if (tls) {
+		snprintf(certs, sizeof(certs), "/tmp/gw-pc-tls.%d", (int)getpid());
+		snprintf(cmd, sizeof(cmd), "%s %s >/dev/null", argv[1], certs);
+		TEST_ASSERT(system(cmd) == 0, "making certificates: %s", cmd);
+	} else {
+		fprintf(stderr, "TLS cases skipped: %s\n", argc > 1 ? "no openssl command" : "no gen-certs.sh argument");
+	}
 	for (unsigned i = 0; i < sizeof(cfs) / sizeof(cfs[0]); i++)
-		run(&cfs[i]);
+		if (!cfs[i].tls || tls)
+			run(&cfs[i]);
 	cancel_before_switch();
+	if (tls) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", certs);
+		if (system(cmd))
+			fprintf(stderr, "cannot remove %s\n", certs);
+	}
 	TEST_EXIT();
 }

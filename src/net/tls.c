@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One TLS session per socket (see net/tls.h): the handshake, reads and
+ * writes on a non-blocking socket, the peer's identity, and every refusal
+ * turned into plain words: which check failed, on which side, what was
+ * expected.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include "net/tls_int.h"
+
+#define NAMES_MAX 8			/* names kept from a certificate for --tls-authz */
+#define GW_TLS_WRITE_BUFFER_BYTES (256 << 10)	/* records gathered before a write() */
+
+struct gw_tls {
+	/* Set at creation, read-only after. */
+	struct gw_tls_ctx *ctx;
+	int fd;
+	char expect[GW_TLS_NAME_MAX];	/* client: the name the server's certificate must carry */
+
+	pthread_mutex_t lock;		/* every SSL call and the fields below */
+	SSL *ssl;
+	bool done;			/* handshake complete */
+	bool buffered;			/* records gather in a buffer BIO until gw_tls_flush */
+	char err[400];			/* the last failure, in words */
+	char peer[GW_TLS_PEER_MAX];	/* authenticated identity, after the handshake */
+	char names[NAMES_MAX][GW_TLS_NAME_MAX];	/* the peer certificate's CN and DNS names */
+	unsigned nr_names;
+	char refused_names[256];	/* the certificate our verification refused: its names */
+	char refused_when[40];		/* and its notAfter / notBefore, for the dates checks */
+	int refused_err;		/* X509_V_ERR_* of that refusal, 0 none */
+	unsigned char first[4];		/* client: the first bytes the server sent */
+	size_t nr_first;
+	char psk_id[64];		/* server: the PSK identity the client presented */
+	bool psk_known;			/* server: and it is in the keys file */
+};
+
+static int verify_cb(int ok, X509_STORE_CTX *xs);
+
+static int ex_index = -1;
+static pthread_once_t ex_once = PTHREAD_ONCE_INIT;
+
+static void ex_init(void)
+{
+	ex_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
+
+int gw_tls_ex_index(void)
+{
+	pthread_once(&ex_once, ex_init);
+	return ex_index;
+}
+
+static const char *peer_role(const struct gw_tls *t)
+{
+	return t->ctx->role == GW_TLS_SERVER ? "source" : "destination";
+}
+
+/* Called from the handshake, lock held. */
+void gw_tls_note_psk_identity(SSL *ssl, const unsigned char *id, size_t idlen, bool known)
+{
+	struct gw_tls *t = SSL_get_ex_data(ssl, gw_tls_ex_index());
+	size_t n;
+
+	if (!t)
+		return;
+	n = idlen < sizeof(t->psk_id) - 1 ? idlen : sizeof(t->psk_id) - 1;
+	for (size_t i = 0; i < n; i++)
+		t->psk_id[i] = id[i] >= 0x20 && id[i] < 0x7f && id[i] != '"' ? (char)id[i] : '?';
+	t->psk_id[n] = 0;
+	t->psk_known = known;
+}
+
+/* Client: remember the first bytes the server sent: a plain godwit answer starts "GWM1". */
+static long first_bytes_cb(BIO *b, int oper, const char *argp, size_t len, int argi, long argl,
+			   int ret, size_t *processed)
+{
+	struct gw_tls *t = (struct gw_tls *)BIO_get_callback_arg(b);
+
+	(void)len, (void)argi, (void)argl;
+	if (oper == (BIO_CB_READ | BIO_CB_RETURN) && ret > 0 && processed && t) {
+		for (size_t i = 0; i < *processed && t->nr_first < sizeof(t->first); i++)
+			t->first[t->nr_first++] = (unsigned char)argp[i];
+	}
+	return ret;
+}
+
+/* What the client checks the server's certificate against: a DNS name or an address. */
+static int set_expected_name(struct gw_tls *t, const char *host, char *why, size_t why_len)
+{
+	const char *name = t->ctx->cfg.hostname[0] ? t->ctx->cfg.hostname : host;
+	unsigned char addr[16];
+	X509_VERIFY_PARAM *vp = SSL_get0_param(t->ssl);
+
+	if (t->ctx->psk_mode)
+		return 0;	/* the key authenticates both ends */
+	if (!name || !name[0]) {
+		snprintf(why, why_len, "TLS: no name to check the destination's certificate against: "
+			 "give --tls-hostname NAME");
+		return -EINVAL;
+	}
+	snprintf(t->expect, sizeof(t->expect), "%s", name);
+	if (inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1) {
+		if (X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1)
+			goto bad;
+		return 0;
+	}
+	X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	if (SSL_set1_host(t->ssl, name) != 1 || SSL_set_tlsext_host_name(t->ssl, name) != 1)
+		goto bad;
+	return 0;
+bad:
+	snprintf(why, why_len, "TLS: cannot check the destination's certificate against '%s'", name);
+	ERR_clear_error();
+	return -EINVAL;
+}
+
+struct gw_tls *gw_tls_new(struct gw_tls_ctx *ctx, int fd, const char *host, char *why, size_t why_len)
+{
+	struct gw_tls *t = calloc(1, sizeof(*t));
+	int flags = fcntl(fd, F_GETFL), ret = -ENOMEM;
+
+	if (!t) {
+		snprintf(why, why_len, "out of memory");
+		errno = ENOMEM;
+		return NULL;
+	}
+	t->ctx = ctx;
+	t->fd = fd;
+	pthread_mutex_init(&t->lock, NULL);
+	t->ssl = SSL_new(ctx->ssl_ctx);
+	if (!t->ssl || flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) || SSL_set_fd(t->ssl, fd) != 1) {
+		snprintf(why, why_len, "TLS: cannot set up a session");
+		goto fail;
+	}
+	SSL_set_ex_data(t->ssl, gw_tls_ex_index(), t);
+	if (!ctx->psk_mode)
+		SSL_set_verify(t->ssl, SSL_get_verify_mode(t->ssl), verify_cb);
+	if (ctx->role == GW_TLS_CLIENT) {
+		ret = set_expected_name(t, host, why, why_len);
+		if (ret)
+			goto fail;
+		BIO_set_callback_arg(SSL_get_rbio(t->ssl), (char *)t);
+		BIO_set_callback_ex(SSL_get_rbio(t->ssl), first_bytes_cb);
+		SSL_set_connect_state(t->ssl);
+	} else {
+		SSL_set_accept_state(t->ssl);
+	}
+	return t;
+fail:
+	ERR_clear_error();
+	gw_tls_free(t);
+	errno = -ret;
+	return NULL;
+}
+
+void gw_tls_free(struct gw_tls *t)
+{
+	if (!t)
+		return;
+	SSL_free(t->ssl);	/* the socket is the caller's (BIO_NOCLOSE) */
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+/* ---- refusals in plain words ---- */
+
+static void time_text(const ASN1_TIME *tm, char *buf, size_t len)
+{
+	struct tm t;
+
+	if (ASN1_TIME_to_tm(tm, &t) != 1 || !strftime(buf, len, "%Y-%m-%d %H:%M:%S UTC", &t))
+		snprintf(buf, len, "?");
+}
+
+/* "CN=x, DNS:a, DNS:b" of a certificate, for messages. */
+static void cert_names(X509 *x, char *buf, size_t len)
+{
+	GENERAL_NAMES *san = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	char cn[GW_TLS_NAME_MAX] = "";
+	size_t at;
+
+	X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof(cn));
+	at = (size_t)snprintf(buf, len, "CN=%s", cn[0] ? cn : "(none)");
+	for (int i = 0; san && i < sk_GENERAL_NAME_num(san) && at < len; i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(san, i);
+
+		if (g->type == GEN_DNS)
+			at += (size_t)snprintf(buf + at, len - at, ", DNS:%.*s",
+					       ASN1_STRING_length(g->d.dNSName),
+					       (const char *)ASN1_STRING_get0_data(g->d.dNSName));
+		else if (g->type == GEN_IPADD && ASN1_STRING_length(g->d.iPAddress) == 4) {
+			const unsigned char *a = ASN1_STRING_get0_data(g->d.iPAddress);
+
+			at += (size_t)snprintf(buf + at, len - at, ", IP:%u.%u.%u.%u", a[0], a[1], a[2], a[3]);
+		}
+	}
+	GENERAL_NAMES_free(san);
+}
+
+/*
+ * OpenSSL's verification callback (handshake, lock held): remember the
+ * certificate refused and why, for verify_failure() to say so; OpenSSL
+ * keeps no peer certificate after a failed verification.
+ */
+static int verify_cb(int ok, X509_STORE_CTX *xs)
+{
+	SSL *ssl = X509_STORE_CTX_get_ex_data(xs, SSL_get_ex_data_X509_STORE_CTX_idx());
+	struct gw_tls *t = ssl ? SSL_get_ex_data(ssl, gw_tls_ex_index()) : NULL;
+	X509 *x = X509_STORE_CTX_get0_cert(xs);
+	int err = X509_STORE_CTX_get_error(xs);
+
+	if (ok || !t || t->refused_err)
+		return ok;
+	t->refused_err = err;
+	if (x) {
+		cert_names(x, t->refused_names, sizeof(t->refused_names));
+		time_text(err == X509_V_ERR_CERT_NOT_YET_VALID ? X509_get0_notBefore(x) : X509_get0_notAfter(x),
+			  t->refused_when, sizeof(t->refused_when));
+	}
+	return ok;
+}
+
+/* The peer's certificate failed our verification: which check, and what it holds. */
+static void verify_failure(struct gw_tls *t)
+{
+	long vr = t->refused_err ? t->refused_err : SSL_get_verify_result(t->ssl);
+	const char *names = t->refused_names[0] ? t->refused_names : "no name", *when = t->refused_when;
+
+	switch (vr) {
+	case X509_V_ERR_HOSTNAME_MISMATCH:
+	case X509_V_ERR_IP_ADDRESS_MISMATCH:
+		snprintf(t->err, sizeof(t->err), "the destination's certificate names %.160s, not '%.80s' "
+			 "(the URL's host, or --tls-hostname)", names, t->expect);
+		return;
+	case X509_V_ERR_CERT_HAS_EXPIRED:
+		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) expired on %s", peer_role(t), names, when);
+		return;
+	case X509_V_ERR_CERT_NOT_YET_VALID:
+		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) is not valid before %s", peer_role(t),
+			 names, when);
+		return;
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+	case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+	case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+	case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+	case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+	case X509_V_ERR_CERT_SIGNATURE_FAILURE:
+		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) is not signed by a CA in our "
+			 "ca-cert.pem", peer_role(t), names);
+		return;
+	case X509_V_ERR_CERT_REVOKED:
+		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) is revoked (ca-crl.pem)", peer_role(t), names);
+		return;
+	default:
+		snprintf(t->err, sizeof(t->err), "the %s's certificate (%s) was refused: %s", peer_role(t), names,
+			 X509_verify_cert_error_string(vr));
+	}
+}
+
+/* A TLS alert from the peer: it refused something of ours. */
+static int alert_failure(struct gw_tls *t, int alert)
+{
+	const char *what = alert == SSL_AD_CERTIFICATE_REQUIRED ? "certificate required" :
+			   alert == SSL_AD_UNKNOWN_PSK_IDENTITY ? "unknown PSK identity" :
+			   SSL_alert_desc_string_long(alert);
+	const char *hint = "";
+
+	switch (alert) {
+	case SSL_AD_CERTIFICATE_EXPIRED:
+		hint = t->ctx->own_cert_note[0] ? t->ctx->own_cert_note : "our certificate has expired";
+		break;
+	case SSL_AD_UNKNOWN_CA:
+		hint = "it does not trust the CA that signed our certificate";
+		break;
+	case SSL_AD_CERTIFICATE_REQUIRED:
+		hint = "it requires a certificate from this side (mutual TLS)";
+		break;
+	case SSL_AD_BAD_CERTIFICATE:
+	case SSL_AD_UNSUPPORTED_CERTIFICATE:
+	case SSL_AD_CERTIFICATE_REVOKED:
+	case SSL_AD_CERTIFICATE_UNKNOWN:
+		hint = t->ctx->own_cert_note[0] ? t->ctx->own_cert_note : "it refused our certificate";
+		break;
+	case SSL_AD_DECRYPT_ERROR:
+	case SSL_AD_HANDSHAKE_FAILURE:
+	case SSL_AD_ILLEGAL_PARAMETER:
+		hint = t->ctx->psk_mode ? "our pre-shared key or identity does not match its --tls-psk" :
+			"no common way to authenticate";
+		break;
+	case SSL_AD_PROTOCOL_VERSION:
+		hint = "it does not speak TLS 1.3";
+		break;
+	default:
+		break;
+	}
+	snprintf(t->err, sizeof(t->err), "the %s refused the TLS session (alert: %s)%s%s", peer_role(t), what,
+		 hint[0] ? ": " : "", hint);
+	return alert == SSL_AD_PROTOCOL_VERSION ? -EPROTO : -EACCES;
+}
+
+/* SSL_ERROR_SSL: OpenSSL's queue says what. -EACCES (a refusal), -EPROTO. */
+static int ssl_failure(struct gw_tls *t)
+{
+	unsigned long e = ERR_peek_last_error();
+	int reason = ERR_GET_REASON(e);
+	char buf[160];
+
+	if (reason > SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256) {
+		ERR_clear_error();
+		return alert_failure(t, reason - SSL_AD_REASON_OFFSET);
+	}
+	switch (reason) {
+	case SSL_R_CERTIFICATE_VERIFY_FAILED:
+		verify_failure(t);
+		ERR_clear_error();
+		return -EACCES;
+	case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+		snprintf(t->err, sizeof(t->err), "the source presented no certificate (mutual TLS: it needs "
+			 "client-cert.pem and client-key.pem in its --tls-creds)");
+		ERR_clear_error();
+		return -EACCES;
+	case SSL_R_UNSUPPORTED_PROTOCOL:
+		snprintf(t->err, sizeof(t->err), "the %s does not offer TLS 1.3 (the only version accepted)",
+			 peer_role(t));
+		ERR_clear_error();
+		return -EPROTO;
+	case SSL_R_WRONG_VERSION_NUMBER:
+	case SSL_R_PACKET_LENGTH_TOO_LONG:
+	case SSL_R_RECORD_LENGTH_MISMATCH:
+	case SSL_R_HTTP_REQUEST:
+		if (t->ctx->role == GW_TLS_CLIENT && t->nr_first == 4 && !memcmp(t->first, "GWM1", 4))
+			snprintf(t->err, sizeof(t->err), "the destination answered without TLS: it was started "
+				 "without --tls-creds or --tls-psk");
+		else
+			snprintf(t->err, sizeof(t->err), "the %s does not speak TLS", peer_role(t));
+		ERR_clear_error();
+		return -EPROTO;
+	default:
+		break;
+	}
+	if (t->psk_id[0] && !t->psk_known)
+		snprintf(t->err, sizeof(t->err), "the source's pre-shared key identity '%s' is not in our --tls-psk file",
+			 t->psk_id);
+	else if (t->ctx->psk_mode && (reason == SSL_R_BAD_PSK || reason == SSL_R_NO_SHARED_CIPHER ||
+				      reason == SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM ||
+				      reason == SSL_R_BINDER_DOES_NOT_VERIFY))
+		snprintf(t->err, sizeof(t->err), "the %s's pre-shared key does not match ours", peer_role(t));
+	else
+		snprintf(t->err, sizeof(t->err), "TLS with the %s failed: %s", peer_role(t),
+			 (ERR_error_string_n(e, buf, sizeof(buf)), buf));
+	ERR_clear_error();
+	return -EACCES;
+}
+
+/* After a failed SSL call (lock held): -EAGAIN with @events, or -errno with t->err. */
+static int op_failure(struct gw_tls *t, int ret, short *events, const char *during)
+{
+	int err = SSL_get_error(t->ssl, ret), e = errno;
+
+	switch (err) {
+	case SSL_ERROR_WANT_READ:
+		*events = POLLIN;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		*events = POLLOUT;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		snprintf(t->err, sizeof(t->err), "the %s closed the connection%s", peer_role(t), during);
+		return -ECONNRESET;
+	case SSL_ERROR_SYSCALL:
+		ERR_clear_error();
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			*events = POLLIN | POLLOUT;
+			return -EAGAIN;
+		}
+		snprintf(t->err, sizeof(t->err), "the %s closed the connection%s%s%s", peer_role(t), during,
+			 e && e != ECONNRESET && e != EPIPE ? ": " : "",
+			 e && e != ECONNRESET && e != EPIPE ? strerror(e) : "");
+		return -ECONNRESET;
+	default:
+		return ssl_failure(t);
+	}
+}
+
+/* ---- the identity of the peer ---- */
+
+static void keep_name(struct gw_tls *t, const char *name, size_t len)
+{
+	if (t->nr_names < NAMES_MAX && len && len < GW_TLS_NAME_MAX) {
+		memcpy(t->names[t->nr_names], name, len);
+		t->names[t->nr_names++][len] = 0;
+	}
+}
+
+/* Lock held, handshake done: "CN=x" or "psk:id", and the names --tls-authz may match. */
+static void record_peer(struct gw_tls *t)
+{
+	X509 *x = SSL_get0_peer_certificate(t->ssl);
+	GENERAL_NAMES *san;
+	char cn[GW_TLS_NAME_MAX] = "";
+
+	if (t->ctx->psk_mode) {
+		const char *id = t->ctx->role == GW_TLS_CLIENT ? t->ctx->keys[0].identity : t->psk_id;
+
+		snprintf(t->peer, sizeof(t->peer), "psk:%.180s", id);
+		keep_name(t, id, strlen(id));
+		return;
+	}
+	if (!x)
+		return;
+	X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, cn, sizeof(cn));
+	snprintf(t->peer, sizeof(t->peer), "CN=%.180s", cn);
+	keep_name(t, cn, strlen(cn));
+	san = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL);
+	for (int i = 0; san && i < sk_GENERAL_NAME_num(san); i++) {
+		const GENERAL_NAME *g = sk_GENERAL_NAME_value(san, i);
+
+		if (g->type == GEN_DNS)
+			keep_name(t, (const char *)ASN1_STRING_get0_data(g->d.dNSName),
+				  (size_t)ASN1_STRING_length(g->d.dNSName));
+	}
+	GENERAL_NAMES_free(san);
+}
+
+bool gw_tls_ctx_authorized(const struct gw_tls_ctx *ctx, const struct gw_tls *t)
+{
+	char list[sizeof(ctx->cfg.authz)], *save = NULL;
+
+	if (!ctx->cfg.authz[0])
+		return true;
+	snprintf(list, sizeof(list), "%s", ctx->cfg.authz);
+	for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save))
+		for (unsigned i = 0; i < t->nr_names; i++)
+			if (!strcasecmp(w, t->names[i]))
+				return true;
+	return false;
+}
+
+/* ---- handshake, reads, writes ---- */
+
+/*
+ * Lock held, handshake done. OpenSSL writes every record (16 KiB at most)
+ * with its own write(): unless the kernel took the records over (kTLS),
+ * records gather in a buffer in front of the socket, flushed once per frame
+ * (gw_tls_flush), a few system calls per 512 KiB frame instead of 32.
+ */
+static void buffer_writes(struct gw_tls *t)
+{
+	BIO *sock = SSL_get_wbio(t->ssl), *buf;
+
+	if (BIO_get_ktls_send(sock) || !(buf = BIO_new(BIO_f_buffer())))
+		return;
+	if (BIO_set_write_buffer_size(buf, GW_TLS_WRITE_BUFFER_BYTES) != 1 || !BIO_up_ref(sock)) {
+		BIO_free(buf);
+		return;
+	}
+	BIO_push(buf, sock);		/* buf holds the reference taken above */
+	SSL_set0_wbio(t->ssl, buf);	/* drops the SSL's own reference to sock as wbio */
+	t->buffered = true;
+}
+
+/*
+ * OpenSSL writes to the socket with write(): a peer that closed would raise
+ * SIGPIPE, and a library must not kill (or need a handler in) the process
+ * that embeds it. SIGPIPE is blocked in the calling thread around every
+ * call that may write, and one it raised is consumed before the mask is
+ * restored (a SIGPIPE from write() is sent to the writing thread). The
+ * write itself then fails with EPIPE, reported as a closed connection.
+ */
+struct pipe_guard {
+	sigset_t old;
+	bool pending_before;		/* one was pending already: not ours to consume */
+};
+
+static void pipe_block(struct pipe_guard *g)
+{
+	sigset_t set, pend;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &set, &g->old);
+	g->pending_before = !sigpending(&pend) && sigismember(&pend, SIGPIPE);
+}
+
+static void pipe_restore(struct pipe_guard *g)
+{
+	struct timespec zero = { 0, 0 };
+	sigset_t set, pend;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGPIPE);
+	if (!g->pending_before && !sigpending(&pend) && sigismember(&pend, SIGPIPE))
+		while (sigtimedwait(&set, NULL, &zero) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+int gw_tls_handshake(struct gw_tls *t, short *events)
+{
+	int ret;
+
+	struct pipe_guard g;
+
+	pthread_mutex_lock(&t->lock);
+	ERR_clear_error();
+	pipe_block(&g);
+	ret = SSL_do_handshake(t->ssl);
+	pipe_restore(&g);
+	if (ret == 1) {
+		t->done = true;
+		record_peer(t);
+		if (t->ctx->role == GW_TLS_CLIENT)	/* the data path needs no watching */
+			BIO_set_callback_ex(SSL_get_rbio(t->ssl), NULL);
+		buffer_writes(t);
+		ret = 0;
+	} else {
+		ret = op_failure(t, ret, events, " during the TLS handshake");
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
+{
+	struct pipe_guard g;
+	size_t n = 0;
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	ERR_clear_error();
+	pipe_block(&g);	/* a read may write (alerts, key updates) */
+	if (SSL_read_ex(t->ssl, buf, len, &n) == 1)
+		ret = (ssize_t)n;
+	else
+		ret = op_failure(t, 0, events, "");
+	pipe_restore(&g);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *events)
+{
+	struct pipe_guard g;
+	size_t n = 0;
+	ssize_t ret;
+
+	pthread_mutex_lock(&t->lock);
+	ERR_clear_error();
+	pipe_block(&g);
+	if (SSL_write_ex(t->ssl, buf, len, &n) == 1)
+		ret = (ssize_t)n;
+	else
+		ret = op_failure(t, 0, events, "");
+	pipe_restore(&g);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+int gw_tls_flush(struct gw_tls *t, short *events)
+{
+	struct pipe_guard g;
+	int ret = 0;
+
+	pthread_mutex_lock(&t->lock);
+	pipe_block(&g);
+	if (t->buffered && BIO_flush(SSL_get_wbio(t->ssl)) != 1) {
+		if (BIO_should_retry(SSL_get_wbio(t->ssl))) {
+			*events = POLLOUT;
+			ret = -EAGAIN;
+		} else {
+			snprintf(t->err, sizeof(t->err), "the %s closed the connection", peer_role(t));
+			ret = -ECONNRESET;
+		}
+	}
+	pipe_restore(&g);
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+bool gw_tls_buffered(struct gw_tls *t)
+{
+	return t->buffered;
+}
+
+bool gw_tls_pending(struct gw_tls *t)
+{
+	bool ret;
+
+	pthread_mutex_lock(&t->lock);
+	/* Read-ahead may hold whole records not yet decrypted: poll() would not see them. */
+	ret = SSL_has_pending(t->ssl) != 0;
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+const char *gw_tls_error(const struct gw_tls *t)
+{
+	return t->err;
+}
+
+const char *gw_tls_peer(const struct gw_tls *t)
+{
+	return t->peer;
+}
+
+void gw_tls_info(const struct gw_tls *t, struct gw_tls_info *out)
+{
+	out->mode = gw_tls_ctx_mode(t->ctx);
+	out->version = SSL_get_version(t->ssl);
+	out->cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(t->ssl));
+	out->ktls_tx = BIO_get_ktls_send(SSL_get_wbio(t->ssl)) != 0;
+	out->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(t->ssl)) != 0;
+}
