@@ -17,7 +17,10 @@
  * completions), into a destination whose RAM is mapped (received through
  * the mapping) or not (pwrite), and over 1, 2, 4 and 8 channels. With
  * "cancel-stress": cancels at seeded points from set-up to the handover,
- * each one leaving exactly one side running the VM.
+ * each one leaving exactly one side running the VM. Over TLS (PSK) the
+ * same holds with every connection through TLS, MSG_ZEROCOPY replaced by
+ * copying sends (no zero-copy send) and live sends and receives into the
+ * mapping working through the TLS records.
  *
  * RAM: 64 MiB memfd each side; source pages are a deterministic mix of data,
  * explicit zero pages and never-touched pages. Dirty tracking is whatever
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
 #include "mem/dirty.h"
@@ -138,7 +142,21 @@ struct config {
 	int send_path;			/* enum gw_send_path */
 	bool dst_mapped;		/* destination RAM preallocated through its mapping */
 	unsigned cancel_after_us;	/* cancel stress: cancel at this point, whatever the status */
+	bool tls_psk;			/* every connection through TLS with a pre-shared key */
 };
+
+/* A keys.psk for this process (0600), its path in @path. */
+static void write_psk(char *path, size_t len)
+{
+	FILE *f;
+
+	snprintf(path, len, "/tmp/gw-loopback-%d.psk", (int)getpid());
+	f = fopen(path, "w");
+	TEST_ASSERT(f, "create %s", path);
+	fchmod(fileno(f), 0600);
+	fprintf(f, "lb:00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n");
+	TEST_ASSERT(fclose(f) == 0, "write %s", path);
+}
 
 struct run {
 	struct test_ram sram, dram;
@@ -193,6 +211,13 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 	r->dst = gw_session_new(GW_ROLE_DEST, &dvm_info, &test_vm_ops, &r->dvm);
 	r->src = gw_session_new(GW_ROLE_SOURCE, &svm_info, &test_vm_ops, &r->svm);
 	TEST_ASSERT(r->dst && r->src, "sessions");
+	if (cf->tls_psk) {
+		char psk[64];
+
+		write_psk(psk, sizeof(psk));
+		TEST_ASSERT(gw_session_set_str(r->dst, GW_SPARAM_TLS_PSK, psk) == 0, "dst tls-psk");
+		TEST_ASSERT(gw_session_set_str(r->src, GW_SPARAM_TLS_PSK, psk) == 0, "src tls-psk");
+	}
 	if (!strcmp(cf->transport, "unix"))
 		snprintf(url, sizeof(url), "unix:/tmp/gw-loopback-%d.sock", (int)getpid());
 	else
@@ -220,6 +245,12 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 
 	guest_start(&r->g);
 	TEST_ASSERT(gw_migrate_start(r->src, url) == 0, "migrate to %s", url);
+	if (cf->tls_psk) {	/* both sides loaded their keys when they started */
+		char psk[64];
+
+		snprintf(psk, sizeof(psk), "/tmp/gw-loopback-%d.psk", (int)getpid());
+		unlink(psk);
+	}
 
 	if (cf->cancel_after_us) {
 		usleep(cf->cancel_after_us);
@@ -297,8 +328,13 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 			TEST_CHECK(ss.live_pages == 0, "%s: live pages on a copy path", name);
 		TEST_CHECK(!cf->dst_mapped || cf->codec != GW_CODEC_NONE || cf->xbzrle_bytes || ds.direct_pages > 0,
 			   "%s: nothing received into the mapping", name);
-		TEST_CHECK(cf->send_path != GW_SEND_ZEROCOPY || !strcmp(cf->transport, "unix") ||
+		TEST_CHECK(cf->send_path != GW_SEND_ZEROCOPY || !strcmp(cf->transport, "unix") || cf->tls_psk ||
 			   ss.zerocopy_sends > 0, "%s: no zero-copy send completed", name);
+		/* TLS: every connection through it; MSG_ZEROCOPY falls back to copying sends. */
+		TEST_CHECK(!cf->tls_psk || (!strcmp(ss.tls, "psk") && !strcmp(ds.tls, "psk")),
+			   "%s: TLS not on both sides (src %s, dst %s)", name, ss.tls, ds.tls);
+		TEST_CHECK(!cf->tls_psk || ss.zerocopy_sends == 0, "%s: %llu zero-copy sends through TLS", name,
+			   (unsigned long long)ss.zerocopy_sends);
 		/* The guest is parked since pause: source RAM is RAM at pause. */
 		if (memcmp(r->sram.host, r->dram.host, RAM_BYTES)) {
 			uint64_t bad = 0, first = UINT64_MAX;
@@ -395,6 +431,10 @@ int main(int argc, char **argv)
 			{ "paths tcp ch=8 live dst-mapped", { "tcp", 8, GW_CODEC_NONE, .send_path = GW_SEND_LIVE,
 							      .dst_mapped = true } },
 			{ "paths unix ch=2 lz4 dst-mapped", { "unix", 2, GW_CODEC_LZ4, .dst_mapped = true } },
+			{ "paths tcp ch=2 zerocopy tls", { "tcp", 2, GW_CODEC_NONE, .send_path = GW_SEND_ZEROCOPY,
+							   .tls_psk = true } },
+			{ "paths tcp ch=2 live dst-mapped tls", { "tcp", 2, GW_CODEC_NONE, .send_path = GW_SEND_LIVE,
+								  .dst_mapped = true, .tls_psk = true } },
 		};
 
 		for (unsigned i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
