@@ -68,8 +68,10 @@ static void test_urls(void)
 
 		TEST_CHECK(gw_addr_resolve("10.0.0.2", false, &res) == -EINVAL, "no port");
 		TEST_CHECK(gw_addr_resolve("[::1:7", false, &res) == -EINVAL, "unclosed bracket");
-		TEST_CHECK(gw_addr_resolve("127.0.0.1:4444", false, &res) == 0, "numeric");
-		if (!gw_addr_resolve("127.0.0.1:4444", false, &res))
+		int ret = gw_addr_resolve("127.0.0.1:4444", false, &res);
+
+		TEST_CHECK(ret == 0, "numeric");
+		if (!ret)
 			freeaddrinfo(res);
 	}
 }
