@@ -83,7 +83,8 @@ fi
 if [ "$ci" = 1 ]; then
 	export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:abort_on_error=0
 	export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-	export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+	# Guest RAM read while guest writers write it is the design (tsan.supp says why).
+	export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:history_size=7:suppressions=$here/tsan.supp
 	sanitizer "$build-asan" asan address,undefined
 	sanitizer "$build-tsan" tsan thread --no-suite no-tsan
 
