@@ -4,9 +4,9 @@
  * the guests keep their counters and their verify position in their vCPU
  * areas (guest_abi.h), which migrate with the RAM.
  *
- * The check (vCPUs parked or not started) reads the working set with
- * pread() from the block's memfd (first touches of a mapping are slow on
- * nested hosts) and compares every page with what the invariant of
+ * The check (vCPUs parked or not started; under postcopy only once every
+ * page arrived) reads the working set with pread() from the block's memfd
+ * (first touches of a mapping are slow on nested hosts) and compares every page with what the invariant of
  * guest_abi.h allows: generation gen before the cursor, gen or gen - 1 word
  * by word at the cursor, gen - 1 after it, the --fill content for
  * generation 0.
