@@ -2,6 +2,7 @@
 """godwit scenario benchmark: migrations over loopback and shaped veth links.
 
 Usage: bench/bench.py BUILD_DIR [--quick] [--groups basic,matrix,converge,postcopy]
+       [--accel soft|kvm|soft,kvm]
        [--links loopback,10gbit,1gbit] [--channels 1,2,4] [--codecs none,zstd,...]
        [--memory SIZE] [--out DIR] [--io-timeout-ms N] [--iperf-seconds N]
 (bench/run.sh is the usual entry point; docs/bench.md explains every column.)
@@ -316,14 +317,15 @@ class Bench:
 
     def migrate(self, link, group, memory, fill, workload, channels=1, codec="none",
                 extra=(), iperf_bps=None, use_ramfile=True, src_extra=(), dst_prealloc=None,
-                wait_pages=0, give_up_ok=False, dst_extra=(), progress=False):
+                wait_pages=0, give_up_ok=False, dst_extra=(), progress=False, accel="soft"):
         """One migration with fresh processes; returns the record (dict).
 
         src_extra / dst_extra: more `run` options for the source (--vcpus ...)
         and the destination; dst_prealloc: None follows --no-dst-prealloc, else
         True/False; wait_pages: migrate once the guest wrote more pages than
         this; give_up_ok: "did not converge" is an outcome (rec["outcome"]),
-        not an error; progress: measure the guest's progress rate before the
+        not an error; accel: the VM backend of both sides (soft, kvm);
+        progress: measure the guest's progress rate before the
         migration (source, over one second) and during postcopy (from the
         destination's postcopy_ram log lines)."""
         self.nrun += 1
@@ -332,11 +334,12 @@ class Bench:
         run_dir = tempfile.mkdtemp(prefix="m%03d." % self.nrun, dir=self.tmp)
         src_api = os.path.join(run_dir, "src.sock")
         dst_api = os.path.join(run_dir, "dst.sock")
-        common = ["--log-level", "warn", "--set", "io-timeout-ms=%d" % self.args.io_timeout_ms]
+        common = ["--log-level", "warn", "--set", "io-timeout-ms=%d" % self.args.io_timeout_ms,
+                  "--accel", accel]
         rec = {"group": group, "link": link.name, "link-rate": link.rate,
                "memory": memory, "fill": fill, "workload": workload,
                "channels": channels, "codec": codec, "extra": list(extra),
-               "src-extra": list(src_extra),
+               "src-extra": list(src_extra), "accel": accel,
                "iperf-bps": iperf_bps, "error": None}
         src = dst = None
         t_start = time.monotonic()
@@ -544,14 +547,15 @@ def verified_cell(rec):
 
 
 def table_basic(recs):
-    headers = ["scenario", "link", "iperf3 Gbit/s", "total ms", "downtime ms", "setup ms",
+    headers = ["scenario", "VM", "guest pages/s", "link", "iperf3 Gbit/s", "total ms", "downtime ms", "setup ms",
                "transferred B", "mbps", "pages/s", "rounds", "span Gbit/s", "RAM Gbit/s",
                "wire Gbit/s", "wire/iperf3", "CPU s src", "CPU s dst", "verified"]
     rows = []
     for r in recs:
         st = r.get("stats") or {}
         ram = st.get("ram") or {}
-        rows.append([r["name"], r["link"], gbit(r["iperf-bps"]), fmt(r["total-ms"]),
+        rows.append([r["name"], r.get("accel", "soft"), fmt(r.get("pre-progress-pps"), "%.0f"),
+                     r["link"], gbit(r["iperf-bps"]), fmt(r["total-ms"]),
                      fmt(r["downtime-ms"]), fmt(r["setup-ms"]), ram.get("transferred", "-"),
                      fmt(ram.get("mbps"), "%.0f"), ram.get("pages-per-second", "-"),
                      st.get("rounds", "-"), gbit(r["span-bps"]), gbit(r["ram-bps"]), gbit(r["wire-bps"]),
@@ -831,6 +835,9 @@ def main():
     ap.add_argument("--io-timeout-ms", type=int, default=60000,
                     help="godwit io-timeout-ms for both ends (default 60000)")
     ap.add_argument("--migrate-timeout-s", type=int, default=300)
+    ap.add_argument("--accel", default="soft",
+                    help="VM backend(s) of the basic group: soft, kvm or soft,kvm (other "
+                         "groups: soft)")
     ap.add_argument("--no-dst-prealloc", action="store_true",
                     help="destinations allocate RAM as pages arrive (default: preallocated)")
     ap.add_argument("--timelines", default="",
@@ -856,7 +863,7 @@ def main():
     pcs = postcopy_plan(args) if "postcopy" in groups else []
     dp = datapath.plan(args, netns_ok) if "datapath" in groups else None
     repeat = args.repeat or (1 if args.quick else 3)
-    b.ntotal = len(basic) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs) + \
+    b.ntotal = len(basic) * len(args.accel.split(",")) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs) + \
         (datapath.count(dp) if dp else 0)
     log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
 
@@ -877,10 +884,14 @@ def main():
                 # The link is measured right before each scenario (same run,
                 # same background load as near as we can).
                 bps = iperf(lo, args.iperf_seconds)
-                rec = b.migrate(lo, "basic", sc["memory"], sc["fill"], sc["workload"],
-                                extra=sc.get("extra", ()), iperf_bps=bps)
-                rec["name"] = sc["name"]
-                basic_recs.append(rec)
+                for accel in args.accel.split(","):
+                    # the guest's own rate, measured over 1 s before the
+                    # migration: what a KVM guest (emulated here) reaches
+                    rec = b.migrate(lo, "basic", sc["memory"], sc["fill"], sc["workload"],
+                                    extra=sc.get("extra", ()), iperf_bps=bps, accel=accel,
+                                    progress=sc["workload"] != "idle")
+                    rec["name"] = sc["name"]
+                    basic_recs.append(rec)
             print("## Scenarios (%s)\n" % ("quick" if args.quick else "full"))
             print(table_basic(basic_recs))
             print()

@@ -9,6 +9,13 @@
  * not the link (a 1 ms round once made a 32 MB/s link look like 110 MB/s).
  */
 #define GW_CONVERGE_FULL_WEIGHT_NS 100000000ull
+/*
+ * A round that sent less than this measured socket buffers, not the link:
+ * it gives no rate. A dirty set this small leaves in one socket write, so
+ * with no rate yet it costs the round trips the fixed cost already holds
+ * (an idle KVM guest's timer dirties 2 pages a round and never sends more).
+ */
+#define GW_CONVERGE_MIN_RATE_BYTES 65536ull
 
 void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes)
 {
@@ -23,7 +30,7 @@ void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint6
 
 	if (pages)
 		c->wire_bytes_per_page = (double)bytes / (double)pages;
-	if (!ns || bytes < 65536)
+	if (!ns || bytes < GW_CONVERGE_MIN_RATE_BYTES)
 		return;
 	rate_bps = (uint64_t)((__uint128_t)bytes * 1000000000ull / ns);
 	if (!c->rate_bps) {
@@ -42,7 +49,7 @@ uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pag
 	if (!dirty_pages)
 		return c->fixed_cost_ns;
 	if (!c->rate_bps)
-		return UINT64_MAX;
+		return bytes <= GW_CONVERGE_MIN_RATE_BYTES ? c->fixed_cost_ns : UINT64_MAX;
 	return (uint64_t)(bytes * 1e9 / (double)c->rate_bps) + c->fixed_cost_ns;
 }
 

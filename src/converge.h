@@ -20,7 +20,10 @@ struct gw_converge {
 void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes);
 /* Fold in one round: @bytes sent in @ns for @pages pages. */
 void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint64_t pages);
-/* Expected downtime in ns for @dirty_pages still to send; UINT64_MAX if unknown rate. */
+/*
+ * Expected downtime in ns for @dirty_pages still to send; with no measured
+ * rate: the fixed cost for at most 64 KiB, else UINT64_MAX (unknown).
+ */
 uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages);
 /* True when the expected downtime fits @limit_us. */
 bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_t limit_us);

@@ -56,7 +56,7 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		return -EPROTO;
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && !s->ops->postcopy_ram) {
-		/* A VMM without it cannot be told RAM is incomplete (the KVM VMM: kvm.md). */
+		/* A VMM without it cannot be told RAM is incomplete. */
 		snprintf(why, why_len, "postcopy: this destination's VMM does not support it (no postcopy_ram callback)");
 		return -EOPNOTSUPP;
 	}

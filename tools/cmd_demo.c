@@ -214,19 +214,6 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 	migrate_opts_finish(&d->mo);
 	d->verify_on = param_or(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = param_or(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
-	/*
-	 * The KVM VMM does not take part in postcopy (docs/kvm.md): --accel
-	 * kvm is refused with it, and auto takes the soft VM.
-	 */
-	if (param_or(&d->mo.params, GW_PARAM_POSTCOPY, 0)) {
-		if (!strcmp(d->ro.accel, "kvm")) {
-			cli_usage_error("demo", "--postcopy: the KVM VMM does not support postcopy "
-					"(docs/kvm.md); use --accel soft");
-			return CLI_EXIT_USAGE;
-		}
-		if (!strcmp(d->ro.accel, "auto"))
-			d->ro.accel = "soft";	/* the children log accel chosen=soft "asked for" */
-	}
 	if (d->tls_gen && (d->mo.params.str_set[GW_SPARAM_TLS_CREDS] || d->mo.params.str_set[GW_SPARAM_TLS_PSK])) {
 		cli_usage_error("demo", "--tls makes its own certificates: not with --tls-creds or --tls-psk");
 		return CLI_EXIT_USAGE;

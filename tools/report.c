@@ -42,7 +42,9 @@ static const char *const known_top[] = {
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
 	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
-	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused", NULL,
+	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused",
+	"downtime-measured", "verify", "verify-time", "verify-faults", "stage-time", "stage-ns-per-page",
+	"live-pages", "void-pages", "direct-pages", "zerocopy-sends", "zerocopy-copied", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -335,6 +337,47 @@ static void print_ram(FILE *out, const json_t *st, const json_t *ram, bool dest)
 	}
 }
 
+/* Where the page time went (ns per page moved, stage by stage) and which copy paths ran. */
+static void print_datapath(FILE *out, const json_t *st)
+{
+	const json_t *ns = js_get(st, "stage-ns-per-page");
+	const char *key;
+	json_t *m;
+	bool first = true;
+
+	if (!ns || !json_object_size(ns))
+		return;
+	fprintf(out, "%-19s", "stages (ns/page):");
+	json_object_foreach((json_t *)ns, key, m) {
+		fprintf(out, "%s%s %.0f", first ? "" : ", ", key, js_num(m, 0));
+		first = false;
+	}
+	fputc('\n', out);
+	if (num(st, "live-pages") + num(st, "void-pages") + num(st, "direct-pages") +
+	    num(st, "zerocopy-sends") > 0)
+		fprintf(out, "%-19slive %.0f, voided %.0f, received in place %.0f, zero-copy sends %.0f "
+			"(%.0f copied by the kernel)\n", "copy paths (pages):", num(st, "live-pages"),
+			num(st, "void-pages"), num(st, "direct-pages"), num(st, "zerocopy-sends"),
+			num(st, "zerocopy-copied"));
+}
+
+/* The RAM digests compared after the resume, and what they cost (outside the downtime). */
+static void print_verify(FILE *out, const json_t *st)
+{
+	const json_t *vt = js_get(st, "verify-time");
+	const char *v = js_str(js_get(st, "verify"), "");
+
+	if (!v[0] || !strcmp(v, "off"))
+		return;
+	fprintf(out, "%-19s%s", "verification:", v);
+	if (vt)
+		fprintf(out, ", hashing source %.3f ms, destination %.3f ms (after resume)",
+			num(vt, "source"), num(vt, "destination"));
+	if (num(st, "verify-faults") > 0)
+		fprintf(out, ", %.0f guest writes waited for their chunk", num(st, "verify-faults"));
+	fputc('\n', out);
+}
+
 void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 {
 	const json_t *ram = js_get(st, "ram"), *v;
@@ -362,8 +405,10 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 		fputc('\n', out);
 	}
 	if ((v = js_get(st, "downtime")) && completed && !dest)
-		fprintf(out, "%-19s%.3f ms (expected %.3f ms)\n", "downtime:", js_num(v, 0),
-			num(st, "expected-downtime"));
+		fprintf(out, "%-19s%.3f ms (expected %.3f ms; %s)\n", "downtime:", js_num(v, 0),
+			num(st, "expected-downtime"),
+			js_bool(js_get(st, "downtime-measured"), false) ?
+			"pause to resume on one clock" : "resume estimated as RESUMED minus RTT/2");
 	if (completed && !dest)
 		print_breakdown(out, js_get(st, "downtime-breakdown"));
 	if (ram && (completed || moved))
@@ -375,6 +420,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	if (completed || moved) {
 		print_rounds(out, js_get(st, "round-table"));
 		print_channels(out, st);
+		print_datapath(out, st);
 		if (num(st, "cpu-user-seconds") + num(st, "cpu-system-seconds") > 0)
 			fprintf(out, "%-19suser %.3f s, system %.3f s\n",
 				dest ? "cpu (destination):" : "cpu (source):",
@@ -386,6 +432,8 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 		if (!in_list(known_top, key) && (completed || moved))
 			print_generic(out, key, m);
 	}
+	if (completed)
+		print_verify(out, st);
 	if (completed || verified >= 0)
 		fprintf(out, "%-19s%s%s%s%s\n", "verified:", yes_no(verified),
 			x && x->verify_detail ? " (" : "", x && x->verify_detail ? x->verify_detail : "",

@@ -18,7 +18,7 @@
 # Skips (77) without python3.
 . "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${1:-$(dirname "$(dirname "$GODWIT")")}
+build=${1:-$(dirname "$(dirname "$GODWIT_BIN")")}
 command -v python3 >/dev/null 2>&1 || skip "python3 missing"
 
 "$root/bench/run.sh" "$build" --quick --links loopback --out "$T/results" >"$T/out.md" 2>"$T/bench.log"
@@ -41,7 +41,7 @@ n=$(rows "## Channels x codec over loopback")
 [ "$n" -ge 4 ] || bad "loopback matrix table has $n rows, want 4"
 n=$(rows "## Convergence (quick")
 [ "$n" -ge 3 ] || bad "convergence table has $n rows, want 3"
-grep -q '^| scenario | link | iperf3 Gbit/s | total ms |' "$T/out.md" || bad "no scenario header"
+grep -q '^| scenario | VM | guest pages/s | link | iperf3 Gbit/s | total ms |' "$T/out.md" || bad "no scenario header"
 grep -q '^| link | RAM | ch | codec |' "$T/out.md" || bad "no matrix header"
 n=$(rows "## Data path: limits")
 [ "$n" -eq 1 ] || bad "limits table has $n rows, want 1"

@@ -26,6 +26,7 @@ accel_wrap() {	# accel_wrap BINARY NAME: a script in $T that adds --accel
 	chmod +x "$T/$2"
 	echo "$T/$2"
 }
+GODWIT_BIN=$GODWIT	# the binary itself (its build directory: bench_smoke.sh)
 GODWIT=$(accel_wrap "$GODWIT" godwit)
 [ -n "${GODWIT_FI:-}" ] && GODWIT_FI=$(accel_wrap "$GODWIT_FI" godwit-fi)
 cleanup() {

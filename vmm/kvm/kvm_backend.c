@@ -6,7 +6,9 @@
  *   paused --set_postmigrate--> postmigrate
  *   incoming --setup_ram, load_state, resume--> running
  * A destination runs its verify check after its first resume in a thread
- * (not in the downtime), then starts the vCPUs, as the soft VM does.
+ * (not in the downtime), then starts the vCPUs, as the soft VM does; under
+ * postcopy the vCPUs start at once and the check runs once every page is
+ * there (postcopy_ram(true)).
  *
  * Threads: every operation takes vm->ctl, except progress, state,
  * workload, post_migration_check and the report, which read atomics or
@@ -354,7 +356,8 @@ static int start_first_locked(struct kvm_vm *vm)
 	if (vm_state(vm) == VMM_INCOMING) {
 		if (!vm->loaded)
 			return -EINVAL;
-		if (vm->wl.kind == VMM_WL_VERIFY) {
+		/* Under postcopy the check waits for every page (postcopy_ram(true)). */
+		if (vm->wl.kind == VMM_WL_VERIFY && !atomic_load(&vm->postcopy_incomplete)) {
 			set_state(vm, VMM_RUNNING);
 			if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
 				vm->post_thread_started = true;
@@ -457,6 +460,9 @@ static int kvm_check(struct vmm *v, char *msg, size_t msg_len)
 	} else if (!vm->nr_vcpus || vm->info.nr_blocks < 2) {
 		kvm_why(msg, msg_len, "no RAM or vCPU state yet");
 		ret = -EINVAL;
+	} else if (atomic_load(&vm->postcopy_incomplete)) {
+		kvm_why(msg, msg_len, "RAM still arriving (postcopy): check once the migration completed");
+		ret = -EBUSY;
 	} else {
 		was_running = vm_state(vm) == VMM_RUNNING;
 		if (was_running)
@@ -694,6 +700,47 @@ static int ops_dirty_limit(void *opaque, uint64_t bytes_per_sec)
 	return 0;
 }
 
+/*
+ * Postcopy (destination). KVM reaches guest RAM through the memslots' host
+ * addresses, the very mappings the engine put under userfaultfd: a vCPU
+ * touching a page not there yet makes KVM_RUN fault on it in the kernel
+ * and wait until the engine's fault handler places it. The VMM's own
+ * accesses go through the mappings too (PV calls on vCPU threads), except
+ * progress (the fds: stale, never blocking) and the verify check (pread:
+ * deferred to the end).
+ */
+static int ops_vcpu_of_thread(void *opaque, pid_t tid)
+{
+	struct kvm_vm *vm = opaque;
+
+	/* Lock-free: nr_vcpus is fixed before the resume that starts the threads. */
+	for (unsigned i = 0; tid && i < vm->nr_vcpus; i++)
+		if (atomic_load(&vm->vcpus[i].tid) == tid)
+			return (int)i;
+	return -1;
+}
+
+static int ops_postcopy_ram(void *opaque, bool complete)
+{
+	struct kvm_vm *vm = opaque;
+
+	gw_log(GW_LOG_INFO, "kvm", "postcopy_ram", "complete=%d", complete);
+	if (!complete) {
+		atomic_store(&vm->postcopy_incomplete, true);	/* before the resume (engine) */
+		return (int)vm->nr_vcpus;
+	}
+	pthread_mutex_lock(&vm->ctl);
+	atomic_store(&vm->postcopy_incomplete, false);
+	if (vm->wl.kind == VMM_WL_VERIFY && vm_state(vm) == VMM_RUNNING) {
+		/* Every page is here: the check the first resume deferred, the vCPUs parked. */
+		kvm_pause_all(&vm->pause);
+		post_check_run(vm);
+		kvm_pause_resume_all(&vm->pause);
+	}
+	pthread_mutex_unlock(&vm->ctl);
+	return 0;
+}
+
 static const struct gw_vm_ops kvm_engine_ops = {
 	.pause = ops_pause,
 	.resume = ops_resume,
@@ -702,6 +749,8 @@ static const struct gw_vm_ops kvm_engine_ops = {
 	.setup_ram = ops_setup_ram,
 	.throttle = ops_throttle,
 	.dirty_limit = ops_dirty_limit,
+	.vcpu_of_thread = ops_vcpu_of_thread,
+	.postcopy_ram = ops_postcopy_ram,
 };
 
 const struct vmm_backend vmm_kvm = {

@@ -4,15 +4,16 @@
  * the guests keep their counters and their verify position in their vCPU
  * areas (guest_abi.h), which migrate with the RAM.
  *
- * The check (vCPUs parked or not started) reads the working set with
- * pread() from the block's memfd (first touches of a mapping are slow on
- * nested hosts) and compares every page with what the invariant of
+ * The check (vCPUs parked or not started; under postcopy only once every
+ * page arrived) reads the working set with pread() from the block's memfd
+ * (first touches of a mapping are slow on nested hosts) and compares every page with what the invariant of
  * guest_abi.h allows: generation gen before the cursor, gen or gen - 1 word
  * by word at the cursor, gen - 1 after it, the --fill content for
  * generation 0.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +25,42 @@
 #define CHECK_WINDOW_PAGES 256u		/* 1 MiB per pread */
 #define WORDS (GW_PAGE_BYTES / 8)
 
+/*
+ * A counter of a vCPU area read through block "sys"'s fd: under postcopy a
+ * read through the mapping of a page not there yet would wait for it (for
+ * ever while the link is down, and status callers hold locks). The fd sees
+ * the page cache: the live counter once the page arrived, the copy precopy
+ * sent before that (a lower value, never a wrong one). 0 on a failed read.
+ */
+static uint64_t area_counter_fd(const struct kvm_vm *vm, unsigned i, size_t field_off)
+{
+	const struct gw_ram_block *b = &vm->info.blocks[KVM_BLOCK_SYS];
+	uint64_t v = 0;
+	off_t at = (off_t)(b->fd_offset_bytes + GW_GUEST_VCPU_AREA_GPA + i * GW_VCPU_AREA_BYTES +
+			   field_off);
+
+	if (pread(b->fd, &v, sizeof(v), at) != (ssize_t)sizeof(v))
+		return 0;
+	return v;
+}
+
 uint64_t kvm_progress(const struct kvm_vm *vm)
 {
 	uint64_t sum = 0;
 	bool ticks = vm->wl.kind == VMM_WL_IDLE || !strcmp(vm->guest, "compute");
+	bool via_fd = atomic_load(&((struct kvm_vm *)vm)->postcopy_incomplete);
 
 	if (vm->info.nr_blocks <= KVM_BLOCK_SYS)
 		return 0;
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		const struct gw_vcpu_area *a = kvm_vcpu_area(vm, i);
+		const struct gw_vcpu_area *a;
 
+		if (via_fd) {
+			sum += area_counter_fd(vm, i, ticks ? offsetof(struct gw_vcpu_area, ticks) :
+						      offsetof(struct gw_vcpu_area, written));
+			continue;
+		}
+		a = kvm_vcpu_area(vm, i);
 		sum += ticks ? *(const volatile uint64_t *)&a->ticks :
 			       *(const volatile uint64_t *)&a->written;
 	}

@@ -58,6 +58,7 @@ struct kvm_vcpu {
 	pthread_t thread;		/* ctl */
 	bool started;			/* ctl: thread exists (joined at stop) */
 	atomic_bool alive;		/* thread running its loop (kicks go only there) */
+	atomic_int tid;			/* the thread's id while it runs, 0 otherwise (postcopy blocktime) */
 	/* vCPU thread while it runs: */
 	char serial[KVM_SERIAL_LINE_MAX];
 	unsigned serial_len;
@@ -123,6 +124,15 @@ struct kvm_vm {
 	/* The engine's brakes, read by vCPU threads at their pace calls (any thread stores). */
 	atomic_uint throttle_pct;	/* auto-converge: vCPUs sleep this % of each 10 ms slice */
 	atomic_uint_least64_t dirty_limit_bps;	/* per vCPU, 0 = off */
+
+	/*
+	 * Destination, postcopy: set by postcopy_ram(false) just before the
+	 * resume, cleared by postcopy_ram(true) once every page is there.
+	 * While set, RAM is reached only through the mappings (a fault waits
+	 * for its page), except progress, which reads its counters through the
+	 * fds (stale but never blocking); the verify check waits for the end.
+	 */
+	atomic_bool postcopy_incomplete;
 
 	/* post-migration check (destination, verify): like the soft VM's */
 	pthread_t post_thread;		/* ctl */

@@ -159,16 +159,14 @@ int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_l
 	return 0;
 }
 
-/* Per-vCPU CPUID: the APIC IDs say which vCPU this is. */
-static void cpuid_for_vcpu(struct kvm_cpuid2 *c, unsigned idx)
+/* Per-vCPU CPUID: the APIC IDs (leaf 1 EBX[31:24], leaves 0xb/0x1f EDX) say which vCPU this is. */
+static void cpuid_set_apic_id(struct kvm_cpuid_entry2 *e, uint32_t n, unsigned idx)
 {
-	for (uint32_t i = 0; i < c->nent; i++) {
-		struct kvm_cpuid_entry2 *e = &c->entries[i];
-
-		if (e->function == 1)
-			e->ebx = (e->ebx & 0x00ffffffu) | (uint32_t)idx << 24;
-		else if (e->function == 0xb || e->function == 0x1f)
-			e->edx = idx;
+	for (uint32_t i = 0; i < n; i++) {
+		if (e[i].function == 1)
+			e[i].ebx = (e[i].ebx & 0x00ffffffu) | (uint32_t)idx << 24;
+		else if (e[i].function == 0xb || e[i].function == 0x1f)
+			e[i].edx = idx;
 	}
 }
 
@@ -181,7 +179,7 @@ static int vcpu_cpuid(struct kvm_vcpu *v, const struct kvm_cpuid_entry2 *e, uint
 		return -ENOMEM;
 	c->nent = n;
 	memcpy(c->entries, e, n * sizeof(*e));
-	cpuid_for_vcpu(c, v->index);
+	cpuid_set_apic_id(c->entries, c->nent, v->index);
 	ret = ioctl(v->fd, KVM_SET_CPUID2, c) < 0 ? -errno : 0;
 	free(c);
 	return ret;
@@ -229,8 +227,18 @@ struct kvm_cpuid_entry2 *kvm_supported_cpuid(int kvm_fd, uint32_t *n)
 		if (ioctl(kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0) {
 			*n = c->nent;
 			e = malloc(c->nent * sizeof(*e) + 1);
-			if (e)
+			if (e) {
 				memcpy(e, c->entries, c->nent * sizeof(*e));
+				/*
+				 * KVM fills the APIC IDs in with those of the host CPU
+				 * the ioctl ran on: zero them, so that two calls (the
+				 * source's and the destination's compatibility probe)
+				 * give the same template (a mismatch made the
+				 * destination probe MSRs again inside the downtime,
+				 * ~15 ms here). Each vCPU gets its own at creation.
+				 */
+				cpuid_set_apic_id(e, c->nent, 0);
+			}
 			free(c);
 			return e;
 		}

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <godwit/log.h>
 #include "kvm/kvm_internal.h"
@@ -333,6 +334,7 @@ static void *vcpu_main(void *arg)
 	sigset_t set;
 
 	kick_run = v->run;
+	atomic_store(&v->tid, (int)syscall(SYS_gettid));
 	sigemptyset(&set);
 	sigaddset(&set, KVM_KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
@@ -363,6 +365,7 @@ static void *vcpu_main(void *arg)
 			break;
 	}
 	serial_flush(v);
+	atomic_store(&v->tid, 0);
 	atomic_store(&v->alive, false);
 	kvm_pause_leave(&vm->pause);
 	return NULL;

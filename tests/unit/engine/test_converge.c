@@ -2,7 +2,8 @@
 /*
  * Invariant: the convergence model is plain arithmetic with units.
  * expected downtime (ns) = dirty pages * wire bytes per page / rate (bytes/s)
- * * 1e9 + fixed cost; with no measured rate it is UINT64_MAX (never fits),
+ * * 1e9 + fixed cost; with no measured rate it is the fixed cost for at most
+ * 64 KiB (one socket write) and UINT64_MAX (never fits) above;
  * with nothing dirty it is the fixed cost. A round's rate weighs in
  * proportion to its length, half from 100 ms on; tiny rounds (< 64 KiB)
  * and zero-length rounds do not move it at all.
@@ -29,8 +30,10 @@ int main(void)
 	/* No rate yet. */
 	gw_converge_init(&c, 4096);
 	TEST_CHECK(c.rate_bps == 0 && c.wire_bytes_per_page == 4096.0, "init");
-	TEST_CHECK(gw_converge_expected_ns(&c, 1) == UINT64_MAX, "no rate -> unknown");
-	TEST_CHECK(!gw_converge_fits(&c, 1, 600000000), "unknown never fits");
+	TEST_CHECK(gw_converge_expected_ns(&c, 17) == UINT64_MAX, "no rate, 68 KiB -> unknown");
+	TEST_CHECK(!gw_converge_fits(&c, 17, 600000000), "unknown never fits");
+	TEST_CHECK(gw_converge_expected_ns(&c, 16) == c.fixed_cost_ns, "no rate, 64 KiB: one socket write");
+	TEST_CHECK(gw_converge_fits(&c, 2, 2000), "no rate, 2 pages fit 2 ms");
 	TEST_CHECK(gw_converge_expected_ns(&c, 0) == c.fixed_cost_ns, "nothing dirty -> fixed cost");
 	TEST_CHECK(c.fixed_cost_ns == FIXED_NS, "fixed cost %llu", (unsigned long long)c.fixed_cost_ns);
 	TEST_CHECK(gw_converge_fits(&c, 0, 2000), "nothing dirty fits 2 ms");
