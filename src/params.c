@@ -47,7 +47,7 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"cap on each vCPU's dirty rate, bytes/s, 0 = off" },
 	[GW_PARAM_DIRTY_LIMIT_START] = { "dirty-limit-start", 0, 1, GW_DIRTY_LIMIT_ON_NO_CONVERGE, true,
 		"0 when precopy does not converge, 1 from the start" },
-	[GW_PARAM_ROUND_MAX_MS] = { "round-max-ms", 0, 600000, 100, true,
+	[GW_PARAM_ROUND_MAX_MS] = { "round-max-ms", 0, 600000, 50, true,
 		"harvest again after this long even mid-pass (at least 4x the harvest time), 0 = whole passes" },
 	[GW_PARAM_FREE_PAGE_HINTS] = { "free-page-hints", 0, 1, 1, false,
 		"skip the pages the VMM reports free (when it can: the soft balloon workload)" },
