@@ -36,7 +36,10 @@ jget "$T/out.json" "abs(sum(d['downtime-breakdown'].values()) - d['downtime']) <
 	fail "breakdown $(jget "$T/out.json" "d['downtime-breakdown']") does not add up to $(jget "$T/out.json" "d['downtime']")"
 if [ "$case" = idle1g ]; then
 	# Never-populated memory is neither read nor sent.
-	[ "$(jget "$T/out.json" "d['ram']['skipped']")" = 262144 ] || fail "idle pages not skipped"
+	# (A KVM guest has a 4 MiB system block beside its RAM and its idle guest
+	# touches a few dozen pages of each: its boot structures, stack, timer.)
+	if [ "$IT_ACCEL" = kvm ]; then want="d['ram']['skipped'] >= 262144 - 256"; else want="d['ram']['skipped'] == 262144"; fi
+	[ "$(jget "$T/out.json" "$want")" = True ] || fail "idle pages not skipped: $(jget "$T/out.json" "d['ram']")"
 fi
 if [ "$case" = local ]; then
 	[ "$(jget "$T/out.json" "d['ram']['normal']")" = 0 ] || fail "local migration copied pages"
