@@ -1163,6 +1163,8 @@ static bool pc_switch(struct env *e, uint32_t dirty_first, uint32_t dirty_end, s
 	if (dirty_end > 64 + 4 * 64)	/* a map beyond the block, on purpose */
 		m.pc_map.first_page = RAM_PAGES;
 	TEST_ASSERT(gw_conn_send_msg(&e->ctl, GW_MSG_PC_DIRTY, &m.pc_map) == 0, "PC_DIRTY");
+	if (m.pc_map.first_page == RAM_PAGES)
+		return false;	/* refused: the destination may have closed already (no more sends) */
 	hs_state_empty(e);
 	m.complete = (struct gw_msg_complete){ .nr_channels = 1, .flags = GW_COMPLETE_POSTCOPY, .total_pages = 8 };
 	TEST_ASSERT(gw_conn_send_msg(&e->ctl, GW_MSG_COMPLETE, &m.complete) == 0, "COMPLETE");
