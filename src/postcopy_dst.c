@@ -1306,9 +1306,10 @@ static int recover(struct gw_session *s, struct gw_pc_dst *pc)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&pc->req_lock);
-	resend_requests(pc);
+	/* Up first: flush_requests sends nothing while the link is down. */
 	pc->link_up = true;
 	pc->t_link_up_ns = gw_now_ns();
+	resend_requests(pc);
 	pthread_mutex_unlock(&pc->req_lock);
 	__atomic_store_n(&pc->done_sent, false, __ATOMIC_RELEASE);
 	gw_log(GW_LOG_INFO, "mig", "postcopy_recovered", "recoveries=%u paused_ms=%.3f remaining_pages=%llu",
