@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Postcopy: switch over first, fetch the rest on demand, recover from a
- * broken link (docs/protocol.md#postcopy). Two files, one per side:
+ * broken link (docs/protocol.md#postcopy). One interface per side (each
+ * side's files and who owns what: pc_src_int.h, pc_dst_int.h):
  *
  *   postcopy_src.c  the switch (channels ended, PC_PREPARE, pause, the map
  *                   of pages not to trust, state, COMPLETE, GO), then the

@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <godwit/log.h>
 #include "fill.h"
+#include "lifecycle.h"
 #include "kvm/kvm_boot.h"
 #include "kvm/kvm_guests.h"
 #include "kvm/kvm_internal.h"
@@ -503,86 +504,115 @@ void *vmm_kvm_gpa_to_host(const struct vmm *v, uint64_t gpa, uint64_t len)
 
 /* ---- engine callbacks ---- */
 
-static int ops_pause(void *opaque)
+/* The lifecycle's hooks (lifecycle.h): ctl held. */
+static enum vmm_state life_state(const void *vm)
+{
+	return vm_state(vm);
+}
+
+static void life_set_state(void *vm, enum vmm_state st)
+{
+	set_state(vm, st);
+}
+
+static void life_join_post_check(void *vm)
+{
+	join_post_check(vm);
+}
+
+static void life_pause_vcpus(void *opaque)
 {
 	struct kvm_vm *vm = opaque;
 	uint64_t t0 = gw_now_ns();
 
-	pthread_mutex_lock(&vm->ctl);
-	join_post_check(vm);
-	if (vm_state(vm) == VMM_RUNNING) {
-		kvm_pause_all(&vm->pause);
-		set_state(vm, VMM_PAUSED);
-		gw_debug("kvm", "paused", "vcpus=%u us=%.1f", vm->nr_vcpus, (gw_now_ns() - t0) / 1e3);
-	}
-	pthread_mutex_unlock(&vm->ctl);
-	return 0;
+	kvm_pause_all(&vm->pause);
+	gw_debug("kvm", "paused", "vcpus=%u us=%.1f", vm->nr_vcpus, (gw_now_ns() - t0) / 1e3);
 }
 
-static int ops_resume(void *opaque)
+static void life_resume_vcpus(void *opaque)
+{
+	kvm_pause_resume_all(&((struct kvm_vm *)opaque)->pause);
+}
+
+static int life_start_first(void *vm)
+{
+	return start_first_locked(vm);
+}
+
+static int life_save_state(void *opaque, struct gw_state *st)
 {
 	struct kvm_vm *vm = opaque;
-	int ret = 0;
 
-	pthread_mutex_lock(&vm->ctl);
-	switch (vm_state(vm)) {
-	case VMM_PAUSED:
-		kvm_pause_resume_all(&vm->pause);
-		set_state(vm, VMM_RUNNING);
-		break;
-	case VMM_CREATED:
-	case VMM_INCOMING:
-		ret = start_first_locked(vm);
-		break;
-	case VMM_RUNNING:
-		break;
-	case VMM_POSTMIGRATE:
-		ret = -EPERM;		/* the VM lives on the destination now */
-		break;
-	default:
-		ret = -ESHUTDOWN;
-		break;
-	}
-	pthread_mutex_unlock(&vm->ctl);
-	return ret;
+	return vm->nr_vcpus ? kvm_state_save(vm, st) : -EINVAL;
 }
 
-static int ops_save_state(void *opaque, struct gw_state *st)
+/* Incoming but loaded already, or with vCPUs: not ready for a state. */
+static const char *life_load_busy(const void *opaque)
+{
+	const struct kvm_vm *vm = opaque;
+
+	return vm->loaded ? " (state loaded)" : vm->nr_vcpus ? "" : NULL;
+}
+
+static int life_load_state(void *opaque, struct gw_state *st)
 {
 	struct kvm_vm *vm = opaque;
 	int ret;
 
-	pthread_mutex_lock(&vm->ctl);
-	if (vm_state(vm) == VMM_RUNNING)
-		ret = -EBUSY;		/* the engine pauses first */
-	else if (!vm->nr_vcpus)
-		ret = -EINVAL;
-	else
-		ret = kvm_state_save(vm, st);
-	pthread_mutex_unlock(&vm->ctl);
-	return ret;
-}
-
-static int ops_load_state(void *opaque, struct gw_state *st)
-{
-	struct kvm_vm *vm = opaque;
-	int ret;
-
-	pthread_mutex_lock(&vm->ctl);
-	if (vm_state(vm) != VMM_INCOMING || vm->loaded || vm->nr_vcpus) {
-		ret = gw_state_reject(st, -EBUSY, "KVM VM is %s%s, not waiting for a migration",
-				      vmm_state_name(vm_state(vm)), vm->loaded ? " (state loaded)" : "");
-	} else if (vm->info.nr_blocks != 2) {
-		ret = gw_state_reject(st, -EINVAL, "KVM VM has no RAM yet");
-	} else {
-		ret = kvm_state_load(vm, st);
-	}
+	if (vm->info.nr_blocks != 2)
+		return gw_state_reject(st, -EINVAL, "KVM VM has no RAM yet");
+	ret = kvm_state_load(vm, st);
 	if (!ret) {
 		vm->loaded = true;
 		publish_info(vm);
 	}
-	pthread_mutex_unlock(&vm->ctl);
 	return ret;
+}
+
+static const struct vmm_life_ops kvm_life_ops = {
+	.name = "KVM",
+	.state = life_state,
+	.set_state = life_set_state,
+	.join_post_check = life_join_post_check,
+	.pause_vcpus = life_pause_vcpus,
+	.resume_vcpus = life_resume_vcpus,
+	.start_first = life_start_first,
+	.save_state = life_save_state,
+	.load_busy = life_load_busy,
+	.load_state = life_load_state,
+};
+
+static struct vmm_life life_of(struct kvm_vm *vm)
+{
+	return (struct vmm_life){ .ops = &kvm_life_ops, .vm = vm, .ctl = &vm->ctl };
+}
+
+static int ops_pause(void *opaque)
+{
+	struct vmm_life l = life_of(opaque);
+
+	return vmm_life_pause(&l);
+}
+
+static int ops_resume(void *opaque)
+{
+	struct vmm_life l = life_of(opaque);
+
+	return vmm_life_resume(&l);
+}
+
+static int ops_save_state(void *opaque, struct gw_state *st)
+{
+	struct vmm_life l = life_of(opaque);
+
+	return vmm_life_save_state(&l, st);
+}
+
+static int ops_load_state(void *opaque, struct gw_state *st)
+{
+	struct vmm_life l = life_of(opaque);
+
+	return vmm_life_load_state(&l, st);
 }
 
 /* The only layout a KVM destination accepts: "sys" at 0 sized for "ram" at 4 GiB. */

@@ -28,6 +28,7 @@
 #include "kvm/kvm_compat.h"
 #include "kvm/kvm_pause.h"
 #include "kvm/kvm_vm.h"
+#include "dirty_bucket.h"
 #include "workload.h"
 
 #define KVM_MSG_MAX 256
@@ -65,8 +66,7 @@ struct kvm_vcpu {
 	uint64_t pace_base_ns;		/* pacing: start of the current accounting period */
 	uint64_t pace_pages;		/* pacing: pages since pace_base_ns */
 	uint64_t slice_start_ns;	/* throttle: start of the current 10 ms slice, 0 = none */
-	int64_t tokens_bytes;		/* dirty limit: bytes this vCPU may still dirty */
-	uint64_t tokens_ns;		/* dirty limit: last refill, 0 = bucket not running */
+	struct vmm_dirty_bucket bucket;	/* dirty limit (dirty_bucket.h) */
 	bool hello_seen;
 	unsigned warned_ports;		/* unexpected I/O reported (capped) */
 };

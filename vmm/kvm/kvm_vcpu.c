@@ -40,7 +40,6 @@
 #define PACE_MAX_DEBT_NS 1000000000ull	/* rate accounting restarts after 1 s behind */
 #define WARN_PORTS_MAX 4
 #define THROTTLE_SLICE_NS 10000000ull
-#define DIRTY_BURST_NS 10000000ull	/* a dirty-limit bucket holds this much of the rate */
 
 static __thread struct kvm_run *kick_run;
 static pthread_once_t kick_once = PTHREAD_ONCE_INIT;
@@ -143,29 +142,12 @@ static void throttle(struct kvm_vcpu *v)
 static void dirty_limit(struct kvm_vcpu *v, uint64_t pages)
 {
 	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
-	uint64_t now = kvm_pause_now_ns(), cap, need = pages * GW_GUEST_PAGE_BYTES;
+	uint64_t now = kvm_pause_now_ns(), wait_ns;
 
-	if (!bps) {
-		v->tokens_bytes = 0;
-		v->tokens_ns = 0;
-		return;
-	}
-	cap = bps * DIRTY_BURST_NS / 1000000000ull;
-	if (cap < GW_GUEST_PAGE_BYTES)
-		cap = GW_GUEST_PAGE_BYTES;
-	if (!v->tokens_ns)
-		v->tokens_bytes = (int64_t)cap;	/* limit just switched on: a full bucket */
-	else
-		v->tokens_bytes += (int64_t)((now - v->tokens_ns) * bps / 1000000000ull);
-	if (v->tokens_bytes > (int64_t)cap)
-		v->tokens_bytes = (int64_t)cap;
-	v->tokens_ns = now;
-	v->tokens_bytes -= (int64_t)need;
-	if (v->tokens_bytes < 0) {
-		kvm_pause_sleep_until(&v->vm->pause,
-				      now + (uint64_t)(-v->tokens_bytes) * 1000000000ull / bps);
-		v->tokens_bytes = 0;
-		v->tokens_ns = kvm_pause_now_ns();
+	if (vmm_dirty_bucket_take(&v->bucket, bps, now, pages * GW_GUEST_PAGE_BYTES,
+				  GW_GUEST_PAGE_BYTES, &wait_ns)) {
+		kvm_pause_sleep_until(&v->vm->pause, now + wait_ns);
+		vmm_dirty_bucket_slept(&v->bucket, kvm_pause_now_ns());
 	}
 }
 
@@ -357,7 +339,7 @@ static void *vcpu_main(void *arg)
 				v->run->immediate_exit = 0;
 				v->pace_base_ns = 0;	/* a pause is not owed back */
 				v->slice_start_ns = 0;
-				v->tokens_ns = 0;
+				v->bucket.tokens_ns = 0;
 			}
 			continue;
 		}

@@ -15,79 +15,95 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <godwit/log.h>
+#include "lifecycle.h"
 #include "soft/soft_internal.h"
 
 /* ---- engine callbacks ---- */
 
+/* The lifecycle's hooks (lifecycle.h): ctl held. */
+static enum vmm_state life_state(const void *vm)
+{
+	return soft_vm_state(vm);
+}
+
+static void life_set_state(void *opaque, enum vmm_state st)
+{
+	atomic_store(&((struct soft_vm *)opaque)->state, st);
+}
+
+static void life_join_post_check(void *vm)
+{
+	soft_vm_join_post_check(vm);
+}
+
+static void life_pause_vcpus(void *vm)
+{
+	soft_vcpus_pause(vm);
+}
+
+static void life_resume_vcpus(void *vm)
+{
+	soft_vcpus_resume(vm);
+}
+
+static int life_start_first(void *vm)
+{
+	return soft_vm_start_first(vm);
+}
+
+static int life_save_state(void *vm, struct gw_state *st)
+{
+	return soft_state_save(vm, st);
+}
+
+static int life_load_state(void *vm, struct gw_state *st)
+{
+	return soft_state_load(vm, st);
+}
+
+static const struct vmm_life_ops soft_life_ops = {
+	.name = "soft",
+	.state = life_state,
+	.set_state = life_set_state,
+	.join_post_check = life_join_post_check,
+	.pause_vcpus = life_pause_vcpus,
+	.resume_vcpus = life_resume_vcpus,
+	.start_first = life_start_first,
+	.save_state = life_save_state,
+	.load_state = life_load_state,
+};
+
+static struct vmm_life life_of(struct soft_vm *vm)
+{
+	return (struct vmm_life){ .ops = &soft_life_ops, .vm = vm, .ctl = &vm->ctl };
+}
+
 static int ops_pause(void *opaque)
 {
-	struct soft_vm *vm = opaque;
+	struct vmm_life l = life_of(opaque);
 
-	pthread_mutex_lock(&vm->ctl);
-	soft_vm_join_post_check(vm);
-	if (soft_vm_state(vm) == VMM_RUNNING) {
-		soft_vcpus_pause(vm);
-		atomic_store(&vm->state, VMM_PAUSED);
-	}
-	pthread_mutex_unlock(&vm->ctl);
-	return 0;
+	return vmm_life_pause(&l);
 }
 
 static int ops_resume(void *opaque)
 {
-	struct soft_vm *vm = opaque;
-	int ret = 0;
+	struct vmm_life l = life_of(opaque);
 
-	pthread_mutex_lock(&vm->ctl);
-	switch (soft_vm_state(vm)) {
-	case VMM_PAUSED:
-		soft_vcpus_resume(vm);
-		atomic_store(&vm->state, VMM_RUNNING);
-		break;
-	case VMM_CREATED:
-	case VMM_INCOMING:
-		ret = soft_vm_start_first(vm);
-		break;
-	case VMM_RUNNING:
-		break;
-	case VMM_POSTMIGRATE:
-		ret = -EPERM;		/* the VM lives on the destination now */
-		break;
-	default:
-		ret = -ESHUTDOWN;
-		break;
-	}
-	pthread_mutex_unlock(&vm->ctl);
-	return ret;
+	return vmm_life_resume(&l);
 }
 
 static int ops_save_state(void *opaque, struct gw_state *st)
 {
-	struct soft_vm *vm = opaque;
-	int ret;
+	struct vmm_life l = life_of(opaque);
 
-	pthread_mutex_lock(&vm->ctl);
-	if (soft_vm_state(vm) == VMM_RUNNING)
-		ret = -EBUSY;		/* the engine pauses first */
-	else
-		ret = soft_state_save(vm, st);
-	pthread_mutex_unlock(&vm->ctl);
-	return ret;
+	return vmm_life_save_state(&l, st);
 }
 
 static int ops_load_state(void *opaque, struct gw_state *st)
 {
-	struct soft_vm *vm = opaque;
-	int ret;
+	struct vmm_life l = life_of(opaque);
 
-	pthread_mutex_lock(&vm->ctl);
-	if (soft_vm_state(vm) != VMM_INCOMING)
-		ret = gw_state_reject(st, -EBUSY, "soft VM is %s, not waiting for a migration",
-				      vmm_state_name(soft_vm_state(vm)));
-	else
-		ret = soft_state_load(vm, st);
-	pthread_mutex_unlock(&vm->ctl);
-	return ret;
+	return vmm_life_load_state(&l, st);
 }
 
 static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_vm_info *out,

@@ -29,6 +29,7 @@
 #include <godwit/session.h>
 #include <godwit/vm.h>
 #include "content.h"
+#include "dirty_bucket.h"
 #include "vmm.h"
 #include "workload.h"
 
@@ -67,8 +68,7 @@ struct soft_vcpu {
 
 	/* vCPU thread only. */
 	uint64_t slice_start_ns;	/* throttle: start of the current 10 ms slice, 0 = none */
-	int64_t tokens_bytes;		/* dirty limit: bytes it may still dirty */
-	uint64_t tokens_ns;		/* dirty limit: when the bucket was last refilled, 0 = off */
+	struct vmm_dirty_bucket bucket;	/* dirty limit (dirty_bucket.h) */
 	uint64_t hints_done;		/* balloon: last hint request (hint_req) answered */
 };
 

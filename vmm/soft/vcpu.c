@@ -26,7 +26,6 @@
 #include "soft/soft_internal.h"
 
 #define THROTTLE_SLICE_NS 10000000ull
-#define DIRTY_BURST_NS 10000000ull	/* a bucket holds this much of the rate */
 
 bool soft_vcpu_sleep(struct soft_vcpu *v, uint64_t ns)
 {
@@ -63,29 +62,12 @@ static bool throttle(struct soft_vcpu *v, unsigned pct)
 void soft_vcpu_dirtied(struct soft_vcpu *v, unsigned pages)
 {
 	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
-	uint64_t now = gw_now_ns(), cap, need = (uint64_t)pages * SOFT_PAGE_BYTES;
+	uint64_t wait_ns;
 
-	if (!bps) {
-		v->tokens_bytes = 0;
-		v->tokens_ns = 0;
-		return;
-	}
-	cap = bps * DIRTY_BURST_NS / 1000000000ull;
-	if (cap < SOFT_PAGE_BYTES)
-		cap = SOFT_PAGE_BYTES;
-	if (!v->tokens_ns)
-		v->tokens_bytes = (int64_t)cap;	/* limit just switched on: a full bucket */
-	else
-		v->tokens_bytes += (int64_t)((now - v->tokens_ns) * bps / 1000000000ull);
-	if (v->tokens_bytes > (int64_t)cap)
-		v->tokens_bytes = (int64_t)cap;
-	v->tokens_ns = now;
-	v->tokens_bytes -= (int64_t)need;
-	if (v->tokens_bytes < 0 &&
-	    !soft_vcpu_sleep(v, (uint64_t)(-v->tokens_bytes) * 1000000000ull / bps)) {
-		v->tokens_bytes = 0;
-		v->tokens_ns = gw_now_ns();
-	}
+	if (vmm_dirty_bucket_take(&v->bucket, bps, gw_now_ns(), (uint64_t)pages * SOFT_PAGE_BYTES,
+				  SOFT_PAGE_BYTES, &wait_ns) &&
+	    !soft_vcpu_sleep(v, wait_ns))
+		vmm_dirty_bucket_slept(&v->bucket, gw_now_ns());
 }
 
 bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
@@ -112,7 +94,7 @@ bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
 	stop = atomic_load(&vm->stop_req);
 	pthread_mutex_unlock(&vm->lock);
 	v->slice_start_ns = 0;
-	v->tokens_ns = 0;
+	v->bucket.tokens_ns = 0;
 	*slept = true;
 	return stop;
 }
