@@ -321,7 +321,7 @@ int pcd_recover(struct gw_session *s, struct gw_pc_dst *pc)
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&pc->req_lock);
-	/* Up first: flush_requests sends nothing while the link is down. */
+	/* Up first: pcd_flush_requests sends nothing while the link is down. */
 	pc->link_up = true;
 	pc->t_link_up_ns = gw_now_ns();
 	resend_requests(pc);
