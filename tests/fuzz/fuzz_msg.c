@@ -97,7 +97,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct gw_msg_pages_hdr ph;
 
 		if (size >= GW_PAGES_HDR_BYTES && !gw_msg_pages_hdr_decode(data, (uint32_t)size, &ph))
-			fuzz_check((uint64_t)GW_PAGES_HDR_BYTES + 8ull * ph.nr_entries + ph.data_bytes == size &&
+			fuzz_check((uint64_t)GW_PAGES_HDR_BYTES + 8ull * ph.nr_entries + gw_pages_crc_bytes(&ph) +
+				   ph.data_bytes == size &&
 				   ph.nr_entries >= 1 && ph.nr_entries <= GW_WIRE_MAX_BATCH_PAGES,
 				   "PAGES sub-header consistent with its frame");
 		return 0;
