@@ -9,7 +9,7 @@
 
 /* ---- the fault handler ---- */
 
-static int vcpu_of(struct gw_pc_dst *pc, pid_t tid)
+static int vcpu_of(struct gw_pc_dst *pc, int nr_vcpus, pid_t tid)
 {
 	struct gw_session *s = pc->s;
 	int v;
@@ -20,7 +20,7 @@ static int vcpu_of(struct gw_pc_dst *pc, pid_t tid)
 		if (pc->tids[i].tid == tid)
 			return pc->tids[i].vcpu;
 	v = s->ops->vcpu_of_thread(s->opaque, tid);
-	if (v >= pc->nr_vcpus)
+	if (v >= nr_vcpus)
 		v = -1;
 	if (pc->nr_tids < sizeof(pc->tids) / sizeof(pc->tids[0]))
 		pc->tids[pc->nr_tids++] = (typeof(pc->tids[0])){ tid, v };
@@ -79,7 +79,11 @@ static void on_fault(struct gw_pc_dst *pc, const struct gw_uffd_fault *f)
 {
 	struct gw_session *s = pc->s;
 	uint64_t t = gw_now_ns();
-	int vcpu = vcpu_of(pc, f->tid);
+	/*
+	 * Guest faults follow GO (the resume), which set nr_vcpus and `faults`:
+	 * the kernel orders them, the acquire says so to the compiler and TSan.
+	 */
+	int vcpu = vcpu_of(pc, __atomic_load_n(&pc->nr_vcpus, __ATOMIC_ACQUIRE), f->tid);
 	struct req_batch *q;
 	int ret;
 

@@ -78,7 +78,7 @@ struct gw_pc_dst {
 	bool done_sent;			/* atomic: PC_DONE reached the socket */
 	bool cut_fired;			/* atomic: dst-pc-cut fired */
 	bool complete;			/* COMPLETE handled */
-	int nr_vcpus;
+	int nr_vcpus;			/* set with release at GO; the fault handler loads it with acquire */
 
 	bool verify;			/* digest possible: asked, every block fd-backed */
 	pthread_mutex_t stripes[NR_STRIPES];

@@ -310,9 +310,10 @@ int dst_pc_go(struct gw_session *s)
 
 	if (s->ops->postcopy_ram)
 		n = s->ops->postcopy_ram(s->opaque, false);
-	pc->nr_vcpus = n > 0 && n <= GW_PC_MAX_VCPUS ? n : 0;
-	gw_pc_faults_destroy(&pc->faults);
-	gw_pc_faults_init(&pc->faults, (unsigned)pc->nr_vcpus);
+	n = n > 0 && n <= GW_PC_MAX_VCPUS ? n : 0;
+	/* The handler thread may be in `faults` (its periodic tick): set, never re-initialised. */
+	gw_pc_faults_set_vcpus(&pc->faults, (unsigned)n);
+	__atomic_store_n(&pc->nr_vcpus, n, __ATOMIC_RELEASE);	/* the handler's acquire */
 	pthread_mutex_lock(&pc->req_lock);
 	pc->link_up = true;
 	pc->t_link_up_ns = gw_now_ns();

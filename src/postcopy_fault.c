@@ -35,6 +35,13 @@ void gw_pc_faults_init(struct gw_pc_faults *f, unsigned nr_vcpus)
 	f->nr_vcpus = nr_vcpus < GW_PC_MAX_VCPUS ? nr_vcpus : GW_PC_MAX_VCPUS;
 }
 
+void gw_pc_faults_set_vcpus(struct gw_pc_faults *f, unsigned nr_vcpus)
+{
+	pthread_mutex_lock(&f->lock);
+	f->nr_vcpus = nr_vcpus < GW_PC_MAX_VCPUS ? nr_vcpus : GW_PC_MAX_VCPUS;
+	pthread_mutex_unlock(&f->lock);
+}
+
 void gw_pc_faults_destroy(struct gw_pc_faults *f)
 {
 	pthread_mutex_destroy(&f->lock);

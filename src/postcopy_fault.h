@@ -58,6 +58,8 @@ struct gw_pc_faults {
 };
 
 void gw_pc_faults_init(struct gw_pc_faults *f, unsigned nr_vcpus);
+/* The vCPU count, once the VM is known (at GO; other threads may be in the table). */
+void gw_pc_faults_set_vcpus(struct gw_pc_faults *f, unsigned nr_vcpus);
 void gw_pc_faults_destroy(struct gw_pc_faults *f);
 /* A fault resolved at once, read at @t0_ns, resolved at @t1_ns. */
 void gw_pc_faults_local(struct gw_pc_faults *f, int vcpu, uint64_t t0_ns, uint64_t t1_ns);

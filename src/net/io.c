@@ -118,23 +118,23 @@ int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
 	int ret = gw_conn_set_send_timeout(c, timeout_ms);
 
-	c->recv_frame_ms = timeout_ms;
-	c->idle_ms = timeout_ms;
+	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->idle_ms, timeout_ms, __ATOMIC_RELAXED);
 	c->rcvtimeo_cut = false;
 	return ret ? ret : sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
 void gw_conn_set_idle_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
-	c->idle_ms = timeout_ms;
+	__atomic_store_n(&c->idle_ms, timeout_ms, __ATOMIC_RELAXED);
 }
 
 int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 {
-	c->idle_ms = timeout_ms;
+	__atomic_store_n(&c->idle_ms, timeout_ms, __ATOMIC_RELAXED);
 	if (!timeout_ms)
 		return 0;	/* a begun frame keeps its deadline */
-	c->recv_frame_ms = timeout_ms;
+	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
 	c->rcvtimeo_cut = false;
 	return sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
@@ -655,7 +655,7 @@ static int wait_frame(struct gw_conn *c)
 	if (c->tls && gw_tls_pending(c->tls))
 		return 0;
 	for (;;) {
-		uint64_t now = gw_now_ns(), from = t0, end;
+		uint64_t now = gw_now_ns(), from = t0, end, idle_ms;
 		int r;
 
 		if (c->progress_ns) {
@@ -663,7 +663,8 @@ static int wait_frame(struct gw_conn *c)
 
 			from = last > t0 ? last : t0;
 		}
-		end = c->idle_ms ? from + c->idle_ms * 1000000ull : 0;
+		idle_ms = __atomic_load_n(&c->idle_ms, __ATOMIC_RELAXED);
+		end = idle_ms ? from + idle_ms * 1000000ull : 0;
 		if (end && now >= end)
 			return -ETIMEDOUT;
 		r = c->sock->poll(&pfd, 1, end ? ms_left(end) : -1);
@@ -687,10 +688,10 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 		return ret;
 	/* The frame has begun: all of it within the frame timeout. */
 	if (c->rcvtimeo_cut) {
-		sock_timeout(c, SO_RCVTIMEO, c->recv_frame_ms);
+		sock_timeout(c, SO_RCVTIMEO, __atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 		c->rcvtimeo_cut = false;
 	}
-	c->frame_deadline_ns = deadline_after(c->recv_frame_ms);
+	c->frame_deadline_ns = deadline_after(__atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;

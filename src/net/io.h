@@ -42,8 +42,8 @@ struct gw_conn {
 	/* Deadlines (see above). */
 	uint64_t send_frame_ms;		/* send_lock: a frame leaves whole within this; 0 = no limit */
 	bool sndtimeo_cut;		/* send_lock: SO_SNDTIMEO lowered for the rest of a frame */
-	uint64_t recv_frame_ms;		/* receiving thread: a begun frame arrives within this; 0 = no limit */
-	uint64_t idle_ms;		/* receiving thread: wait for a frame's first byte; 0 = for ever */
+	uint64_t recv_frame_ms;		/* atomic (set by any thread, read by the receiver): a begun frame arrives within this; 0 = no limit */
+	uint64_t idle_ms;		/* atomic (set by any thread, read by the receiver): wait for a frame's first byte; 0 = for ever */
 	uint64_t *progress_ns;		/* set before the receiving thread starts; NULL = none */
 	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
 	bool rcvtimeo_cut;		/* receiving thread: SO_RCVTIMEO lowered for the rest of a frame */
