@@ -92,7 +92,7 @@ bool gw_pc_faults_wait(struct gw_pc_faults *f, int vcpu, unsigned block, uint64_
 		if (w->used)
 			continue;
 		*w = (struct gw_pc_waiter){ true, vcpu, block, page, t_ns };
-		f->nr_waiting++;
+		__atomic_store_n(&f->nr_waiting, f->nr_waiting + 1, __ATOMIC_RELAXED);	/* read unlocked as a hint */
 		if (!f->oldest_hint_ns || t_ns < f->oldest_hint_ns)
 			f->oldest_hint_ns = t_ns;
 		vcpu_block(f, vcpu, t_ns);
@@ -124,7 +124,7 @@ unsigned gw_pc_faults_placed(struct gw_pc_faults *f, unsigned block, uint64_t pa
 			f->lat_max_ns = t_ns - w->t_ns;
 		vcpu_unblock(f, w->vcpu, t_ns);
 		w->used = false;
-		f->nr_waiting--;
+		__atomic_store_n(&f->nr_waiting, f->nr_waiting - 1, __ATOMIC_RELAXED);
 		done++;
 	}
 	if (!f->nr_waiting)

@@ -46,7 +46,7 @@ struct gw_pc_faults {
 	pthread_mutex_t lock;
 	unsigned nr_vcpus;		/* set at init */
 	struct gw_pc_waiter w[GW_PC_MAX_WAITERS];
-	unsigned nr_waiting;		/* lock; also read atomically as a hint */
+	unsigned nr_waiting;		/* lock for writers (atomic stores); read atomically, unlocked, as a hint */
 	uint64_t vcpu_since_ns[GW_PC_MAX_VCPUS];	/* 0: not waiting */
 	uint64_t vcpu_blocktime_ns[GW_PC_MAX_VCPUS];
 	unsigned vcpus_blocked;

@@ -46,7 +46,8 @@ void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, st
 	c->recv_seq = recv_seq;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, 0, __ATOMIC_RELAXED);
-	c->sndtimeo_cut = c->rcvtimeo_cut = false;
+	c->sndtimeo_cut = false;
+	__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	c->frame_deadline_ns = 0;
 #ifdef GW_FAULT_INJECTION
 	c->fault_corrupt_next = false;
@@ -120,7 +121,7 @@ int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
 
 	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->idle_ms, timeout_ms, __ATOMIC_RELAXED);
-	c->rcvtimeo_cut = false;
+	__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	return ret ? ret : sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
@@ -135,7 +136,7 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 	if (!timeout_ms)
 		return 0;	/* a begun frame keeps its deadline */
 	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
-	c->rcvtimeo_cut = false;
+	__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	return sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
@@ -246,7 +247,7 @@ static int cut_timeout(struct gw_conn *c, int opt, uint64_t deadline_ns, bool *c
 		return -ETIMEDOUT;
 	if (left > 0) {
 		sock_timeout(c, opt, (uint64_t)left);
-		*cut = true;
+		__atomic_store_n(cut, true, __ATOMIC_RELAXED);	/* rcvtimeo_cut is shared */
 	}
 	return 0;
 }
@@ -687,9 +688,9 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	if (ret)
 		return ret;
 	/* The frame has begun: all of it within the frame timeout. */
-	if (c->rcvtimeo_cut) {
+	if (__atomic_load_n(&c->rcvtimeo_cut, __ATOMIC_RELAXED)) {
 		sock_timeout(c, SO_RCVTIMEO, __atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
-		c->rcvtimeo_cut = false;
+		__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	}
 	c->frame_deadline_ns = deadline_after(__atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);

@@ -46,7 +46,7 @@ struct gw_conn {
 	uint64_t idle_ms;		/* atomic (set by any thread, read by the receiver): wait for a frame's first byte; 0 = for ever */
 	uint64_t *progress_ns;		/* set before the receiving thread starts; NULL = none */
 	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
-	bool rcvtimeo_cut;		/* receiving thread: SO_RCVTIMEO lowered for the rest of a frame */
+	bool rcvtimeo_cut;		/* atomic (receiving thread, and gw_conn_set_recv_timeout): SO_RCVTIMEO lowered for the rest of a frame */
 #ifdef GW_FAULT_INJECTION
 	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
 #endif
