@@ -209,7 +209,7 @@ static void one_run(uint64_t seed)
 	struct gw_stats ss, ds;
 	struct relay *relay;
 	uint8_t *frozen = malloc(RAM_BYTES);
-	unsigned channels, delay_ms, cut_conns;
+	unsigned channels, delay_ms, cut_pct, cut_conns;
 	int only, sret, dret;
 	char url[80];
 
@@ -217,8 +217,10 @@ static void one_run(uint64_t seed)
 	channels = 1 + rnd() % 3;
 	delay_ms = rnd() % MAX_DELAY_MS;
 	only = rnd() % 2 ? -1 : (int)(rnd() % (channels + 2));	/* all, or control / a channel / preempt */
-	printf("seed %llu: %u channel(s), cut %s after %u ms\n", (unsigned long long)seed, channels,
-	       only < 0 ? "every connection" : "one connection", delay_ms);
+	/* The cut falls at a point of postcopy's progress, not of time (a slow or fast machine moves it). */
+	cut_pct = 5 + delay_ms % 45;
+	printf("seed %llu: %u channel(s), cut %s once %u%% of the postcopy pages are placed\n",
+	       (unsigned long long)seed, channels, only < 0 ? "every connection" : "one connection", cut_pct);
 	fflush(stdout);
 	TEST_ASSERT(frozen, "malloc");
 	TEST_ASSERT(test_ram_create(&sram, "rc-src", RAM_BYTES, 1u << 20) == 0, "source RAM");
@@ -252,7 +254,14 @@ static void one_run(uint64_t seed)
 	TEST_ASSERT(gw_migrate_start(src, relay_url(relay)) == 0, "migrate");
 	TEST_CHECK(wait_for(src, GW_STATUS_POSTCOPY_ACTIVE, 60), "seed %llu: switched", (unsigned long long)seed);
 	memcpy(frozen, sram.host, RAM_BYTES);	/* paused for good: frozen */
-	usleep(delay_ms * 1000);
+	for (unsigned i = 0; i < 30000; i++) {	/* 30 s at most */
+		gw_session_stats(dst, &ds);
+		if (ds.status != GW_STATUS_POSTCOPY_ACTIVE ||
+		    (ds.postcopy_pages && (ds.postcopy_pages - ds.postcopy_remaining_pages) * 100 >=
+					  (uint64_t)cut_pct * ds.postcopy_pages))
+			break;
+		usleep(1000);
+	}
 	cut_conns = relay_conns(relay);
 	relay_cut(relay, only < 0 ? -1 : only % (int)cut_conns);
 	TEST_CHECK(wait_for(dst, GW_STATUS_POSTCOPY_PAUSED, 30), "seed %llu: destination paused (%s)",
