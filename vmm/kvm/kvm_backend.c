@@ -265,6 +265,12 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 	ret = vmm_workload_parse(cfg->workload, &vm->wl, why, sizeof(why));
 	if (ret)
 		goto fail;
+	if (vm->wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
+		snprintf(why, sizeof(why), "the balloon workload (free-page hints) runs on the soft VM only: "
+			 "use --accel soft");
+		ret = -EOPNOTSUPP;
+		goto fail;
+	}
 	snprintf(vm->guest, sizeof(vm->guest), "%s", vm->opts.guest ? vm->opts.guest :
 		 vm->wl.kind == VMM_WL_DIRTY ? "dirty" : vm->wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
 	ret = kvm_open_dev(why, sizeof(why));
