@@ -17,7 +17,7 @@
 #include "net/io.h"
 #include "net/tls.h"
 
-/* TLS: payload segments up to this size are gathered into one record with their header. */
+/* TLS: the plaintext of one full record (TLS 1.3 allows 16 KiB at most): see send_tls. */
 #define TLS_STAGE_BYTES 16384
 
 void gw_conn_init(struct gw_conn *c, int fd)
@@ -356,9 +356,13 @@ static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint
 }
 
 /*
- * TLS: the iovec by @deadline_ns, small segments gathered with their
- * neighbours so that a frame's header does not travel as a record of its
- * own. send_lock held.
+ * TLS: the iovec by @deadline_ns, as full records. OpenSSL makes one record
+ * (16 KiB at most) per write call at least, and every record costs its own
+ * header, tag and cipher set-up on both sides: segments shorter than a
+ * record (a frame's header, a run of a few pages) are gathered in @stage
+ * with their neighbours until it holds a whole record, and a long segment
+ * goes straight to OpenSSL in whole records, its tail gathered. Every
+ * record but a frame's last is full. send_lock held.
  */
 static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns)
 {
@@ -368,10 +372,9 @@ static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint
 	bool cork;
 
 	/*
-	 * OpenSSL writes each record (16 KiB at most) with its own write():
-	 * records gather in the session's buffer and leave with the flush
-	 * below; where they do not (kTLS), a large frame is corked so that the
-	 * kernel sends full segments, not a packet per record.
+	 * Records gather in the session's send buffer and leave with the
+	 * flush below; where they do not (kTLS: the kernel sends each write),
+	 * a large frame is corked so that the kernel sends full segments.
 	 */
 	for (int i = 0; i < iovcnt; i++)
 		total += iov[i].iov_len;
@@ -382,15 +385,24 @@ static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint
 		const uint8_t *p = iov[i].iov_base;
 		size_t len = iov[i].iov_len;
 
-		if (len <= sizeof(stage) - staged) {
-			memcpy(stage + staged, p, len);
-			staged += len;
-			continue;
+		while (!ret && len) {
+			size_t n;
+
+			if (staged || len < sizeof(stage)) {
+				n = len < sizeof(stage) - staged ? len : sizeof(stage) - staged;
+				memcpy(stage + staged, p, n);
+				staged += n;
+				if (staged == sizeof(stage)) {
+					ret = tls_write_all(c, stage, staged, deadline_ns);
+					staged = 0;
+				}
+			} else {
+				n = len - len % sizeof(stage);
+				ret = tls_write_all(c, p, n, deadline_ns);
+			}
+			p += n;
+			len -= n;
 		}
-		ret = tls_write_all(c, stage, staged, deadline_ns);
-		staged = 0;
-		if (!ret)
-			ret = tls_write_all(c, p, len, deadline_ns);
 	}
 	if (!ret && staged)
 		ret = tls_write_all(c, stage, staged, deadline_ns);

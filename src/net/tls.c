@@ -31,7 +31,7 @@ struct gw_tls {
 	pthread_mutex_t lock;		/* every SSL call and the fields below */
 	SSL *ssl;
 	bool done;			/* handshake complete */
-	bool buffered;			/* records gather in a buffer BIO until gw_tls_flush */
+	bool buffered;			/* records gather in our send BIO until gw_tls_flush: no SIGPIPE */
 	char err[400];			/* the last failure, in words */
 	char peer[GW_TLS_PEER_MAX];	/* authenticated identity, after the handshake */
 	char names[NAMES_MAX][GW_TLS_NAME_MAX];	/* the peer certificate's CN and DNS names */
@@ -451,22 +451,19 @@ bool gw_tls_ctx_authorized(const struct gw_tls_ctx *ctx, const struct gw_tls *t)
 
 /*
  * Lock held, handshake done. OpenSSL writes every record (16 KiB at most)
- * with its own write(): unless the kernel took the records over (kTLS),
- * records gather in a buffer in front of the socket, flushed once per frame
- * (gw_tls_flush), a few system calls per 512 KiB frame instead of 32.
+ * with its own write(), and write() raises SIGPIPE on a closed connection.
+ * Unless the kernel took the records over (kTLS), the records go to our
+ * own send buffer instead (net/tls_bio.c): send() with MSG_NOSIGNAL, a few
+ * system calls per 512 KiB frame instead of 32, flushed once per frame
+ * (gw_tls_flush), and no signal mask to guard each call with.
  */
 static void buffer_writes(struct gw_tls *t)
 {
-	BIO *sock = SSL_get_wbio(t->ssl), *buf;
+	BIO *buf;
 
-	if (BIO_get_ktls_send(sock) || !(buf = BIO_new(BIO_f_buffer())))
+	if (BIO_get_ktls_send(SSL_get_wbio(t->ssl)) || !(buf = gw_tls_send_bio_new(t->fd, GW_TLS_WRITE_BUFFER_BYTES)))
 		return;
-	if (BIO_set_write_buffer_size(buf, GW_TLS_WRITE_BUFFER_BYTES) != 1 || !BIO_up_ref(sock)) {
-		BIO_free(buf);
-		return;
-	}
-	BIO_push(buf, sock);		/* buf holds the reference taken above */
-	SSL_set0_wbio(t->ssl, buf);	/* drops the SSL's own reference to sock as wbio */
+	SSL_set0_wbio(t->ssl, buf);	/* drops the SSL's own reference to the socket BIO as wbio */
 	t->buffered = true;
 }
 
@@ -477,16 +474,22 @@ static void buffer_writes(struct gw_tls *t)
  * call that may write, and one it raised is consumed before the mask is
  * restored (a SIGPIPE from write() is sent to the writing thread). The
  * write itself then fails with EPIPE, reported as a closed connection.
+ * Once writes go through our send BIO (MSG_NOSIGNAL, buffer_writes) there
+ * is nothing to guard: the data path makes no signal-mask calls.
  */
 struct pipe_guard {
 	sigset_t old;
+	bool armed;			/* writes may raise SIGPIPE: the mask was changed */
 	bool pending_before;		/* one was pending already: not ours to consume */
 };
 
-static void pipe_block(struct pipe_guard *g)
+static void pipe_block(const struct gw_tls *t, struct pipe_guard *g)
 {
 	sigset_t set, pend;
 
+	g->armed = !t->buffered;
+	if (!g->armed)
+		return;
 	sigemptyset(&set);
 	sigaddset(&set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &set, &g->old);
@@ -498,6 +501,8 @@ static void pipe_restore(struct pipe_guard *g)
 	struct timespec zero = { 0, 0 };
 	sigset_t set, pend;
 
+	if (!g->armed)
+		return;
 	sigemptyset(&set);
 	sigaddset(&set, SIGPIPE);
 	if (!g->pending_before && !sigpending(&pend) && sigismember(&pend, SIGPIPE))
@@ -514,7 +519,7 @@ int gw_tls_handshake(struct gw_tls *t, short *events)
 
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
-	pipe_block(&g);
+	pipe_block(t, &g);
 	ret = SSL_do_handshake(t->ssl);
 	pipe_restore(&g);
 	if (ret == 1) {
@@ -539,7 +544,7 @@ ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
-	pipe_block(&g);	/* a read may write (alerts, key updates) */
+	pipe_block(t, &g);	/* a read may write (alerts, key updates) */
 	if (SSL_read_ex(t->ssl, buf, len, &n) == 1)
 		ret = (ssize_t)n;
 	else
@@ -557,7 +562,7 @@ ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *event
 
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
-	pipe_block(&g);
+	pipe_block(t, &g);
 	if (SSL_write_ex(t->ssl, buf, len, &n) == 1)
 		ret = (ssize_t)n;
 	else
@@ -573,7 +578,7 @@ int gw_tls_flush(struct gw_tls *t, short *events)
 	int ret = 0;
 
 	pthread_mutex_lock(&t->lock);
-	pipe_block(&g);
+	pipe_block(t, &g);
 	if (t->buffered && BIO_flush(SSL_get_wbio(t->ssl)) != 1) {
 		if (BIO_should_retry(SSL_get_wbio(t->ssl))) {
 			*events = POLLOUT;

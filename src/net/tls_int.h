@@ -27,6 +27,12 @@ struct gw_tls_ctx {
 	char own_cert_note[160];	/* our own certificate expired or not yet valid: said with a refusal */
 };
 
+/*
+ * tls_bio.c: a write-only BIO for a session after its handshake: records
+ * gather in @buffer_bytes and leave with send(MSG_NOSIGNAL) when it fills
+ * or at BIO_flush. NULL on failure.
+ */
+BIO *gw_tls_send_bio_new(int fd, size_t buffer_bytes);
 /* The ex_data index of struct gw_tls in its SSL (for the callbacks). */
 int gw_tls_ex_index(void);
 /* PSK callbacks (tls_ctx.c), installed on SSL objects of a PSK context. */
