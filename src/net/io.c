@@ -7,18 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <godwit/log.h>
 #include "util/crc32c.h"
 #include "net/io.h"
+#include "net/io_int.h"
 #include "net/tls.h"
-
-/* TLS: the plaintext of one full record (TLS 1.3 allows 16 KiB at most): see send_tls. */
-#define TLS_STAGE_BYTES 16384
 
 void gw_conn_init(struct gw_conn *c, int fd)
 {
@@ -156,7 +152,8 @@ int gw_conn_peer_alive(struct gw_conn *c)
 	return pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL) ? -ECONNRESET : 0;
 }
 
-static uint64_t deadline_after(uint64_t ms)
+/* io_int.h */
+uint64_t gw_conn_deadline_after(uint64_t ms)
 {
 	return ms ? gw_now_ns() + ms * 1000000ull : 0;
 }
@@ -174,8 +171,8 @@ static int ms_left(uint64_t deadline_ns)
 	return left > 0x7fffffff ? 0x7fffffff : (int)left;
 }
 
-/* Wait for @events on @fd until @deadline_ns (0: none). 0, -ETIMEDOUT, -errno. */
-static int wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64_t deadline_ns)
+/* io_int.h */
+int gw_conn_wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64_t deadline_ns)
 {
 	struct pollfd pfd = { .fd = fd, .events = events };
 
@@ -190,48 +187,6 @@ static int wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64_
 		if (r < 0 && errno != EINTR)
 			return -errno;
 	}
-}
-
-int gw_conn_start_tls(struct gw_conn *c, struct gw_tls_ctx *ctx, const char *host, uint64_t timeout_ms,
-		      char *why, size_t why_len)
-{
-	uint64_t deadline_ns = deadline_after(timeout_ms);
-	struct gw_tls *t;
-	int ret;
-
-	if (!c->sock->kernel) {
-		/* OpenSSL drives a kernel socket (its own reads and writes); refused before it starts. */
-		snprintf(why, why_len, "TLS needs a kernel socket (tcp: or unix:), not this transport's");
-		return -EOPNOTSUPP;
-	}
-	t = gw_tls_new(ctx, c->fd, host, why, why_len);
-	if (!t)
-		return -errno;
-	for (;;) {
-		short ev = 0;
-
-		ret = gw_tls_handshake(t, &ev);
-		if (ret != -EAGAIN)
-			break;
-		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
-		if (ret) {
-			snprintf(why, why_len, "no TLS handshake with the destination within %llu ms",
-				 (unsigned long long)timeout_ms);
-			break;
-		}
-	}
-	if (ret && ret != -ETIMEDOUT)
-		snprintf(why, why_len, "%s", gw_tls_error(t));
-	if (ret) {
-		gw_tls_free(t);
-		return ret;
-	}
-	pthread_mutex_lock(&c->send_lock);
-	pthread_mutex_lock(&c->fd_lock);
-	c->tls = t;
-	pthread_mutex_unlock(&c->fd_lock);
-	pthread_mutex_unlock(&c->send_lock);
-	return 0;
 }
 
 /*
@@ -333,92 +288,6 @@ static int send_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, const in
 	return 0;
 }
 
-/* TLS: write all of @buf by @deadline_ns. send_lock held. */
-static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint64_t deadline_ns)
-{
-	while (len) {
-		short ev = 0;
-		ssize_t n = gw_tls_write(c->tls, buf, len, &ev);
-		int ret;
-
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n != -EAGAIN)
-			return (int)n;
-		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-/*
- * TLS: the iovec by @deadline_ns, as full records. OpenSSL makes one record
- * (16 KiB at most) per write call at least, and every record costs its own
- * header, tag and cipher set-up on both sides: segments shorter than a
- * record (a frame's header, a run of a few pages) are gathered in @stage
- * with their neighbours until it holds a whole record, and a long segment
- * goes straight to OpenSSL in whole records, its tail gathered. Every
- * record but a frame's last is full. send_lock held.
- */
-static int send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns)
-{
-	uint8_t stage[TLS_STAGE_BYTES];
-	size_t staged = 0, total = 0;
-	int ret = 0, on = 1, off = 0;
-	bool cork;
-
-	/*
-	 * Records gather in the session's send buffer and leave with the
-	 * flush below; where they do not (kTLS: the kernel sends each write),
-	 * a large frame is corked so that the kernel sends full segments.
-	 */
-	for (int i = 0; i < iovcnt; i++)
-		total += iov[i].iov_len;
-	cork = !gw_tls_buffered(c->tls) && total > TLS_STAGE_BYTES &&
-	       !setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
-
-	for (int i = 0; !ret && i < iovcnt; i++) {
-		const uint8_t *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
-
-		while (!ret && len) {
-			size_t n;
-
-			if (staged || len < sizeof(stage)) {
-				n = len < sizeof(stage) - staged ? len : sizeof(stage) - staged;
-				memcpy(stage + staged, p, n);
-				staged += n;
-				if (staged == sizeof(stage)) {
-					ret = tls_write_all(c, stage, staged, deadline_ns);
-					staged = 0;
-				}
-			} else {
-				n = len - len % sizeof(stage);
-				ret = tls_write_all(c, p, n, deadline_ns);
-			}
-			p += n;
-			len -= n;
-		}
-	}
-	if (!ret && staged)
-		ret = tls_write_all(c, stage, staged, deadline_ns);
-	while (!ret) {
-		short ev = 0;
-
-		ret = gw_tls_flush(c->tls, &ev);
-		if (ret != -EAGAIN)
-			break;
-		ret = wait_fd(c->sock, c->fd, ev, deadline_ns);
-	}
-	if (cork)
-		setsockopt(c->fd, IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
-	return ret;
-}
-
 #define GW_CONN_MAX_IOV (4 + GW_WIRE_MAX_BATCH_PAGES)
 
 /*
@@ -479,9 +348,9 @@ static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, 
 		sock_timeout(c, SO_SNDTIMEO, c->send_frame_ms);
 		c->sndtimeo_cut = false;
 	}
-	deadline_ns = deadline_after(c->send_frame_ms);
+	deadline_ns = gw_conn_deadline_after(c->send_frame_ms);
 	if (c->tls) {
-		ret = fds && nr_fds ? -EINVAL : send_tls(c, all, iovcnt + 1, deadline_ns);
+		ret = fds && nr_fds ? -EINVAL : gw_conn_send_tls(c, all, iovcnt + 1, deadline_ns);
 	} else {
 		/* Zero-copy parts go in a call of their own: the header and prefix are copied. */
 		ret = send_plain(c, all, zc_from + 1, fds, nr_fds, 0, NULL, deadline_ns);
@@ -621,37 +490,10 @@ static int recv_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds
 	return 0;
 }
 
-/* TLS: read exactly the iovec by the frame's deadline. */
-static int recv_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt)
-{
-	for (int i = 0; i < iovcnt; i++) {
-		uint8_t *p = iov[i].iov_base;
-		size_t len = iov[i].iov_len;
-
-		while (len) {
-			short ev = 0;
-			ssize_t n = gw_tls_read(c->tls, p, len, &ev);
-			int ret;
-
-			if (n > 0) {
-				p += n;
-				len -= (size_t)n;
-				continue;
-			}
-			if (n != -EAGAIN)
-				return (int)n;
-			ret = wait_fd(c->sock, c->fd, ev, c->frame_deadline_ns);
-			if (ret)
-				return ret;
-		}
-	}
-	return 0;
-}
-
 static int recv_all(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
 {
 	if (c->tls)
-		return fds ? -EINVAL : recv_tls(c, iov, iovcnt);
+		return fds ? -EINVAL : gw_conn_recv_tls(c, iov, iovcnt);
 	return recv_plain(c, iov, iovcnt, fds, max_fds, nr_fds);
 }
 
@@ -704,7 +546,7 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 		sock_timeout(c, SO_RCVTIMEO, __atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 		__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	}
-	c->frame_deadline_ns = deadline_after(__atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
+	c->frame_deadline_ns = gw_conn_deadline_after(__atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;
