@@ -39,7 +39,7 @@ netns_setup "$name" "$rate" || exit 1
 
 # one MODE CODEC: a migration with fresh processes; appends "MODE CODEC ms ratio codecs" to $T/res
 one() {
-	local mode=$1 codec=$2 d url i dtls=() mtls=()
+	local mode=$1 codec=$2 d url i dpid spid ok=0 dtls=() mtls=()
 	d=$(mktemp -d "$T/m.XXXX")
 	if [ "$mode" = tls ]; then
 		dtls=(--tls-creds "$T/certs/dst-ok")
@@ -47,8 +47,10 @@ one() {
 	fi
 	ip netns exec "$NETNS_DST" "$GODWIT" run --incoming "tcp:$NETNS_DST_ADDR:0" --api "$d/dst.sock" \
 		--accel soft --memory "$memory" --log-level warn "${dtls[@]}" >"$d/dst.out" 2>"$d/dst.log" &
+	dpid=$!
 	ip netns exec "$NETNS_SRC" "$GODWIT" run --api "$d/src.sock" --accel soft --memory "$memory" \
 		--fill mix --workload idle --log-level warn >"$d/src.out" 2>"$d/src.log" &
+	spid=$!
 	for i in $(seq 600); do
 		url=$(sed -n 's/^incoming //p' "$d/dst.out" | head -n1)
 		[ -n "$url" ] && "$GODWIT" status --api "$d/src.sock" --json 2>/dev/null | grep -q '"running"' && break
@@ -56,7 +58,7 @@ one() {
 	done
 	"$GODWIT" migrate --api "$d/src.sock" --to "$url" --channels "$channels" --compress "$codec" \
 		--no-verify "${mtls[@]}" --json >"$d/mig.json" 2>"$d/mig.err"
-	python3 - "$d/mig.json" "$mode" "$codec" >>"$T/res" <<'EOF'
+	python3 - "$d/mig.json" "$mode" "$codec" >>"$T/res" <<'EOF' || ok=1
 import json, sys
 d = json.load(open(sys.argv[1]))
 if d.get("status") != "completed":
@@ -69,12 +71,13 @@ tot = sum(used.values()) or 1
 codecs = ",".join("%s:%.0f%%" % (k, 100.0 * v / tot) for k, v in sorted(used.items(), key=lambda x: -x[1]))
 print(sys.argv[2], sys.argv[3], "%.1f" % d["total-time"], "%.2f" % d["ram"]["compression-ratio"], codecs)
 EOF
-	tail -n1 "$T/res"
-	kill %1 %2 2>/dev/null
-	wait 2>/dev/null
+	[ $ok = 0 ] && tail -n1 "$T/res"
+	kill "$dpid" "$spid" 2>/dev/null
+	wait "$dpid" "$spid" 2>/dev/null
+	return $ok
 }
 
-echo "mode  codec  total-ms  ratio  codecs (share of pages)"
+echo "mode  codec  total-ms  ratio  codecs (share of the raw page bytes)"
 for r in $(seq 1 "$runs"); do
 	if [ $((r % 2)) = 1 ]; then order="plain tls"; else order="tls plain"; fi
 	for m in $order; do

@@ -279,10 +279,14 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw
 		return GW_CODEC_NONE;	/* no codec is even set up on a fast link */
 	batch_no = a->slow_batches++;
 	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
+		size_t step = raw_len / GW_AUTO_PROBE_SLICES / PAGE * PAGE;	/* page starts, mostly */
 		const struct gw_codec_ops *ops;
 		void *ctx = codec_ctx(po, GW_CODEC_LZ4, &ops);
-		ssize_t got = ctx ? ops->compress(ctx, raw, GW_AUTO_PROBE_BYTES,
-						  po->probe, sizeof(po->probe)) : -1;
+		ssize_t got;
+
+		for (unsigned i = 0; i < GW_AUTO_PROBE_SLICES; i++)
+			memcpy(po->probe_in + i * PAGE, raw + i * step, PAGE);
+		got = ctx ? ops->compress(ctx, po->probe_in, GW_AUTO_PROBE_BYTES, po->probe, sizeof(po->probe)) : -1;
 
 		if (got > 0)
 			probe = (double)got / GW_AUTO_PROBE_BYTES;

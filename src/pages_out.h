@@ -111,6 +111,7 @@ struct gw_pages_out {
 	void *ctx[GW_CODEC__COUNT];	/* created on first use */
 	struct gw_xbzrle_cache *xb;	/* NULL: XBZRLE off */
 	struct gw_codec_auto autoc;
+	uint8_t probe_in[GW_AUTO_PROBE_BYTES];		/* auto's probe: pages spread over a batch */
 	uint8_t probe[GW_AUTO_PROBE_BYTES + 1024];	/* auto's probe output */
 };
 

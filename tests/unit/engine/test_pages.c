@@ -13,7 +13,9 @@
  * the source's mapping (live, no copy) land the same; every page carries
  * its CRC, and a page the guest changes after its CRC was taken fails its
  * check, stays out of a buffered apply, waits as a suspect until a
- * PAGES_VOID names it, and stays stale until it is sent again.
+ * PAGES_VOID names it, and stays stale until it is sent again. auto on a
+ * slow link compresses a batch that is mostly compressible even when its
+ * first pages are not (its probe looks across the batch).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -255,6 +257,38 @@ static void test_changed_while_sent(bool src_fd)
 	ram_free(&dst);
 }
 
+/*
+ * auto's probe: a batch whose first pages are random but whose others are
+ * text-like is compressed. After the forced samples (batches 0 and 1),
+ * batch 2 is decided by the probe; a probe of the batch's first pages only
+ * saw random data and sent the whole batch raw.
+ */
+static void test_auto_probe_spread(void)
+{
+	struct ram src;
+	struct gw_pages_out po;
+	struct gw_ram_view view;
+	struct gw_batch b = { .block = 0, .nr_pages = 64, .first_page = 0, .mask = { ~0ULL } };
+	struct gw_pages_frame f;
+	uint64_t x = 42;
+
+	ram_new(&src, true);
+	for (uint64_t p = 0; p < 64; p++)
+		for (unsigned i = 0; i < PAGE; i += 8) {
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			memcpy(src.host + p * PAGE + i, p < 8 ? (const char *)&x : "godwit  ", 8);
+		}
+	view = (struct gw_ram_view){ 0, src.host, src.fd, 0, NULL, false };
+	TEST_ASSERT(gw_pages_out_init(&po, GW_CODEC_AUTO, 0, 0) == 0, "init");
+	for (uint32_t n = 0; n < 3; n++)
+		TEST_ASSERT(gw_pages_out_build(&po, 0, &view, &b, 0, 8.0, &f) == 0 && f.iovcnt, "build %u", n);
+	TEST_CHECK(f.ph.codec != GW_WIRE_CODEC_NONE && f.data_bytes < f.raw_bytes / 2,
+		   "auto sent a batch of 56 text pages behind 8 random ones raw (%zu of %zu bytes)",
+		   (size_t)f.data_bytes, (size_t)f.raw_bytes);
+	gw_pages_out_release(&po);
+	ram_free(&src);
+}
+
 /* The check stage refuses what the layout does not allow. */
 static void test_check_refusals(void)
 {
@@ -299,5 +333,6 @@ int main(void)
 	test_changed_while_sent(true);
 	test_changed_while_sent(false);
 	test_check_refusals();
+	test_auto_probe_spread();
 	TEST_EXIT();
 }
