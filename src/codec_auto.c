@@ -8,9 +8,27 @@
 static const enum gw_codec_id candidates[] = { GW_CODEC_LZ4, GW_CODEC_ZSTD };
 #define NR_CANDIDATES (sizeof(candidates) / sizeof(candidates[0]))
 
-int gw_codec_auto_level(enum gw_codec_id id, int default_level)
+#define TUNE_UP_HEADROOM 3.0		/* fast-level cost x this under the wire time: ratio level */
+#define TUNE_DOWN_SHARE 0.7		/* cost over this share of the wire time: fast level */
+
+int gw_codec_auto_level(const struct gw_codec_auto *a, enum gw_codec_id id, int default_level)
 {
-	return id == GW_CODEC_ZSTD ? 1 : default_level;
+	return id == GW_CODEC_ZSTD ? a->zstd_level : default_level;
+}
+
+bool gw_codec_auto_tune(struct gw_codec_auto *a, double link_ns_per_byte)
+{
+	double wire_ns = a->est[GW_CODEC_ZSTD].ratio * link_ns_per_byte, cost = a->est[GW_CODEC_ZSTD].ns_per_byte;
+	int want = a->zstd_level;
+
+	if (a->zstd_level == GW_AUTO_ZSTD_LEVEL_FAST && cost * TUNE_UP_HEADROOM < wire_ns)
+		want = GW_AUTO_ZSTD_LEVEL_RATIO;
+	else if (a->zstd_level == GW_AUTO_ZSTD_LEVEL_RATIO && cost > TUNE_DOWN_SHARE * wire_ns)
+		want = GW_AUTO_ZSTD_LEVEL_FAST;
+	if (want == a->zstd_level)
+		return false;
+	a->zstd_level = want;
+	return true;
 }
 
 void gw_codec_auto_init(struct gw_codec_auto *a)
@@ -20,6 +38,7 @@ void gw_codec_auto_init(struct gw_codec_auto *a)
 	a->est[GW_CODEC_LZ4].ratio = 0.6;
 	a->est[GW_CODEC_ZSTD].ns_per_byte = 2.0;
 	a->est[GW_CODEC_ZSTD].ratio = 0.5;
+	a->zstd_level = GW_AUTO_ZSTD_LEVEL_FAST;
 }
 
 double gw_codec_auto_link_cost(const struct gw_codec_auto *a, int64_t cap_bps, unsigned nr_channels)

@@ -38,17 +38,29 @@ struct gw_codec_auto {
 		double ratio;		/* output / input, smoothed */
 	} est[GW_CODEC__COUNT];		/* lz4 and zstd are used */
 	double link_ns_per_byte;	/* measured cost per wire byte, 0 = unknown */
+	int zstd_level;			/* GW_AUTO_ZSTD_LEVEL_FAST or _RATIO (gw_codec_auto_tune) */
 	uint64_t slow_batches;		/* batches seen on a slow link */
 };
 
 /*
- * The level auto compresses @id at: zstd at 1 (on mix data ~1.6x the speed
- * of its default level 3 for 4% less ratio: on a link slow enough for
- * compression to pay, the cheaper level keeps the codec from becoming the
- * bottleneck on a busy machine, which made auto choose lz4 and lose ratio),
- * others at their default. The destination decodes any level.
+ * The level auto compresses @id at: zstd at GW_AUTO_ZSTD_LEVEL_FAST (1) or,
+ * while the CPU has headroom, GW_AUTO_ZSTD_LEVEL_RATIO (3: on mix data ~4%
+ * more ratio for 1.2-1.6x the time); others at their default. The
+ * destination decodes any level.
  */
-int gw_codec_auto_level(enum gw_codec_id id, int default_level);
+#define GW_AUTO_ZSTD_LEVEL_FAST 1
+#define GW_AUTO_ZSTD_LEVEL_RATIO 3
+int gw_codec_auto_level(const struct gw_codec_auto *a, enum gw_codec_id id, int default_level);
+/*
+ * zstd's level for the coming batches, from the estimates: the ratio level
+ * while compressing at the fast level costs under a third of the time the
+ * link takes for its output (the ratio level's cost then stays well under
+ * it), back to the fast level once compressing costs more than 0.7 of it.
+ * On a busy machine the fast level keeps zstd from becoming the bottleneck,
+ * which made auto choose lz4 and lose ratio. True when the level changed
+ * (the caller makes a new context; the estimates adapt from the next sample).
+ */
+bool gw_codec_auto_tune(struct gw_codec_auto *a, double link_ns_per_byte);
 
 /* Priors until measured (bench/codec_bench on mix data, one core). */
 void gw_codec_auto_init(struct gw_codec_auto *a);

@@ -83,7 +83,7 @@ static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struc
 	if (!po->ctx[id]) {
 		/* auto uses its own level per codec (codec_auto.h) */
 		if (po->codec == GW_CODEC_AUTO)
-			level = gw_codec_auto_level(id, (*ops)->default_level);
+			level = gw_codec_auto_level(&po->autoc, id, (*ops)->default_level);
 		else if (level == 0)
 			level = (*ops)->default_level;
 		if (level < (*ops)->min_level)
@@ -278,6 +278,11 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw
 	if (!gw_codec_auto_link_is_slow(a, link))
 		return GW_CODEC_NONE;	/* no codec is even set up on a fast link */
 	batch_no = a->slow_batches++;
+	if (gw_codec_auto_tune(a, link) && po->ctx[GW_CODEC_ZSTD]) {
+		/* zstd's level changed: a new context at the new level on its next use */
+		gw_codec_get(GW_CODEC_ZSTD)->ctx_free(po->ctx[GW_CODEC_ZSTD]);
+		po->ctx[GW_CODEC_ZSTD] = NULL;
+	}
 	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
 		size_t step = raw_len / GW_AUTO_PROBE_SLICES / PAGE * PAGE;	/* page starts, mostly */
 		const struct gw_codec_ops *ops;

@@ -7,7 +7,9 @@
  * and one of them every 16th; none for an incompressible probe; otherwise
  * the cheapest of max(compress cost, ratio x link cost), none on a tie.
  * The link cost honours the bandwidth cap per channel; feedback moves the
- * estimates toward the samples.
+ * estimates toward the samples. zstd's level rises to the ratio level only
+ * with three times the headroom, falls back once compression takes 0.7 of
+ * the wire time, and never flips between the two in between.
  */
 #include <math.h>
 #include <stdio.h>
@@ -91,9 +93,48 @@ static void test_link_and_feedback(void)
 	TEST_CHECK(fabs(a.est[GW_CODEC_LZ4].ratio - (0.8 * 0.6 + 0.2 * 0.3)) < 1e-9, "codec ratio");
 }
 
+struct tune_step {
+	const char *name;
+	double link_ns, zstd_ns, zstd_ratio;
+	int want_level;
+};
+
+/* One auto, driven through these estimates in order. */
+static const struct tune_step tune_steps[] = {
+	{ "starts at the fast level", 0.0, 2.0, 0.5, GW_AUTO_ZSTD_LEVEL_FAST },
+	{ "10 Gbit/s link: no headroom", 1.6, 2.0, 0.58, GW_AUTO_ZSTD_LEVEL_FAST },
+	{ "1 Gbit/s, 2 channels: 9.3 ns wire, 2 ns cost", 16.0, 2.0, 0.58, GW_AUTO_ZSTD_LEVEL_RATIO },
+	{ "ratio level costs 3 ns: stays", 16.0, 3.0, 0.58, GW_AUTO_ZSTD_LEVEL_RATIO },
+	{ "busy CPU: 7 ns, over 0.7 of 9.3", 16.0, 7.0, 0.58, GW_AUTO_ZSTD_LEVEL_FAST },
+	{ "fast level at 3.5 ns: not 3x under 9.3, stays", 16.0, 3.5, 0.58, GW_AUTO_ZSTD_LEVEL_FAST },
+	{ "headroom again", 16.0, 2.5, 0.58, GW_AUTO_ZSTD_LEVEL_RATIO },
+};
+
+static void test_tune(void)
+{
+	struct gw_codec_auto a;
+
+	gw_codec_auto_init(&a);
+	for (size_t i = 0; i < sizeof(tune_steps) / sizeof(tune_steps[0]); i++) {
+		const struct tune_step *t = &tune_steps[i];
+		int before = a.zstd_level;
+		bool changed;
+
+		a.est[GW_CODEC_ZSTD].ns_per_byte = t->zstd_ns;
+		a.est[GW_CODEC_ZSTD].ratio = t->zstd_ratio;
+		changed = gw_codec_auto_tune(&a, t->link_ns);
+		TEST_CHECK(a.zstd_level == t->want_level, "%s: level %d, want %d", t->name, a.zstd_level,
+			   t->want_level);
+		TEST_CHECK(changed == (before != a.zstd_level), "%s: change not reported", t->name);
+		TEST_CHECK(gw_codec_auto_level(&a, GW_CODEC_ZSTD, 3) == a.zstd_level &&
+			   gw_codec_auto_level(&a, GW_CODEC_LZ4, 1) == 1, "%s: levels per codec", t->name);
+	}
+}
+
 int main(void)
 {
 	test_pick();
 	test_link_and_feedback();
+	test_tune();
 	TEST_EXIT();
 }
