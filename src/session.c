@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* Session lifecycle, the sticky error, status and statistics snapshots. */
+/*
+ * Session lifecycle: create and free, start a migration (URL and TLS checks,
+ * the listening socket, the migration thread), wait, resolve an unknown
+ * outcome; status, the acceptor and the channel array as the other threads
+ * see them; free-page hints. The sticky error, cancel and abandon are in
+ * session_error.c; the statistics snapshot and thread helpers in
+ * session_util.c.
+ */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 #include "admit.h"
 #include "channel.h"
 #include "net/tls.h"
@@ -80,14 +82,12 @@ static void join_thread(struct gw_session *s)
 		pthread_join(s->thread, NULL);
 }
 
-static void abandon_postcopy(struct gw_session *s);
-
 void gw_session_free(struct gw_session *s)
 {
 	if (!s)
 		return;
 	if (gw_session_cancel(s) == -EALREADY && __atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE)
-		abandon_postcopy(s);	/* nobody would finish it */
+		gw_abandon_postcopy(s);	/* nobody would finish it */
 	join_thread(s);
 	gw_session_stop_admit(s);
 	gw_tls_ctx_free(s->tls_ctx);
@@ -140,60 +140,6 @@ void gw_session_shutdown_conns(struct gw_session *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Record the first error; caller holds s->lock. True if this one was first. */
-static bool fail_record_locked(struct gw_session *s, const char *phase, int code,
-			       bool from_peer, const char *msg)
-{
-	if (s->err.code)
-		return false;
-	__atomic_store_n(&s->err.code, code, __ATOMIC_RELEASE);
-	s->err.from_peer = from_peer;
-	snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
-	snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
-	pthread_cond_broadcast(&s->cond);
-	return true;
-}
-
-/* After the first error: log it, tell the peer why, wake blocked threads. */
-static void fail_notify(struct gw_session *s, const char *phase, int code, bool from_peer,
-			const char *msg)
-{
-	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
-	       phase, code, msg, from_peer ? " from=peer" : "");
-	if (!from_peer)
-		gw_conn_send_error(&s->ctl, code, msg);	/* -EPIPE when not connected */
-	gw_session_shutdown_conns(s);
-}
-
-/*
- * The owner frees a session whose migration is in postcopy (a process
- * quitting, say): nobody will finish it, so it ends now, failed. Before the
- * switch a cancel does it.
- */
-static void abandon_postcopy(struct gw_session *s)
-{
-	static const char msg[] = "abandoned during postcopy (the owner is going away): the VM is lost";
-	bool first;
-
-	pthread_mutex_lock(&s->lock);
-	first = s->running && fail_record_locked(s, "postcopy", -ECANCELED, false, msg);
-	pthread_mutex_unlock(&s->lock);
-	if (first)
-		fail_notify(s, "postcopy", -ECANCELED, false, msg);
-}
-
-int gw_session_abandon(struct gw_session *s)
-{
-	if (!s || !__atomic_load_n(&s->running, __ATOMIC_ACQUIRE))
-		return -EINVAL;
-	if (gw_session_cancel(s) == 0)
-		return 0;
-	/* Precopy after GO: the wait for RESUMED is bounded, nothing to end. */
-	if (__atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE)
-		abandon_postcopy(s);
-	return 0;
-}
-
 void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n)
 {
 	pthread_mutex_lock(&s->lock);
@@ -212,125 +158,6 @@ struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n)
 	s->chans = NULL;
 	pthread_mutex_unlock(&s->lock);
 	return chans;
-}
-
-/* Errors that mean the connection (or the link) is gone, not that a peer misbehaved. */
-static bool link_errno(int code)
-{
-	switch (code) {
-	case -ECONNRESET: case -EPIPE: case -ETIMEDOUT: case -ECONNABORTED: case -ENOTCONN:
-	case -EHOSTUNREACH: case -ENETUNREACH: case -ENETDOWN: case -EHOSTDOWN: case -ECONNREFUSED:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/*
- * During postcopy a broken connection pauses the migration instead of
- * failing it: the VM runs on the destination and the source holds pages
- * it needs, so both wait for a recovery (postcopy_src.c, postcopy_dst.c).
- * True when @code was taken that way.
- */
-static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code, const char *msg)
-{
-	int none = 0;
-
-	if (__atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) != GW_PC_ACTIVE || !link_errno(code) ||
-	    __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE))
-		return false;
-	if (__atomic_compare_exchange_n(&s->pc_broken, &none, code, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE)) {
-		gw_log(GW_LOG_WARN, "mig", "postcopy_link_lost", "phase=%s code=%d reason=\"%s\"", phase, code, msg);
-		pthread_mutex_lock(&s->lock);
-		snprintf(s->stats.postcopy_reason, sizeof(s->stats.postcopy_reason), "link lost: %.*s",
-			 (int)sizeof(s->stats.postcopy_reason) - 20, msg);
-		pthread_cond_broadcast(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-	}
-	gw_session_shutdown_conns(s);
-	return true;
-}
-
-int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
-	    const char *fmt, ...)
-{
-	char msg[512];
-	bool first;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (code >= 0)
-		code = -EIO;
-	if (!from_peer && postcopy_link_lost(s, phase, code, msg))
-		return code;
-	pthread_mutex_lock(&s->lock);
-	first = fail_record_locked(s, phase, code, from_peer, msg);
-	pthread_mutex_unlock(&s->lock);
-	if (!first) {
-		gw_debug("mig", "error_dropped", "phase=%s reason=\"%s\"", phase, msg);
-		return code;
-	}
-	fail_notify(s, phase, code, from_peer, msg);
-	return code;
-}
-
-int gw_failed(struct gw_session *s)
-{
-	int code = __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
-
-	return code ? code : __atomic_load_n(&s->pc_broken, __ATOMIC_ACQUIRE);
-}
-
-int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m)
-{
-	return gw_fail(s, phase, gw_wire_err_to_errno(m->code), true, "peer: %s", m->reason);
-}
-
-void gw_error_get(struct gw_session *s, struct gw_error *out)
-{
-	pthread_mutex_lock(&s->lock);
-	*out = s->err;
-	pthread_mutex_unlock(&s->lock);
-}
-
-const char *gw_conn_err_text(int err, const char *who)
-{
-	switch (err) {
-	case -ECONNRESET: return !strcmp(who, "source") ? "the source closed the connection" :
-					       "the destination closed the connection";
-	case -EBADMSG: return "checksum mismatch";
-	case -EPROTO: return "malformed frame";
-	case -ERANGE: return "page outside guest RAM";
-	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";
-	case -ETIMEDOUT: return "peer silent past the I/O timeout";
-	default: return strerror(-err);
-	}
-}
-
-void gw_boot_id(uint8_t out[GW_WIRE_ID_BYTES])
-{
-	char txt[64] = "";
-	unsigned n = 0;
-	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
-
-	memset(out, 0, GW_WIRE_ID_BYTES);
-	if (!f)
-		return;
-	if (!fgets(txt, sizeof(txt), f))
-		txt[0] = 0;
-	fclose(f);
-	/* "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx": 32 hex digits. */
-	for (const char *p = txt; *p && n < 2 * GW_WIRE_ID_BYTES; p++) {
-		int v = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-
-		if (v < 0)
-			continue;
-		out[n / 2] |= (uint8_t)(n % 2 ? v : v << 4);
-		n++;
-	}
 }
 
 int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page, uint64_t nr_pages)
@@ -357,55 +184,6 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 	return ret;
 }
 
-void gw_log_pipeline(struct gw_session *s)
-{
-	uint64_t pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
-			 __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) +
-			 __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
-	unsigned from = s->role == GW_ROLE_SOURCE ? GW_STAGE_READ : GW_STAGE_RECV;
-	unsigned to = s->role == GW_ROLE_SOURCE ? GW_STAGE_SETTLE : GW_STAGE_APPLY;
-	char buf[512];
-	size_t n = 0;
-
-	for (unsigned i = from; i <= to && n < sizeof(buf); i++) {
-		uint64_t ns = __atomic_load_n(&s->ctr_stage_ns[i], __ATOMIC_RELAXED);
-
-		n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s_us=%llu %s_ns_per_page=%.1f",
-				      gw_stage_name((enum gw_stage)i), (unsigned long long)(ns / 1000),
-				      gw_stage_name((enum gw_stage)i), pages ? (double)ns / (double)pages : 0.0);
-	}
-	gw_log(GW_LOG_INFO, "mig", "pipeline", "pages=%llu live_pages=%llu void_pages=%llu direct_pages=%llu "
-	       "zerocopy_sends=%llu zerocopy_copied=%llu%s", (unsigned long long)pages,
-	       (unsigned long long)__atomic_load_n(&s->ctr_live_pages, __ATOMIC_RELAXED),
-	       (unsigned long long)__atomic_load_n(&s->ctr_void_pages, __ATOMIC_RELAXED),
-	       (unsigned long long)__atomic_load_n(&s->ctr_direct_pages, __ATOMIC_RELAXED),
-	       (unsigned long long)__atomic_load_n(&s->ctr_zc_sends, __ATOMIC_RELAXED),
-	       (unsigned long long)__atomic_load_n(&s->ctr_zc_copied, __ATOMIC_RELAXED), buf);
-}
-
-uint64_t gw_verify_wait_ms(const struct gw_session *s)
-{
-	uint64_t ram_bytes = 0;
-
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
-		ram_bytes += s->vm.blocks[i].size_bytes;
-	return (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS) + ram_bytes / ((256u << 20) / 1000);
-}
-
-struct timespec gw_deadline_ms(uint64_t ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* s->cond uses the monotonic clock */
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
-	return ts;
-}
-
 void gw_set_status(struct gw_session *s, enum gw_status st)
 {
 	pthread_mutex_lock(&s->lock);
@@ -414,35 +192,6 @@ void gw_set_status(struct gw_session *s, enum gw_status st)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	gw_emit_status(s);
-}
-
-int gw_session_cancel(struct gw_session *s)
-{
-	if (!s)
-		return -EINVAL;
-	static const char msg[] = "migration cancelled by request";
-	static const char idle_msg[] = "no migration received";
-	bool first, idle;
-
-	/* Checked and recorded under one lock: GO cannot slip in between. */
-	pthread_mutex_lock(&s->lock);
-	if (!s->running || s->go_sent || __atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE) >= GW_PC_ACTIVE) {
-		pthread_mutex_unlock(&s->lock);
-		return -EALREADY;
-	}
-	/* A destination no source reached yet: stopping it is no failure. */
-	idle = s->role == GW_ROLE_DEST && !s->t_start_ns;
-	__atomic_store_n(&s->cancelled, true, __ATOMIC_RELEASE);
-	first = fail_record_locked(s, idle ? "listen" : "cancel", -ECANCELED, false,
-				   idle ? idle_msg : msg);
-	pthread_mutex_unlock(&s->lock);
-	if (first && idle) {
-		gw_log(GW_LOG_INFO, "mig", "incoming_stopped", "reason=\"%s\"", idle_msg);
-		gw_session_shutdown_conns(s);
-	} else if (first) {
-		fail_notify(s, "cancel", -ECANCELED, false, msg);
-	}
-	return 0;
 }
 
 int gw_session_wait(struct gw_session *s)
@@ -454,43 +203,6 @@ int gw_session_wait(struct gw_session *s)
 	ret = s->status == GW_STATUS_COMPLETED ? 0 : (s->err.code ? s->err.code : -EIO);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
-}
-
-void gw_session_stats(struct gw_session *s, struct gw_stats *out)
-{
-	uint64_t t_start_ns;
-
-	pthread_mutex_lock(&s->lock);
-	*out = s->stats;
-	out->status = s->status;
-	out->error_code = s->err.code;
-	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
-	snprintf(out->error_phase, sizeof(out->error_phase), "%s", s->err.phase);
-	t_start_ns = s->t_start_ns;
-	if (s->role == GW_ROLE_DEST)
-		gw_dst_stats_locked(s, out);
-	out->conns_refused = s->adm_refused + (s->adm ? gw_admit_refused(s->adm) : 0);
-	pthread_mutex_unlock(&s->lock);
-	/* Pipeline counters: atomics that only grow, final once the channels ended. */
-	for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
-		out->stage_ns[i] = __atomic_load_n(&s->ctr_stage_ns[i], __ATOMIC_RELAXED);
-	out->live_pages = __atomic_load_n(&s->ctr_live_pages, __ATOMIC_RELAXED);
-	out->void_pages = __atomic_load_n(&s->ctr_void_pages, __ATOMIC_RELAXED);
-	out->direct_pages = __atomic_load_n(&s->ctr_direct_pages, __ATOMIC_RELAXED);
-	out->zerocopy_sends = __atomic_load_n(&s->ctr_zc_sends, __ATOMIC_RELAXED);
-	out->zerocopy_copied = __atomic_load_n(&s->ctr_zc_copied, __ATOMIC_RELAXED);
-	/* Live counters (atomics) between publications. */
-	if (out->status != GW_STATUS_COMPLETED && out->status != GW_STATUS_FAILED &&
-	    out->status != GW_STATUS_CANCELLED && out->status != GW_STATUS_UNKNOWN &&
-	    out->status != GW_STATUS_NONE) {
-		out->normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
-		out->duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
-		out->xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
-		out->normal_bytes = out->normal_pages * GW_PAGE_BYTES;
-		/* The clock runs until the handover ends (completed sets the final figure). */
-		if (t_start_ns)
-			out->total_time_ns = gw_now_ns() - t_start_ns;
-	}
 }
 
 /*
@@ -612,14 +324,6 @@ static int refuse(struct gw_session *s, const char *why)
 {
 	gw_log(GW_LOG_ERROR, "mig", "bad_request", "reason=\"%s\"", why);
 	return refuse_quiet(s, why);
-}
-
-const char *gw_session_error(struct gw_session *s, char *buf, size_t len)
-{
-	pthread_mutex_lock(&s->lock);
-	snprintf(buf, len, "%s", s->err.msg);
-	pthread_mutex_unlock(&s->lock);
-	return buf;
 }
 
 /* The TLS parameters as set now. */
@@ -764,35 +468,4 @@ fail:
 	s->url.ops->unlisten(s->url.addr);
 	s->listen_fd = -1;
 	return ret;
-}
-
-void gw_thread_critical(struct gw_session *s, const char *what)
-{
-	struct sched_param sp = { .sched_priority = (int)gw_param(s, GW_PARAM_RT_PRIORITY) };
-	int ret;
-
-	if (!sp.sched_priority)
-		return;
-	ret = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
-	if (ret)
-		gw_log(GW_LOG_WARN, "mig", "rt_priority_refused", "thread=%s priority=%d err=\"%s\"", what,
-		       sp.sched_priority, strerror(ret));
-}
-
-void gw_thread_normal(struct gw_session *s)
-{
-	struct sched_param sp = { .sched_priority = 0 };
-
-	if (gw_param(s, GW_PARAM_RT_PRIORITY))
-		(void)pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
-}
-
-/* CPU time of this process, for the statistics. */
-void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns)
-{
-	struct rusage ru;
-
-	getrusage(RUSAGE_SELF, &ru);
-	*user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)ru.ru_utime.tv_usec * 1000;
-	*sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)ru.ru_stime.tv_usec * 1000;
 }

@@ -200,6 +200,11 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
  * (s->pc_broken) until a recovery. Cheap: threads poll it per batch.
  */
 int gw_failed(struct gw_session *s);
+/*
+ * session_error.c: end a migration in postcopy as failed because its owner is
+ * going away (gw_session_free, gw_session_abandon); nothing when none runs.
+ */
+void gw_abandon_postcopy(struct gw_session *s);
 /* A copy of the sticky error, taken under the lock. */
 void gw_error_get(struct gw_session *s, struct gw_error *out);
 /* Turn a received ERROR message into the sticky error (from the peer). */

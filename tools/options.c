@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Option sets shared by the godwit subcommands, error printing, API helpers. */
+/* Option sets shared by the godwit subcommands, error printing, the parameter list. */
 #include "cli.h"
-#include "api.h"
 #include "cli_parse.h"
 
 #include <errno.h>
@@ -9,7 +8,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "qemu_names.h"
 #include "vmm.h"
 
@@ -370,15 +368,111 @@ static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char 
 	return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
 }
 
+/*
+ * The migration parameters an option sets in one uniform way: a flag (a
+ * fixed value), a rate (bytes/s with K/M/G suffixes) or a duration (a plain
+ * number is milliseconds) converted to the parameter's unit. The hint ends
+ * the option's error message.
+ */
+enum param_opt_kind { PO_FLAG, PO_RATE, PO_DURATION };
+
+static const struct param_opt {
+	int id;
+	enum gw_param p;
+	const char *opt;
+	enum param_opt_kind kind;
+	int64_t value;			/* PO_FLAG: the value set; PO_DURATION: ns per unit of @p */
+	const char *hint;		/* PO_RATE, PO_DURATION: what the value may be */
+} param_opts[] = {
+	{ OPT_LOCAL, GW_PARAM_LOCAL, "--local", PO_FLAG, 1, NULL },
+	{ OPT_NO_VERIFY, GW_PARAM_VERIFY, "--no-verify", PO_FLAG, 0, NULL },
+	{ OPT_AUTO_CONVERGE, GW_PARAM_AUTO_CONVERGE, "--auto-converge", PO_FLAG, 1, NULL },
+	{ OPT_DIRTY_LIMIT_START, GW_PARAM_DIRTY_LIMIT_START, "--dirty-limit-start", PO_FLAG, 1, NULL },
+	{ OPT_POSTCOPY, GW_PARAM_POSTCOPY, "--postcopy", PO_FLAG, 1, NULL },
+	{ OPT_MAX_BANDWIDTH, GW_PARAM_MAX_BANDWIDTH_BPS, "--max-bandwidth", PO_RATE, 0,
+	  "bytes/s, K/M/G suffixes" },
+	{ OPT_DIRTY_LIMIT, GW_PARAM_DIRTY_LIMIT_BPS, "--dirty-limit", PO_RATE, 0,
+	  "bytes/s per vCPU, K/M/G suffixes" },
+	{ OPT_DOWNTIME_LIMIT, GW_PARAM_DOWNTIME_LIMIT_US, "--downtime-limit", PO_DURATION, 1000,
+	  "milliseconds, or with us/ms/s" },
+	{ OPT_CONVERGE_TIMEOUT, GW_PARAM_CONVERGE_TIMEOUT_MS, "--converge-timeout", PO_DURATION, 1000000,
+	  "milliseconds, or with ms/s" },
+};
+
+/* @po's value from @arg into *@v. 0, or -1 with the error printed. */
+static int param_opt_value(const struct param_opt *po, const char *arg, const char *cmd, int64_t *v)
+{
+	uint64_t u;
+
+	switch (po->kind) {
+	case PO_FLAG:
+		*v = po->value;
+		return 0;
+	case PO_RATE:
+		if (cli_parse_rate(arg, &u) || u > INT64_MAX) {
+			cli_usage_error(cmd, "%s: bad rate '%s' (%s)", po->opt, arg, po->hint);
+			return -1;
+		}
+		*v = (int64_t)u;
+		return 0;
+	case PO_DURATION:
+		if (cli_parse_duration(arg, 1000000, &u) || u / (uint64_t)po->value > INT64_MAX) {
+			cli_usage_error(cmd, "%s: bad duration '%s' (%s)", po->opt, arg, po->hint);
+			return -1;
+		}
+		*v = (int64_t)(u / (uint64_t)po->value);
+		return 0;
+	}
+	return -1;
+}
+
+/* --compress ALG[:LEVEL]: the codec and its level. */
+static int compress_apply(struct cli_params *ps, const char *arg, const char *cmd)
+{
+	enum gw_codec_id codec;
+	int64_t v;
+	int ret;
+
+	ret = cli_parse_codec(arg, &codec, &v);
+	if (ret) {
+		cli_usage_error(cmd, "--compress: %s '%s' (e.g. zstd, zstd:3, lz4, zlib, isal, none, auto)",
+				ret == -ENOENT ? "unknown codec" : "bad spec", arg);
+		return -1;
+	}
+	if (put_checked(ps, GW_PARAM_COMPRESS, codec, cmd, "--compress"))
+		return -1;
+	return put_checked(ps, GW_PARAM_COMPRESS_LEVEL, v, cmd, "--compress");
+}
+
+/* --xbzrle[=CACHE_SIZE]: the cache size, CLI_XBZRLE_DEFAULT_BYTES without one. */
+static int xbzrle_apply(struct cli_params *ps, const char *arg, const char *cmd)
+{
+	uint64_t u = CLI_XBZRLE_DEFAULT_BYTES;
+
+	if (arg && (cli_parse_size(arg, &u) || u > INT64_MAX)) {
+		cli_usage_error(cmd, "--xbzrle: bad cache size '%s'", arg);
+		return -1;
+	}
+	return put_checked(ps, GW_PARAM_XBZRLE_CACHE_BYTES, (int64_t)u, cmd, "--xbzrle");
+}
+
 /* The parameters of a migration (CLI_MIGRATE_PARAM_OPTS). 0, 1 not one of them, -1 bad. */
 static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *arg,
 				   const char *cmd)
 {
-	enum gw_codec_id codec;
-	uint64_t u;
 	int64_t v;
-	int ret;
 
+	for (size_t i = 0; i < sizeof(param_opts) / sizeof(param_opts[0]); i++) {
+		const struct param_opt *po = &param_opts[i];
+
+		if (po->id != id)
+			continue;
+		if (param_opt_value(po, arg, cmd, &v))
+			return -1;
+		if (id == OPT_CONVERGE_TIMEOUT)
+			o->converge_timeout_given = true;	/* migrate_opts_finish reads it */
+		return put_checked(&o->params, po->p, v, cmd, po->opt);
+	}
 	switch (id) {
 	case OPT_CHANNELS:
 		if (cli_parse_int(arg, 1, INT32_MAX, &v)) {
@@ -387,69 +481,11 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 		}
 		return put_checked(&o->params, GW_PARAM_CHANNELS, v, cmd, "--channels");
 	case OPT_COMPRESS:
-		ret = cli_parse_codec(arg, &codec, &v);
-		if (ret) {
-			cli_usage_error(cmd, "--compress: %s '%s' (e.g. zstd, zstd:3, lz4, zlib, isal, none, auto)",
-					ret == -ENOENT ? "unknown codec" : "bad spec", arg);
-			return -1;
-		}
-		if (put_checked(&o->params, GW_PARAM_COMPRESS, codec, cmd, "--compress"))
-			return -1;
-		return put_checked(&o->params, GW_PARAM_COMPRESS_LEVEL, v, cmd, "--compress");
+		return compress_apply(&o->params, arg, cmd);
 	case OPT_XBZRLE:
-		u = CLI_XBZRLE_DEFAULT_BYTES;
-		if (arg && (cli_parse_size(arg, &u) || u > INT64_MAX)) {
-			cli_usage_error(cmd, "--xbzrle: bad cache size '%s'", arg);
-			return -1;
-		}
-		return put_checked(&o->params, GW_PARAM_XBZRLE_CACHE_BYTES, (int64_t)u, cmd,
-				   "--xbzrle");
-	case OPT_DOWNTIME_LIMIT:
-		if (cli_parse_duration(arg, 1000000, &u) || u / 1000 > INT64_MAX) {
-			cli_usage_error(cmd, "--downtime-limit: bad duration '%s' (milliseconds, or with us/ms/s)",
-					arg);
-			return -1;
-		}
-		return put_checked(&o->params, GW_PARAM_DOWNTIME_LIMIT_US, (int64_t)(u / 1000), cmd,
-				   "--downtime-limit");
-	case OPT_MAX_BANDWIDTH:
-		if (cli_parse_rate(arg, &u) || u > INT64_MAX) {
-			cli_usage_error(cmd, "--max-bandwidth: bad rate '%s' (bytes/s, K/M/G suffixes)",
-					arg);
-			return -1;
-		}
-		return put_checked(&o->params, GW_PARAM_MAX_BANDWIDTH_BPS, (int64_t)u, cmd,
-				   "--max-bandwidth");
-	case OPT_CONVERGE_TIMEOUT:
-		if (cli_parse_duration(arg, 1000000, &u) || u / 1000000 > INT64_MAX) {
-			cli_usage_error(cmd, "--converge-timeout: bad duration '%s' (milliseconds, or with ms/s)",
-					arg);
-			return -1;
-		}
-		o->converge_timeout_given = true;
-		return put_checked(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, (int64_t)(u / 1000000),
-				   cmd, "--converge-timeout");
+		return xbzrle_apply(&o->params, arg, cmd);
 	case OPT_ON_TIMEOUT:
 		return on_timeout_apply(o, arg, cmd);
-	case OPT_LOCAL:
-		return put_checked(&o->params, GW_PARAM_LOCAL, 1, cmd, "--local");
-	case OPT_NO_VERIFY:
-		return put_checked(&o->params, GW_PARAM_VERIFY, 0, cmd, "--no-verify");
-	case OPT_AUTO_CONVERGE:
-		return put_checked(&o->params, GW_PARAM_AUTO_CONVERGE, 1, cmd, "--auto-converge");
-	case OPT_DIRTY_LIMIT:
-		if (cli_parse_rate(arg, &u) || u > INT64_MAX) {
-			cli_usage_error(cmd, "--dirty-limit: bad rate '%s' (bytes/s per vCPU, K/M/G suffixes)",
-					arg);
-			return -1;
-		}
-		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_BPS, (int64_t)u, cmd,
-				   "--dirty-limit");
-	case OPT_DIRTY_LIMIT_START:
-		return put_checked(&o->params, GW_PARAM_DIRTY_LIMIT_START, 1, cmd,
-				   "--dirty-limit-start");
-	case OPT_POSTCOPY:
-		return put_checked(&o->params, GW_PARAM_POSTCOPY, 1, cmd, "--postcopy");
 	case OPT_POSTCOPY_AFTER:
 		return postcopy_after_apply(o, arg, cmd);
 	case OPT_TLS_CREDS:
@@ -583,92 +619,4 @@ int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd)
 		return -1;
 	}
 	return 0;
-}
-
-int cli_api(const char *path, const char *line, json_t **reply, char *err, size_t err_len)
-{
-	json_t *j;
-	char *text = NULL, perr[128];
-	int ret;
-
-	*reply = NULL;
-	ret = api_call(path, line, &text, CLI_API_TIMEOUT_MS);
-	if (ret) {
-		if (ret == -ENOENT || ret == -ECONNREFUSED)
-			snprintf(err, err_len, "cannot reach the API at %s: %s (is 'godwit run --api %s' running?)",
-				 path, strerror(-ret), path);
-		else if (ret == -ETIMEDOUT)
-			snprintf(err, err_len, "the API at %s did not answer within %d ms", path,
-				 CLI_API_TIMEOUT_MS);
-		else
-			snprintf(err, err_len, "API %s: %s", path, strerror(-ret));
-		return ret;
-	}
-	j = js_parse(text, strlen(text), perr, sizeof(perr));
-	if (!json_is_object(j)) {
-		snprintf(err, err_len, "API %s: malformed answer (%s): %.200s", path,
-			 j ? "not an object" : perr, text);
-		json_decref(j);
-		free(text);
-		return -EPROTO;
-	}
-	free(text);
-	if (!js_bool(js_get(j, "ok"), false)) {
-		snprintf(err, err_len, "%s", js_str(js_get(j, "error"), "request refused"));
-		json_decref(j);
-		return -EINVAL;
-	}
-	*reply = j;
-	return 0;
-}
-
-bool cli_status_is(const json_t *st, enum gw_status which)
-{
-	const char *s = js_str(js_get(st, "status"), NULL);
-	const char *name = gw_status_name(which);
-
-	return s && name && !strcmp(s, name);
-}
-
-bool cli_status_postcopy(const json_t *st)
-{
-	return cli_status_is(st, GW_STATUS_POSTCOPY_ACTIVE) || cli_status_is(st, GW_STATUS_POSTCOPY_PAUSED) ||
-	       cli_status_is(st, GW_STATUS_POSTCOPY_RECOVER);
-}
-
-bool cli_status_terminal(const json_t *st)
-{
-	const char *verify = js_str(js_get(st, "verify"), "off");
-
-	if (!js_bool(js_get(st, "settled"), true))
-		return false;
-	if (cli_status_is(st, GW_STATUS_COMPLETED))
-		return strcmp(verify, gw_verify_name(GW_VERIFY_PENDING)) != 0;
-	return cli_status_is(st, GW_STATUS_FAILED) || cli_status_is(st, GW_STATUS_CANCELLED) ||
-	       cli_status_is(st, GW_STATUS_UNKNOWN);
-}
-
-int64_t cli_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void cli_sleep_ms(unsigned ms)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
-void cli_sleep_ms_interruptible(unsigned ms, volatile sig_atomic_t *counter, sig_atomic_t seen)
-{
-	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		if (counter && *counter != seen)
-			return;
 }

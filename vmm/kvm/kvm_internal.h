@@ -6,7 +6,9 @@
  *   kvm_vcpu.c     vCPU threads: KVM_RUN loop, exits, serial, PV port, kicks
  *   kvm_state.c    save/load of vCPU and VM state (sections)
  *   kvm_check.c    progress and the verify check
- *   kvm_backend.c  struct vmm_backend vmm_kvm: lifecycle and engine callbacks
+ *   kvm_create.c   creation: config, allocation, RAM blocks and content
+ *   kvm_backend.c  struct vmm_backend vmm_kvm: probe and lifecycle
+ *   kvm_engine.c   the engine's callbacks (struct gw_vm_ops kvm_engine_ops)
  *
  * Ownership: `ctl` serializes every control operation (create, start,
  * pause, resume, save, load, check, destroy); fields marked "ctl" change
@@ -187,6 +189,34 @@ int kvm_host_compat_probe(struct kvm_vm *vm);
 /* kvm_check.c */
 uint64_t kvm_progress(const struct kvm_vm *vm);
 int kvm_check_verify(struct kvm_vm *vm, char *msg, size_t msg_len);
+
+/* The VM's lifecycle state (vm->state): written under ctl, read anywhere. */
+static inline enum vmm_state kvm_vmm_state(const struct kvm_vm *vm)
+{
+	return (enum vmm_state)atomic_load(&((struct kvm_vm *)vm)->state);
+}
+
+static inline void kvm_set_vmm_state(struct kvm_vm *vm, enum vmm_state st)
+{
+	atomic_store(&vm->state, (int)st);
+}
+
+/* kvm_create.c */
+/* Close and free everything of @vm (vCPUs stopped already); the backend's destroy. */
+void kvm_vm_free(struct kvm_vm *vm);
+/* Publish what the engine's trackers need (vm->info: VM fd, vCPUs, rings). */
+void kvm_publish_info(struct kvm_vm *vm);
+
+/* kvm_backend.c, for kvm_engine.c: ctl held for each. */
+/* Run the verify check now and record its outcome for post_migration_check. */
+int kvm_post_check_run(struct kvm_vm *vm);
+/* Wait for a pending post-migration check and vCPU start. */
+void kvm_join_post_check(struct kvm_vm *vm);
+/* State created or incoming: the first start of the vCPUs. */
+int kvm_start_first_locked(struct kvm_vm *vm);
+
+/* kvm_engine.c */
+extern const struct gw_vm_ops kvm_engine_ops;
 
 /* Reasons: snprintf into a caller's buffer, NULL-safe. */
 void kvm_why(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

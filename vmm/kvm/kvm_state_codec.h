@@ -160,6 +160,8 @@ int kvm_dec_clock(const void *buf, size_t len, struct kvm_clock_state *s, char *
 int kvm_dec_irqchip(const void *buf, size_t len, struct kvm_irqchip_state *s,
 		    char *why, size_t why_len);
 int kvm_dec_pit(const void *buf, size_t len, struct kvm_pit_state2 *s, char *why, size_t why_len);
+/* The decoders' refusal: the reason into @why (NULL-safe), returns -EBADMSG. */
+int kvm_dec_bad(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /*
  * Encode with @fn into a new malloc'd buffer: a sizing pass, then the real
