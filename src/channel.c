@@ -18,14 +18,15 @@ int gw_channel_push(struct gw_channel *ch, const struct gw_batch *b)
 	int err = 0;
 
 	pthread_mutex_lock(&ch->qlock);
-	while (ch->q_len == GW_CHAN_QUEUE_LEN && !(err = gw_failed(ch->s)) && !ch->exited)
-		pthread_cond_wait(&ch->qcond, &ch->qlock);
+	if (ch->q_len == GW_CHAN_QUEUE_LEN)	/* full: wait for room for a run of batches */
+		while (ch->q_len > GW_CHAN_QUEUE_REFILL && !(err = gw_failed(ch->s)) && !ch->exited)
+			pthread_cond_wait(&ch->space_cond, &ch->qlock);
 	if (!err && ch->exited)
 		err = -EPIPE;
 	if (!err) {
 		ch->q[(ch->q_head + ch->q_len) % GW_CHAN_QUEUE_LEN] = *b;
 		ch->q_len++;
-		pthread_cond_broadcast(&ch->qcond);
+		pthread_cond_signal(&ch->work_cond);
 	}
 	pthread_mutex_unlock(&ch->qlock);
 	return err;
@@ -37,7 +38,7 @@ int gw_channel_drain(struct gw_channel *ch)
 
 	pthread_mutex_lock(&ch->qlock);
 	while ((ch->q_len || ch->pending) && !(err = gw_failed(ch->s)) && !ch->exited)
-		pthread_cond_wait(&ch->qcond, &ch->qlock);
+		pthread_cond_wait(&ch->space_cond, &ch->qlock);
 	pthread_mutex_unlock(&ch->qlock);
 	return err ? err : gw_failed(ch->s);
 }
@@ -46,8 +47,25 @@ void gw_channel_finish(struct gw_channel *ch)
 {
 	pthread_mutex_lock(&ch->qlock);
 	ch->end_requested = true;
-	pthread_cond_broadcast(&ch->qcond);
+	pthread_cond_signal(&ch->work_cond);
 	pthread_mutex_unlock(&ch->qlock);
+}
+
+void gw_channel_wake_all(struct gw_channel *ch)
+{
+	pthread_mutex_lock(&ch->qlock);
+	pthread_cond_broadcast(&ch->space_cond);
+	pthread_cond_broadcast(&ch->work_cond);
+	pthread_cond_broadcast(&ch->ready_cond);
+	pthread_mutex_unlock(&ch->qlock);
+}
+
+/* qlock held: a batch or frame is done; tell a drain waiting for the last one. */
+static void batch_done_locked(struct gw_channel *ch)
+{
+	ch->pending--;
+	if (!ch->pending && !ch->q_len)
+		pthread_cond_signal(&ch->space_cond);
 }
 
 /* Prep: the next batch, or false when done (end requested and drained, or failure). */
@@ -57,14 +75,16 @@ static bool queue_pop(struct gw_channel *ch, struct gw_batch *b)
 
 	pthread_mutex_lock(&ch->qlock);
 	while (!ch->q_len && !ch->end_requested && !gw_failed(ch->s))
-		pthread_cond_wait(&ch->qcond, &ch->qlock);
+		pthread_cond_wait(&ch->work_cond, &ch->qlock);
 	if (!gw_failed(ch->s) && ch->q_len) {
 		*b = ch->q[ch->q_head];
 		ch->q_head = (ch->q_head + 1) % GW_CHAN_QUEUE_LEN;
 		ch->q_len--;
 		ch->pending++;
 		got = true;
-		pthread_cond_broadcast(&ch->qcond);
+		/* A waiting producer waits for the refill mark (no syscall without a waiter). */
+		if (ch->q_len <= GW_CHAN_QUEUE_REFILL)
+			pthread_cond_signal(&ch->space_cond);
 	}
 	pthread_mutex_unlock(&ch->qlock);
 	return got;
@@ -327,7 +347,7 @@ static void *send_main(void *arg)
 		bool last;
 
 		while (!ch->slot_ready && !ch->prep_done && !gw_failed(s))
-			pthread_cond_wait(&ch->qcond, &ch->qlock);
+			pthread_cond_wait(&ch->ready_cond, &ch->qlock);
 		if (gw_failed(s) || !ch->slot_ready)
 			break;
 		sl = &ch->slot[ch->slot_ready_head];
@@ -338,8 +358,8 @@ static void *send_main(void *arg)
 		ret = send_slot(ch, sl, last);
 		pthread_mutex_lock(&ch->qlock);
 		ch->slot_busy--;
-		ch->pending--;
-		pthread_cond_broadcast(&ch->qcond);
+		pthread_cond_signal(&ch->work_cond);	/* a prep thread waiting for a buffer */
+		batch_done_locked(ch);
 		if (ret)
 			break;
 	}
@@ -379,7 +399,7 @@ void *gw_channel_send_main(void *arg)
 	while (!ret && queue_pop(ch, &b)) {
 		pthread_mutex_lock(&ch->qlock);
 		while (ch->slot_busy == GW_PAGES_OUT_BUFS && !gw_failed(s))
-			pthread_cond_wait(&ch->qcond, &ch->qlock);
+			pthread_cond_wait(&ch->work_cond, &ch->qlock);
 		pthread_mutex_unlock(&ch->qlock);
 		ret = gw_failed(s);
 		if (!ret)
@@ -389,21 +409,21 @@ void *gw_channel_send_main(void *arg)
 			ch->slot_busy++;
 			ch->slot_ready++;
 			next = (next + 1) % GW_PAGES_OUT_BUFS;
+			pthread_cond_signal(&ch->ready_cond);
 		} else {
-			ch->pending--;
+			batch_done_locked(ch);
 		}
-		pthread_cond_broadcast(&ch->qcond);
 		pthread_mutex_unlock(&ch->qlock);
 	}
 	pthread_mutex_lock(&ch->qlock);
 	ch->prep_done = true;
-	pthread_cond_broadcast(&ch->qcond);
+	pthread_cond_broadcast(&ch->ready_cond);
 	pthread_mutex_unlock(&ch->qlock);
 	if (sender)
 		pthread_join(ch->send_thread, NULL);
 	pthread_mutex_lock(&ch->qlock);
 	ch->exited = true;
-	pthread_cond_broadcast(&ch->qcond);
+	pthread_cond_broadcast(&ch->space_cond);
 	pthread_mutex_unlock(&ch->qlock);
 	return NULL;
 }
@@ -677,7 +697,9 @@ static void channel_release(struct gw_channel *ch, enum gw_role role)
 		close(ch->pagemap_fd);
 	gw_conn_close(&ch->conn);
 	pthread_mutex_destroy(&ch->qlock);
-	pthread_cond_destroy(&ch->qcond);
+	pthread_cond_destroy(&ch->space_cond);
+	pthread_cond_destroy(&ch->work_cond);
+	pthread_cond_destroy(&ch->ready_cond);
 }
 
 static int channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned index)
@@ -689,7 +711,9 @@ static int channel_setup(struct gw_channel *ch, struct gw_session *s, unsigned i
 	ch->index = index;
 	gw_conn_init(&ch->conn, -1);
 	pthread_mutex_init(&ch->qlock, NULL);
-	pthread_cond_init(&ch->qcond, NULL);
+	pthread_cond_init(&ch->space_cond, NULL);
+	pthread_cond_init(&ch->work_cond, NULL);
+	pthread_cond_init(&ch->ready_cond, NULL);
 	ch->pagemap_fd = -1;
 	if (s->role == GW_ROLE_DEST)
 		return gw_pages_in_init(&ch->in);

@@ -28,6 +28,12 @@
 struct gw_session;
 
 #define GW_CHAN_QUEUE_LEN 16
+/*
+ * A producer that found the queue full waits until it is down to this many
+ * batches, then refills it: one wake-up per GW_CHAN_QUEUE_LEN -
+ * GW_CHAN_QUEUE_REFILL batches, not one per batch.
+ */
+#define GW_CHAN_QUEUE_REFILL (GW_CHAN_QUEUE_LEN / 2)
 /* Zero-copy frames a channel may have in flight before it waits for the kernel. */
 #define GW_CHAN_ZC_INFLIGHT 8
 
@@ -55,9 +61,17 @@ struct gw_channel {
 	bool thread_started;		/* migration thread */
 	pthread_t send_thread;		/* source: started and joined by the prep thread */
 
-	/* Source queue and prep -> send hand-off: guarded by qlock. */
+	/*
+	 * Source queue and prep -> send hand-off: guarded by qlock. One
+	 * condition per waiter, signalled only on the change it waits for: a
+	 * wake-up costs an IPI and a context switch (several microseconds in
+	 * a VM), and one shared condition woke all three threads ~3 times per
+	 * batch (docs/architecture.md, the hand-off).
+	 */
 	pthread_mutex_t qlock;
-	pthread_cond_t qcond;		/* queue, slots or pending changed */
+	pthread_cond_t space_cond;	/* migration thread: queue down to the refill mark, drained, exited */
+	pthread_cond_t work_cond;	/* prep thread: a batch queued, a buffer freed, end requested */
+	pthread_cond_t ready_cond;	/* send thread: a frame built, prep done */
 	struct gw_batch q[GW_CHAN_QUEUE_LEN];
 	unsigned q_head, q_len;
 	unsigned pending;		/* batches taken from q, not yet sent and settled */
@@ -99,6 +113,8 @@ int gw_channel_push(struct gw_channel *ch, const struct gw_batch *b);
 int gw_channel_drain(struct gw_channel *ch);
 /* Ask for CHAN_END after the queue drains; the thread then exits. */
 void gw_channel_finish(struct gw_channel *ch);
+/* Wake every thread waiting on the channel (a failure or a shutdown): they check the sticky error. */
+void gw_channel_wake_all(struct gw_channel *ch);
 void *gw_channel_send_main(void *arg);
 
 /* Destination: receive until CHAN_END. */

@@ -133,9 +133,7 @@ void gw_session_shutdown_conns(struct gw_session *s)
 		struct gw_channel *ch = &s->chans[i];
 
 		gw_conn_shutdown(&ch->conn);
-		pthread_mutex_lock(&ch->qlock);
-		pthread_cond_broadcast(&ch->qcond);
-		pthread_mutex_unlock(&ch->qlock);
+		gw_channel_wake_all(ch);
 	}
 	pthread_mutex_unlock(&s->lock);
 }

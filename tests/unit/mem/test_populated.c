@@ -4,7 +4,8 @@
  * written, at page granularity, for a memfd block (SEEK_DATA, also with a
  * non-zero fd_offset_bytes) and for an anonymous block (PAGEMAP_SCAN or
  * pagemap); a page written with zeros counts as populated, a page never
- * touched does not.
+ * touched does not. A file with no hole at all (the fast path that skips
+ * SEEK_HOLE) reports every page of the block.
  */
 #include <stdint.h>
 #include <sys/mman.h>
@@ -99,6 +100,11 @@ int main(void)
 	check_block(&b, &want, "memfd empty");
 	write_pages(host, &want);
 	check_block(&b, &want, "memfd");
+	/* Every page of the file written: no hole left, one run. */
+	for (uint64_t o = 0; o < off + BLOCK_BYTES + off; o += PAGE)
+		TEST_ASSERT(pwrite(fd, "y", 1, (off_t)o) == 1, "pwrite the whole file");
+	gw_bitmap_set_all(&want);
+	check_block(&b, &want, "memfd without holes");
 	munmap(host, BLOCK_BYTES);
 	close(fd);
 
