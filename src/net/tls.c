@@ -574,12 +574,13 @@ ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *event
 
 int gw_tls_flush(struct gw_tls *t, short *events)
 {
-	struct pipe_guard g;
 	int ret = 0;
 
+	/* Only our send BIO buffers (MSG_NOSIGNAL): nothing to flush or guard otherwise. */
+	if (!t->buffered)
+		return 0;
 	pthread_mutex_lock(&t->lock);
-	pipe_block(t, &g);
-	if (t->buffered && BIO_flush(SSL_get_wbio(t->ssl)) != 1) {
+	if (BIO_flush(SSL_get_wbio(t->ssl)) != 1) {
 		if (BIO_should_retry(SSL_get_wbio(t->ssl))) {
 			*events = POLLOUT;
 			ret = -EAGAIN;
@@ -588,7 +589,6 @@ int gw_tls_flush(struct gw_tls *t, short *events)
 			ret = -ECONNRESET;
 		}
 	}
-	pipe_restore(&g);
 	pthread_mutex_unlock(&t->lock);
 	return ret;
 }
