@@ -402,8 +402,15 @@ class Bench:
             rec["dst-cpu-seconds"] = (dcpu1 - dcpu0) if dcpu0 is not None and dcpu1 is not None \
                 else None
             completed = st.get("status") == "completed"
+            progress_wanted = progress
             check = "n/a"
             progress = None
+            if completed and progress_wanted:
+                # The paused source's count is the guest's at the pause: where
+                # the destination's postcopy progress starts (its own count at
+                # the switch may be a copy precopy sent earlier, under KVM).
+                _, s0 = self.gw_json("status", "--api", src_api)
+                rec["src-progress-at-pause"] = (s0 or {}).get("guest-progress-count")
             if completed:
                 if self.wait_running(dst_api, dst, 30):
                     _, s1 = self.gw_json("status", "--api", dst_api)
@@ -418,7 +425,8 @@ class Bench:
                 else:
                     check = "dst-not-running"
             if progress:
-                rec["postcopy-progress-pps"] = postcopy_progress(os.path.join(run_dir, "dst.log"))
+                rec["postcopy-progress-pps"] = postcopy_progress(os.path.join(run_dir, "dst.log"),
+                                                                 rec.get("src-progress-at-pause"))
             digest = st.get("verified", False)
             rec["check"] = check
             rec["guest-progress"] = progress
@@ -477,10 +485,12 @@ class Bench:
         self.out.close()
 
 
-def postcopy_progress(dst_log):
+def postcopy_progress(dst_log, start_count=None):
     """Pages per second the destination guest wrote between the postcopy
     switch (postcopy_ram complete=0) and the last page (complete=1), from the
-    CLOCK_MONOTONIC stamps of the two soft VM log lines."""
+    CLOCK_MONOTONIC stamps of the two VM log lines (soft or kvm). The count
+    at the switch is START_COUNT when known (the paused source's), else the
+    one the complete=0 line logged."""
     pts = []
     try:
         with open(dst_log, errors="replace") as f:
@@ -492,7 +502,8 @@ def postcopy_progress(dst_log):
         return None
     if len(pts) < 2 or pts[1][0] <= pts[0][0]:
         return None
-    return (pts[1][1] - pts[0][1]) / (pts[1][0] - pts[0][0])
+    c0 = pts[0][1] if start_count is None else start_count
+    return (pts[1][1] - c0) / (pts[1][0] - pts[0][0])
 
 
 def derive(rec):
@@ -628,7 +639,7 @@ def table_converge(groups):
 
 def table_postcopy(groups):
     """Issue 9's figures, one row per scenario and configuration, median [min-max] over runs."""
-    headers = ["scenario", "config", "completed", "total ms", "downtime ms",
+    headers = ["scenario", "VM", "config", "completed", "total ms", "downtime ms",
                "breakdown ms (median run)", "postcopy ms", "pages after switch",
                "requested", "pushed", "dup", "fault p50 us", "fault p99 us", "fault max us",
                "blocktime ms (all vCPUs)", "vCPU blocktime ms (sum)", "progress pre, pages/s",
@@ -647,7 +658,8 @@ def table_postcopy(groups):
 
         ratio = [r["postcopy-progress-pps"] / r["pre-progress-pps"] for r in pcs
                  if r.get("postcopy-progress-pps") is not None and r.get("pre-progress-pps")]
-        rows.append([sc["name"], sc["config"], "%d/%d (%d postcopy)" % (len(done), len(recs), len(pcs)),
+        rows.append([sc["name"], sc.get("accel", "soft"), sc["config"],
+                     "%d/%d (%d postcopy)" % (len(done), len(recs), len(pcs)),
                      spread([r["total-ms"] for r in done], "%.0f"),
                      spread([r["downtime-ms"] for r in done], "%.2f"),
                      ", ".join("%s %.2f" % (short, bd.get(k, 0)) for k, short in BREAKDOWN) if bd else "-",
@@ -735,17 +747,18 @@ def postcopy_plan(args):
     ]
 
 
-def run_postcopy(b, lo, scenarios, repeat):
-    """Each configuration REPEAT times, interleaved."""
+def run_postcopy(b, lo, scenarios, repeat, accels):
+    """Each configuration on each VM backend REPEAT times, interleaved."""
     lo.setup()
-    groups = [(dict(name=sc["name"], config=name), sc, extra, dst) for sc in scenarios
-              for name, extra, dst in sc["configs"]]
+    groups = [(dict(name=sc["name"], config=name, accel=accel), sc, extra, dst)
+              for sc in scenarios for accel in accels for name, extra, dst in sc["configs"]]
     recs = {id(g[0]): [] for g in groups}
     for _ in range(repeat):
         for key, sc, extra, dst in groups:
             rec = b.migrate(lo, "postcopy", sc["memory"], "none", sc["workload"], channels=2,
                             extra=extra, src_extra=sc["src"], dst_extra=dst, dst_prealloc=False,
-                            wait_pages=sc["wait"], use_ramfile=False, progress=True)
+                            wait_pages=sc["wait"], use_ramfile=False, progress=True,
+                            accel=key["accel"])
             rec["name"], rec["config"] = key["name"], key["config"]
             recs[id(key)].append(rec)
     return [(key, recs[id(key)]) for key, _, _, _ in groups]
@@ -836,8 +849,8 @@ def main():
                     help="godwit io-timeout-ms for both ends (default 60000)")
     ap.add_argument("--migrate-timeout-s", type=int, default=300)
     ap.add_argument("--accel", default="soft",
-                    help="VM backend(s) of the basic group: soft, kvm or soft,kvm (other "
-                         "groups: soft)")
+                    help="VM backend(s) of the basic and postcopy groups: soft, kvm or "
+                         "soft,kvm (other groups: soft)")
     ap.add_argument("--no-dst-prealloc", action="store_true",
                     help="destinations allocate RAM as pages arrive (default: preallocated)")
     ap.add_argument("--timelines", default="",
@@ -863,7 +876,9 @@ def main():
     pcs = postcopy_plan(args) if "postcopy" in groups else []
     dp = datapath.plan(args, netns_ok) if "datapath" in groups else None
     repeat = args.repeat or (1 if args.quick else 3)
-    b.ntotal = len(basic) * len(args.accel.split(",")) + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv + pcs) + \
+    naccel = len(args.accel.split(","))
+    b.ntotal = len(basic) * naccel + len(matrix) + repeat * sum(len(sc["configs"]) for sc in conv) + \
+        repeat * naccel * sum(len(sc["configs"]) for sc in pcs) + \
         (datapath.count(dp) if dp else 0)
     log("%d migrations planned; raw results: %s" % (b.ntotal, b.out_path))
 
@@ -928,7 +943,7 @@ def main():
             print()
             sys.stdout.flush()
         if pcs:
-            pc_groups = run_postcopy(b, links["loopback"], pcs, repeat)
+            pc_groups = run_postcopy(b, links["loopback"], pcs, repeat, args.accel.split(","))
             print("## Postcopy (%s, loopback, 2 channels, %d run%s each: median [min-max])\n" %
                   ("quick" if args.quick else "full", repeat, "s" if repeat > 1 else ""))
             print(table_postcopy(pc_groups))
