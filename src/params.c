@@ -68,6 +68,9 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"destination: 0 auto (into the mapping when all mapped), 1 pwrite into the file" },
 	[GW_PARAM_MAX_MEMORY_BYTES] = { "max-memory-bytes", 0, INT64_MAX, 0, false,
 		"destination: refuse a source with more RAM than this, 0 = no limit but the VMM's" },
+	[GW_PARAM_POSTCOPY_BACKGROUND_NICE] = { "postcopy-background-nice", 0, 19, 0, false,
+		"postcopy: nice of the threads that stream the pages nobody asked for (source pushers, "
+		"destination data receivers), so the guest's vCPUs keep their CPUs; requests are not affected" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {

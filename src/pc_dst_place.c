@@ -250,6 +250,8 @@ static void *recv_main(void *arg)
 	gw_log_set_side(s->side);
 	if (r->preempt)
 		gw_thread_critical(s, "preempt-receiver");
+	else
+		gw_thread_background(s, "postcopy-receiver");
 	while (!gw_failed(s)) {
 		struct gw_frame_hdr h;
 		uint32_t crc;

@@ -80,6 +80,7 @@ static void *pusher_main(void *arg)
 	struct gw_channel *ch = &s->chans[p->index];
 
 	gw_log_set_side(s->side);
+	gw_thread_background(s, "postcopy-pusher");
 	while (!gw_failed(s)) {
 		struct gw_batch b;
 		bool got;

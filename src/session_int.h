@@ -268,6 +268,14 @@ void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns);
 void gw_thread_critical(struct gw_session *s, const char *what);
 void gw_thread_normal(struct gw_session *s);
 
+/*
+ * The calling thread moves pages nobody waits for (postcopy's background
+ * stream): SCHED_OTHER at postcopy-background-nice, when set, so that on a
+ * host whose CPUs the guest needs the guest runs first. For the thread's
+ * life; best effort (a warning).
+ */
+void gw_thread_background(struct gw_session *s, const char *what);
+
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */
 void gw_ratelimit(struct gw_session *s, uint64_t bytes);
 

@@ -5,11 +5,14 @@
  * id, deadlines and the verify wait, and real-time priority for the threads
  * on the critical path. Nothing here changes the migration's course.
  */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include "admit.h"
 #include "session_int.h"
 
@@ -141,6 +144,20 @@ void gw_thread_normal(struct gw_session *s)
 
 	if (gw_param(s, GW_PARAM_RT_PRIORITY))
 		(void)pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+}
+
+void gw_thread_background(struct gw_session *s, const char *what)
+{
+	int nice_value = (int)gw_param(s, GW_PARAM_POSTCOPY_BACKGROUND_NICE);
+	struct sched_param sp = { .sched_priority = 0 };
+
+	if (!nice_value)
+		return;
+	/* Created by a thread that may hold rt-priority: nice means nothing under SCHED_FIFO. */
+	(void)pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice_value))
+		gw_log(GW_LOG_WARN, "mig", "background_nice_refused", "thread=%s nice=%d err=\"%s\"", what,
+		       nice_value, strerror(errno));
 }
 
 /* CPU time of this process, for the statistics. */

@@ -56,6 +56,8 @@ enum gw_param {
 	GW_PARAM_RECV_PATH,		/* enum gw_recv_path (destination); setup */
 	GW_PARAM_MAX_MEMORY_BYTES,	/* destination: refuse a source with more RAM than this, 0 = no
 					   limit but the VMM's; setup */
+	GW_PARAM_POSTCOPY_BACKGROUND_NICE,	/* nice of the threads that stream pages nobody asked
+					   for during postcopy, so the guest keeps its CPUs; setup */
 	GW_PARAM__COUNT
 };
 

@@ -20,6 +20,7 @@
  * A cancel before the switch (postcopy enabled) leaves the source running:
  * failed/cancelled, resumed, the destination never resumed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -102,6 +103,8 @@ struct dst_guest {
 	uint64_t first_bad;
 	int expect_ready;		/* atomic: the test copied the frozen source RAM */
 	int done;			/* atomic */
+	int nice;			/* postcopy-background-nice of both sides, 0 = off */
+	unsigned niced_threads;		/* threads of this process at that nice, at the resume */
 };
 
 static void *dst_guest_main(void *arg)
@@ -131,10 +134,44 @@ static void *dst_guest_main(void *arg)
 	return NULL;
 }
 
+/* Threads of this process whose nice value is @nice (/proc/self/task/TID/stat, field 19). */
+static unsigned threads_at_nice(int nice)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	unsigned n = 0;
+
+	while (d && (e = readdir(d))) {
+		char path[300], buf[512], *p;
+		FILE *f;
+		int field = 0, v;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;	/* after the name */
+		fclose(f);
+		for (field = 2; p && *p && field < 19; p++)
+			if (*p == ' ')
+				field++;
+		if (p && sscanf(p, "%d", &v) == 1 && v == nice)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
 static void dst_guest_resume(void *arg)
 {
 	struct dst_guest *g = arg;
 
+	/* The destination's postcopy receivers run from PC_PREPARE, before this resume. */
+	if (g->nice)
+		g->niced_threads = threads_at_nice(g->nice);
 	if (!g->started)
 		g->started = pthread_create(&g->thr, NULL, dst_guest_main, g) == 0;
 }
@@ -176,6 +213,7 @@ struct config {
 	bool anon_dst;			/* destination RAM anonymous (no digest under postcopy) */
 	bool start_now;			/* gw_session_start_postcopy during round 0 */
 	const char *tls;		/* NULL plain; "x509" or "psk" (certificates in certs) */
+	int background_nice;		/* postcopy-background-nice on both sides */
 };
 
 static char certs[256];			/* made by gen-certs.sh when TLS cases run */
@@ -251,6 +289,7 @@ static void run(const struct config *cf)
 	svm.on_resume = src_guest_resume;
 	svm.hook_arg = &sg;
 	dg.host = di.blocks[0].host;
+	dg.nice = cf->background_nice;
 	dg.expect = frozen;
 	dvm.on_resume = dst_guest_resume;
 	dvm.on_vcpu_of_thread = dst_vcpu_of;
@@ -264,6 +303,7 @@ static void run(const struct config *cf)
 	else
 		snprintf(url, sizeof(url), "tcp:127.0.0.1:0");
 	set_tls(cf, src, dst);
+	set_param(dst, GW_PARAM_POSTCOPY_BACKGROUND_NICE, cf->background_nice);	/* setup: before incoming */
 	TEST_ASSERT(gw_incoming_start(dst, url) == 0, "incoming");
 	set_param(src, GW_PARAM_POSTCOPY, 1);
 	set_param(src, GW_PARAM_CHANNELS, cf->channels);
@@ -271,6 +311,7 @@ static void run(const struct config *cf)
 	set_param(src, GW_PARAM_DOWNTIME_LIMIT_US, 1000);
 	set_param(src, GW_PARAM_BATCH_PAGES, 64);
 	set_param(src, GW_PARAM_MAX_BANDWIDTH_BPS, 64ll << 20);	/* postcopy lasts a while */
+	set_param(src, GW_PARAM_POSTCOPY_BACKGROUND_NICE, cf->background_nice);
 	if (!cf->start_now)
 		set_param(src, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 1);
 	TEST_ASSERT(pthread_create(&sg.thr, NULL, src_guest_main, &sg) == 0, "source guest");
@@ -311,6 +352,9 @@ static void run(const struct config *cf)
 	TEST_CHECK(test_vm_load(&dvm.resume_calls) == 1, "%s: destination resumed once", cf->name);
 	TEST_CHECK(test_vm_load(&dvm.postcopy_ram_calls[0]) == 1 && test_vm_load(&dvm.postcopy_ram_calls[1]) == 1,
 		   "%s: postcopy_ram(false) then (true)", cf->name);
+	if (cf->background_nice)
+		TEST_CHECK(dg.niced_threads >= (unsigned)cf->channels, "%s: %u threads at nice %d at the resume, "
+			   "want the %d data receivers", cf->name, dg.niced_threads, cf->background_nice, cf->channels);
 	if (cf->anon_dst)
 		TEST_CHECK(ss.verify == GW_VERIFY_UNKNOWN, "%s: anonymous RAM: digest unavailable, got %s", cf->name,
 			   gw_verify_name(ss.verify));
@@ -394,12 +438,13 @@ static void cancel_before_switch(void)
 int main(int argc, char **argv)
 {
 	static const struct config cfs[] = {
-		{ "unix 1 channel", "unix", 1, GW_CODEC_NONE, false, false, NULL },
-		{ "tcp 3 channels lz4", "tcp", 3, GW_CODEC_LZ4, false, false, NULL },
-		{ "tcp start-postcopy", "tcp", 2, GW_CODEC_NONE, false, true, NULL },
-		{ "tcp anonymous destination", "tcp", 2, GW_CODEC_NONE, true, false, NULL },
-		{ "tcp 2 channels x509", "tcp", 2, GW_CODEC_NONE, false, false, "x509" },
-		{ "unix 1 channel psk", "unix", 1, GW_CODEC_NONE, false, true, "psk" },
+		{ "unix 1 channel", "unix", 1, GW_CODEC_NONE, false, false, NULL, 0 },
+		{ "tcp 3 channels lz4", "tcp", 3, GW_CODEC_LZ4, false, false, NULL, 0 },
+		{ "tcp start-postcopy", "tcp", 2, GW_CODEC_NONE, false, true, NULL, 0 },
+		{ "tcp anonymous destination", "tcp", 2, GW_CODEC_NONE, true, false, NULL, 0 },
+		{ "tcp 2 channels x509", "tcp", 2, GW_CODEC_NONE, false, false, "x509", 0 },
+		{ "unix 1 channel psk", "unix", 1, GW_CODEC_NONE, false, true, "psk", 0 },
+		{ "tcp 2 channels background nice 10", "tcp", 2, GW_CODEC_NONE, false, false, NULL, 10 },
 	};
 	bool tls = argc > 1 && !system("openssl version >/dev/null 2>&1");
 	char why[256], cmd[600];
