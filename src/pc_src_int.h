@@ -49,6 +49,8 @@ struct gw_pc_src {
 	pthread_mutex_t lock;		/* guards pick, todo, zero */
 	struct gw_bitmap todo[GW_MAX_RAM_BLOCKS];	/* pages still to send */
 	struct gw_bitmap zero[GW_MAX_RAM_BLOCKS];	/* of todo: freed pages, sent as zeros */
+	/* Migration thread: allocated before the pause, become c->dirty at the switch. */
+	struct gw_bitmap next_dirty[GW_MAX_RAM_BLOCKS];
 	struct gw_pc_pick pick;
 
 	struct gw_pages_out pout;	/* server thread: codec none, no XBZRLE */

@@ -101,8 +101,10 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 	pc->s = s;
 	pc->c = c;
 	pthread_mutex_init(&pc->lock, NULL);
+	/* Written in the pause: their memory is touched now, not there. */
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
-		if (gw_bitmap_init(&pc->zero[i], c->dirty[i].nr_bits))
+		if (gw_bitmap_init_prefaulted(&pc->zero[i], c->dirty[i].nr_bits) ||
+		    gw_bitmap_init_prefaulted(&pc->next_dirty[i], c->dirty[i].nr_bits))
 			return gw_fail(s, "postcopy", -ENOMEM, false, "no memory for postcopy bitmaps");
 	if (gw_pages_out_init(&pc->pout, GW_CODEC_NONE, 0, 0))
 		return gw_fail(s, "postcopy", -ENOMEM, false, "no memory for the preempt connection");
@@ -217,10 +219,8 @@ static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		/* The dirty bitmap becomes the todo map (hints stopped at the pause). */
 		pc->todo[i] = c->dirty[i];
-		memset(&c->dirty[i], 0, sizeof(c->dirty[i]));
-		ret = gw_bitmap_init(&c->dirty[i], pc->todo[i].nr_bits);
-		if (ret)
-			return gw_fail(s, "postcopy", ret, false, "no memory for postcopy bitmaps");
+		c->dirty[i] = pc->next_dirty[i];
+		memset(&pc->next_dirty[i], 0, sizeof(pc->next_dirty[i]));
 		gw_bitmap_or(&pc->zero[i], &c->free[i]);
 		gw_bitmap_and(&pc->zero[i], &c->sent[i]);
 		gw_bitmap_or(&pc->todo[i], &pc->zero[i]);

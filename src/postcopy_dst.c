@@ -137,9 +137,13 @@ static int pc_alloc(struct gw_session *s)
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		uint64_t n = s->dblk[i].nr_pages;
 
-		if (gw_bitmap_init(&pc->untrusted[i], n) || gw_bitmap_init(&pc->claimed[i], n) ||
-		    gw_bitmap_init(&pc->received[i], n) || gw_bitmap_init(&pc->requested[i], n) ||
-		    gw_bitmap_init(&pc->pushed[i], n) || gw_bitmap_init(&pc->settled[i], n))
+		/* Touched now (VM running at the source), not in the pause or on a fault's path. */
+		if (gw_bitmap_init_prefaulted(&pc->untrusted[i], n) ||
+		    gw_bitmap_init_prefaulted(&pc->claimed[i], n) ||
+		    gw_bitmap_init_prefaulted(&pc->received[i], n) ||
+		    gw_bitmap_init_prefaulted(&pc->requested[i], n) ||
+		    gw_bitmap_init_prefaulted(&pc->pushed[i], n) ||
+		    gw_bitmap_init_prefaulted(&pc->settled[i], n))
 			return -ENOMEM;
 	}
 	if (gw_pages_in_init(&pc->preempt_in))

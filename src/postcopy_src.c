@@ -248,6 +248,7 @@ void src_pc_release(struct gw_session *s)
 	for (unsigned i = 0; i < GW_MAX_RAM_BLOCKS; i++) {
 		gw_bitmap_free(&pc->todo[i]);
 		gw_bitmap_free(&pc->zero[i]);
+		gw_bitmap_free(&pc->next_dirty[i]);
 	}
 	if (pc->pout_ready)
 		gw_pages_out_release(&pc->pout);

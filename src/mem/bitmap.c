@@ -32,6 +32,17 @@ int gw_bitmap_init(struct gw_bitmap *b, uint64_t nr_bits)
 	return 0;
 }
 
+int gw_bitmap_init_prefaulted(struct gw_bitmap *b, uint64_t nr_bits)
+{
+	const uint64_t words_per_page = 4096 / sizeof(uint64_t);
+	int ret = gw_bitmap_init(b, nr_bits);
+
+	/* A store per page (volatile: calloc's memory is known to be zero). */
+	for (uint64_t w = 0; !ret && w < gw_bitmap_words(b); w += words_per_page)
+		((volatile uint64_t *)b->words)[w] = 0;
+	return ret;
+}
+
 void gw_bitmap_free(struct gw_bitmap *b)
 {
 	if (!b)

@@ -14,6 +14,12 @@ struct gw_bitmap {
 
 /* Allocate (zeroed). 0 or -ENOMEM. */
 int gw_bitmap_init(struct gw_bitmap *b, uint64_t nr_bits);
+/*
+ * The same, every page of the words written once now: for a bitmap that is
+ * first written inside the pause, where a first touch of fresh memory costs
+ * ~10 us per 4 KiB page on a nested host (64 pages for 8 GiB of guest RAM).
+ */
+int gw_bitmap_init_prefaulted(struct gw_bitmap *b, uint64_t nr_bits);
 void gw_bitmap_free(struct gw_bitmap *b);
 static inline uint64_t gw_bitmap_words(const struct gw_bitmap *b) { return (b->nr_bits + 63) / 64; }
 
