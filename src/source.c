@@ -304,7 +304,9 @@ static int handshake(struct gw_session *s)
 	if (!ret && (hello->flags & GW_HELLO_LOCAL))
 		ret = send_fds(s);
 	if (ret) {
-		ret = gw_fail(s, "setup", ret, false, "sending HELLO: %s", strerror(-ret));
+		/* Under TLS the destination may have refused us, and said why. */
+		ret = gw_fail(s, "setup", ret, false, "sending HELLO: %s",
+			      gw_conn_tls_error(&s->ctl)[0] ? gw_conn_tls_error(&s->ctl) : strerror(-ret));
 		goto out;
 	}
 	ret = recv_expect(s, &s->ctl, GW_MSG_HELLO_ACK, &ack, "setup");

@@ -82,6 +82,42 @@ static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint
 }
 
 /*
+ * TLS with our record layer: the iovec by @deadline_ns, sealed straight
+ * from its parts as full records (net/tls_rec.c), then flushed. send_lock held.
+ */
+static int send_own_records(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns)
+{
+	struct iovec v[iovcnt > 0 ? iovcnt : 1];
+	int i = 0, ret = 0;
+
+	memcpy(v, iov, sizeof(*iov) * (size_t)iovcnt);
+	while (!ret) {
+		short ev = 0;
+		ssize_t n;
+
+		while (i < iovcnt && !v[i].iov_len)
+			i++;
+		n = i < iovcnt ? gw_tls_writev(c->tls, v + i, iovcnt - i, &ev) : gw_tls_flush(c->tls, &ev);
+		if (n == 0 && i == iovcnt)
+			break;		/* all sealed and sent */
+		if (n > 0) {
+			for (size_t left = (size_t)n; left; i++) {
+				size_t k = left < v[i].iov_len ? left : v[i].iov_len;
+
+				v[i].iov_base = (uint8_t *)v[i].iov_base + k;
+				v[i].iov_len -= k;
+				left -= k;
+				if (v[i].iov_len)
+					break;
+			}
+			continue;
+		}
+		ret = n == -EAGAIN ? gw_conn_wait_fd(c->sock, c->fd, ev, deadline_ns) : (int)n;
+	}
+	return ret;
+}
+
+/*
  * TLS: the iovec by @deadline_ns, as full records. OpenSSL makes one record
  * (16 KiB at most) per write call at least, and every record costs its own
  * header, tag and cipher set-up on both sides: segments shorter than a
@@ -96,6 +132,9 @@ int gw_conn_send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uin
 	size_t staged = 0, total = 0;
 	int ret = 0, on = 1, off = 0;
 	bool cork;
+
+	if (gw_tls_own_records(c->tls))
+		return send_own_records(c, iov, iovcnt, deadline_ns);
 
 	/*
 	 * Records gather in the session's send buffer and leave with the

@@ -32,6 +32,16 @@ struct gw_tls {
 	SSL *ssl;
 	bool done;			/* handshake complete */
 	bool buffered;			/* records gather in our send BIO until gw_tls_flush: no SIGPIPE */
+	/* Handshake (keylog callback, lock held): the application traffic secrets. */
+	unsigned char secret_client[EVP_MAX_MD_SIZE], secret_server[EVP_MAX_MD_SIZE];
+	size_t secret_bytes;
+	bool have_client, have_server;
+	/*
+	 * Set by the handshake, read-only after: our record layer (tls_rec.c,
+	 * its own locks), NULL when OpenSSL keeps the records (kTLS, or a
+	 * suite tls_rec.c does not know).
+	 */
+	struct gw_tls_rec *rec;
 	char err[400];			/* the last failure, in words */
 	char peer[GW_TLS_PEER_MAX];	/* authenticated identity, after the handshake */
 	char names[NAMES_MAX][GW_TLS_NAME_MAX];	/* the peer certificate's CN and DNS names */
@@ -168,6 +178,9 @@ void gw_tls_free(struct gw_tls *t)
 {
 	if (!t)
 		return;
+	gw_tls_rec_free(t->rec);
+	OPENSSL_cleanse(t->secret_client, sizeof(t->secret_client));
+	OPENSSL_cleanse(t->secret_server, sizeof(t->secret_server));
 	SSL_free(t->ssl);	/* the socket is the caller's (BIO_NOCLOSE) */
 	pthread_mutex_destroy(&t->lock);
 	free(t);
@@ -467,6 +480,68 @@ static void buffer_writes(struct gw_tls *t)
 	t->buffered = true;
 }
 
+static int hexval(int ch)
+{
+	return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 :
+	       ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+}
+
+/*
+ * OpenSSL's key log line "LABEL <client random> <secret>", called in the
+ * handshake (lock held): the two application traffic secrets are kept
+ * for our record layer, cleansed once it has its keys. Nothing is logged.
+ */
+void gw_tls_keylog(const SSL *ssl, const char *line)
+{
+	struct gw_tls *t = SSL_get_ex_data(ssl, gw_tls_ex_index());
+	bool client = !strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24);
+	const char *hex = strrchr(line, ' ');
+	unsigned char *out;
+	size_t n;
+
+	if (!t || (!client && strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24)) || !hex)
+		return;
+	hex++;
+	n = strlen(hex);
+	if (!n || n % 2 || n / 2 > EVP_MAX_MD_SIZE)
+		return;
+	out = client ? t->secret_client : t->secret_server;
+	for (size_t i = 0; i < n / 2; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return;
+		out[i] = (unsigned char)(hi << 4 | lo);
+	}
+	t->secret_bytes = n / 2;
+	if (client)
+		t->have_client = true;
+	else
+		t->have_server = true;
+}
+
+/*
+ * Lock held, handshake done: the records from now on are ours (tls_rec.c)
+ * unless the kernel took them (kTLS) or OpenSSL holds bytes past the
+ * handshake (it reads without read-ahead until now, so it should not).
+ * Otherwise OpenSSL keeps them, with read-ahead and our send buffer.
+ */
+static void take_records(struct gw_tls *t)
+{
+	bool client = t->ctx->role == GW_TLS_CLIENT;
+
+	if (t->have_client && t->have_server && !SSL_has_pending(t->ssl) &&
+	    !BIO_get_ktls_send(SSL_get_wbio(t->ssl)) && !BIO_get_ktls_recv(SSL_get_rbio(t->ssl)))
+		t->rec = gw_tls_rec_new(t->fd, t->ssl, client ? t->secret_client : t->secret_server,
+					client ? t->secret_server : t->secret_client, t->secret_bytes);
+	OPENSSL_cleanse(t->secret_client, sizeof(t->secret_client));
+	OPENSSL_cleanse(t->secret_server, sizeof(t->secret_server));
+	if (t->rec)
+		return;
+	SSL_set_read_ahead(t->ssl, 1);
+	buffer_writes(t);
+}
+
 /*
  * OpenSSL writes to the socket with write(): a peer that closed would raise
  * SIGPIPE, and a library must not kill (or need a handler in) the process
@@ -527,10 +602,37 @@ int gw_tls_handshake(struct gw_tls *t, short *events)
 		record_peer(t);
 		if (t->ctx->role == GW_TLS_CLIENT)	/* the data path needs no watching */
 			BIO_set_callback_ex(SSL_get_rbio(t->ssl), NULL);
-		buffer_writes(t);
+		take_records(t);
 		ret = 0;
 	} else {
 		ret = op_failure(t, ret, events, " during the TLS handshake");
+	}
+	pthread_mutex_unlock(&t->lock);
+	return ret;
+}
+
+/* Our record layer failed (@ret from gw_tls_rec_*): the reason in words. */
+static ssize_t rec_failure(struct gw_tls *t, ssize_t ret, int alert)
+{
+	pthread_mutex_lock(&t->lock);
+	switch (ret) {
+	case -ECONNRESET:
+		snprintf(t->err, sizeof(t->err), "the %s closed the connection", peer_role(t));
+		break;
+	case -EREMOTEIO:
+		ret = alert_failure(t, alert);
+		break;
+	case -EBADMSG:
+		snprintf(t->err, sizeof(t->err), "a TLS record from the %s failed its authentication "
+			 "(changed on the way)", peer_role(t));
+		ret = -EPROTO;
+		break;
+	case -EPROTO:
+		snprintf(t->err, sizeof(t->err), "the %s sent a TLS record that is not allowed here", peer_role(t));
+		break;
+	default:
+		snprintf(t->err, sizeof(t->err), "TLS with the %s failed: %s", peer_role(t), strerror((int)-ret));
+		break;
 	}
 	pthread_mutex_unlock(&t->lock);
 	return ret;
@@ -542,6 +644,12 @@ ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 	size_t n = 0;
 	ssize_t ret;
 
+	if (t->rec) {
+		int alert = 0;
+
+		ret = gw_tls_rec_read(t->rec, buf, len, events, &alert);
+		return ret > 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
+	}
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
 	pipe_block(t, &g);	/* a read may write (alerts, key updates) */
@@ -554,12 +662,43 @@ ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 	return ret;
 }
 
+/*
+ * A write failed because the peer closed: it may have said why first (a
+ * refusal, TLS 1.3 sends it after the handshake as the peer's first
+ * record), and the reason is the alert's. The read side fails with it too.
+ */
+static ssize_t write_failure(struct gw_tls *t, ssize_t ret)
+{
+	unsigned char byte;
+	short ev = 0;
+	int alert = 0;
+
+	if (ret == -ECONNRESET && gw_tls_rec_read(t->rec, &byte, 1, &ev, &alert) == -EREMOTEIO)
+		return rec_failure(t, -EREMOTEIO, alert);
+	return rec_failure(t, ret, 0);
+}
+
+ssize_t gw_tls_writev(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events)
+{
+	ssize_t ret;
+
+	if (!t->rec)
+		return -EOPNOTSUPP;
+	ret = gw_tls_rec_writev(t->rec, iov, iovcnt, events);
+	return ret > 0 || ret == -EAGAIN ? ret : write_failure(t, ret);
+}
+
 ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *events)
 {
 	struct pipe_guard g;
 	size_t n = 0;
 	ssize_t ret;
 
+	if (t->rec) {
+		struct iovec iov = { (void *)buf, len };
+
+		return gw_tls_writev(t, &iov, 1, events);
+	}
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
 	pipe_block(t, &g);
@@ -576,6 +715,10 @@ int gw_tls_flush(struct gw_tls *t, short *events)
 {
 	int ret = 0;
 
+	if (t->rec) {
+		ret = gw_tls_rec_flush(t->rec, events);
+		return ret == -EAGAIN || !ret ? ret : (int)write_failure(t, ret);
+	}
 	/* Only our send BIO buffers (MSG_NOSIGNAL): nothing to flush or guard otherwise. */
 	if (!t->buffered)
 		return 0;
@@ -595,13 +738,26 @@ int gw_tls_flush(struct gw_tls *t, short *events)
 
 bool gw_tls_buffered(struct gw_tls *t)
 {
-	return t->buffered;
+	return t->buffered || t->rec;
+}
+
+bool gw_tls_own_records(struct gw_tls *t)
+{
+	return t->rec != NULL;
+}
+
+void gw_tls_set_rekey_records(struct gw_tls *t, uint64_t records)
+{
+	if (t->rec)
+		gw_tls_rec_set_rekey(t->rec, records);
 }
 
 bool gw_tls_pending(struct gw_tls *t)
 {
 	bool ret;
 
+	if (t->rec)
+		return gw_tls_rec_pending(t->rec);
 	pthread_mutex_lock(&t->lock);
 	/* Read-ahead may hold whole records not yet decrypted: poll() would not see them. */
 	ret = SSL_has_pending(t->ssl) != 0;

@@ -105,6 +105,22 @@ ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *event
 int gw_tls_flush(struct gw_tls *t, short *events);
 /* Whether writes gather until gw_tls_flush (read-only after the handshake). */
 bool gw_tls_buffered(struct gw_tls *t);
+/*
+ * Write all of @iov as full 16 KiB records (the last one shorter), sealed
+ * straight from the parts (no staging copy), into the send buffer: the
+ * bytes taken (> 0; the caller goes on from there), -EAGAIN with
+ * *@events, -ECONNRESET, -EPROTO; -EOPNOTSUPP when OpenSSL keeps the
+ * records (gw_tls_own_records() false: use gw_tls_write).
+ */
+struct iovec;
+ssize_t gw_tls_writev(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events);
+/*
+ * Whether godwit's record layer (net/tls_rec.c) carries the records after
+ * the handshake, rather than OpenSSL (kTLS, an unknown suite).
+ */
+bool gw_tls_own_records(struct gw_tls *t);
+/* Tests: the write key is updated (KeyUpdate) every @records records. */
+void gw_tls_set_rekey_records(struct gw_tls *t, uint64_t records);
 /* Decrypted bytes waiting in the session: a read returns them without the socket. */
 bool gw_tls_pending(struct gw_tls *t);
 

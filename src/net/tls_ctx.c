@@ -306,8 +306,13 @@ static int ctx_setup(struct gw_tls_ctx *c, char *why, size_t why_len)
 	SSL_CTX_set_options(sc, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_set_mode(sc, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 			 SSL_MODE_AUTO_RETRY);
-	SSL_CTX_set_read_ahead(sc, 1);
+	/*
+	 * No read-ahead in the handshake: the records after it are ours
+	 * (tls_rec.c), and none may sit in OpenSSL's buffer. A session left to
+	 * OpenSSL turns it on then (tls.c).
+	 */
 	SSL_CTX_set_default_read_buffer_len(sc, GW_TLS_READ_BUFFER_BYTES);
+	SSL_CTX_set_keylog_callback(sc, gw_tls_keylog);
 	/* One migration, no resumption: no tickets to send or keep. */
 	SSL_CTX_set_session_cache_mode(sc, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_num_tickets(sc, 0);

@@ -33,6 +33,40 @@ struct gw_tls_ctx {
  * or at BIO_flush. NULL on failure.
  */
 BIO *gw_tls_send_bio_new(int fd, size_t buffer_bytes);
+/*
+ * tls_rec.c: the TLS 1.3 record layer after the handshake, in place of
+ * OpenSSL's (which copies every byte once more on each side): records
+ * sealed from the caller's parts into a send buffer, opened straight into
+ * the caller's memory. @write_secret and @read_secret are this side's
+ * application traffic secrets (@secret_bytes: the suite's hash size).
+ * NULL when the suite is not one of ours or out of memory.
+ */
+#include <sys/uio.h>
+#define GW_TLS_REC_REKEY_RECORDS (1ull << 24)	/* records per write key (AES-GCM allows 2^24.5) */
+struct gw_tls_rec;
+struct gw_tls_rec *gw_tls_rec_new(int fd, const SSL *ssl, const unsigned char *write_secret,
+				  const unsigned char *read_secret, size_t secret_bytes);
+void gw_tls_rec_free(struct gw_tls_rec *r);	/* NULL is fine */
+/*
+ * Seal all of @iov as records of 16 KiB (the last one shorter) into the
+ * send buffer, sending when it fills: the bytes taken (> 0), -EAGAIN with
+ * *@events, -ECONNRESET, -EPROTO. Any thread, one at a time per session.
+ */
+ssize_t gw_tls_rec_writev(struct gw_tls_rec *r, const struct iovec *iov, int iovcnt, short *events);
+/* Send what is sealed: 0, -EAGAIN with *@events, -ECONNRESET. */
+int gw_tls_rec_flush(struct gw_tls_rec *r, short *events);
+/*
+ * Up to @len bytes of the stream: the count (> 0), -EAGAIN with *@events,
+ * -ECONNRESET (closed, or close_notify), -EREMOTEIO (the peer's alert
+ * *@alert), -EBADMSG (a record failed its tag), -EPROTO. Failures are sticky.
+ */
+ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *events, int *alert);
+/* Opened bytes not returned yet, or a whole record received: a read needs no socket. */
+bool gw_tls_rec_pending(struct gw_tls_rec *r);
+/* Tests: a KeyUpdate every @records records. */
+void gw_tls_rec_set_rekey(struct gw_tls_rec *r, uint64_t records);
+/* tls.c: OpenSSL's key log callback; keeps the application traffic secrets for gw_tls_rec_new. */
+void gw_tls_keylog(const SSL *ssl, const char *line);
 /* The ex_data index of struct gw_tls in its SSL (for the callbacks). */
 int gw_tls_ex_index(void);
 /* PSK callbacks (tls_ctx.c), installed on SSL objects of a PSK context. */

@@ -2,11 +2,13 @@
 /*
  * Invariant: one TLS session (net/tls.c) carries a byte stream exactly,
  * whatever the sizes of the writes and however often the socket is full
- * (records gather in the send buffer, net/tls_bio.c, and a flush that
- * would block says so and finishes later); and a write to a peer that is
- * gone fails with -ECONNRESET and a reason in words, never a SIGPIPE, with
- * SIGPIPE at its default action (a library must not kill the process that
- * embeds it) and the thread's signal mask unchanged.
+ * (records gather in the send buffer, net/tls_rec.c, and a flush that
+ * would block says so and finishes later), both ways, also across key
+ * updates (KeyUpdate, here every few records); a record changed on the
+ * way fails the read with -EPROTO and says so; and a write to a peer that
+ * is gone fails with -ECONNRESET and a reason in words, never a SIGPIPE,
+ * with SIGPIPE at its default action (a library must not kill the process
+ * that embeds it) and the thread's signal mask unchanged.
  *
  * Both ends run in this thread on a socketpair, stepped in turn; PSK mode,
  * so no certificates are needed.
@@ -102,8 +104,41 @@ static void server_read(struct pair *p, uint8_t *got, size_t *off)
 	}
 }
 
-/* Writes of 1 byte to 70000 bytes, flushed now and then, the reader stepped whenever the socket is full. */
-static void test_stream(const char *psk)
+/* The server answers @len bytes, read by the client whole. */
+static void test_reply(struct pair *p, size_t len)
+{
+	uint8_t *src = malloc(len), *got = calloc(1, len);
+	size_t woff = 0, roff = 0;
+
+	TEST_ASSERT(src && got, "buffers");
+	for (size_t i = 0; i < len; i++)
+		src[i] = pattern_byte(i + 7);
+	for (int i = 0; i < 100000 && roff < len; i++) {
+		short ev = 0;
+		ssize_t n;
+
+		if (woff < len) {
+			n = gw_tls_write(p->server, src + woff, len - woff, &ev);
+			TEST_ASSERT(n > 0 || n == -EAGAIN, "server write: %zd %s", n, gw_tls_error(p->server));
+			woff += n > 0 ? (size_t)n : 0;
+		} else {
+			(void)gw_tls_flush(p->server, &ev);
+		}
+		n = gw_tls_read(p->client, got + roff, len - roff, &ev);
+		TEST_ASSERT(n > 0 || n == -EAGAIN, "client read: %zd %s", n, gw_tls_error(p->client));
+		roff += n > 0 ? (size_t)n : 0;
+	}
+	TEST_CHECK(roff == len && !memcmp(src, got, len), "the reply arrived changed or short (%zu of %zu)", roff, len);
+	free(src);
+	free(got);
+}
+
+/*
+ * Writes of 1 byte to 70000 bytes, flushed now and then, the reader stepped
+ * whenever the socket is full; the write key updated every @rekey records
+ * (0: never, as a migration's 2^24 records do not come here).
+ */
+static void test_stream(const char *psk, uint64_t rekey)
 {
 	struct pair p;
 	uint8_t *src = malloc(STREAM_BYTES), *got = calloc(1, STREAM_BYTES);
@@ -116,6 +151,12 @@ static void test_stream(const char *psk)
 	pair_open(&p, psk);
 	TEST_CHECK(gw_tls_buffered(p.client) && gw_tls_buffered(p.server),
 		   "writes do not go through the send buffer after the handshake");
+	TEST_CHECK(gw_tls_own_records(p.client) && gw_tls_own_records(p.server),
+		   "the records are not ours after the handshake (net/tls_rec.c)");
+	if (rekey) {
+		gw_tls_set_rekey_records(p.client, rekey);
+		gw_tls_set_rekey_records(p.server, rekey);
+	}
 	while (woff < STREAM_BYTES) {
 		size_t len = (seed = seed * 1103515245u + 12345u) % 70000 + 1;
 		short ev = 0;
@@ -148,11 +189,38 @@ static void test_stream(const char *psk)
 	TEST_CHECK(roff == STREAM_BYTES, "server read %zu of %u bytes", roff, STREAM_BYTES);
 	TEST_CHECK(!memcmp(src, got, STREAM_BYTES), "the stream arrived changed");
 	TEST_CHECK(nr_full > 0, "the socket never filled: the retry paths were not exercised");
-	printf("stream: %u bytes in %zu writes, the socket full %zu times, arrived intact\n", STREAM_BYTES,
-	       nr_writes, nr_full);
+	test_reply(&p, 300000);
+	printf("stream: %u bytes in %zu writes, the socket full %zu times, a key update every %llu records, "
+	       "arrived intact\n", STREAM_BYTES, nr_writes, nr_full, (unsigned long long)rekey);
 	pair_close(&p);
 	free(src);
 	free(got);
+}
+
+/* One byte of a record flipped on the way: the read fails, and says why. */
+static void test_tampered(const char *psk)
+{
+	uint8_t msg[3000], raw[4096], got[3000];
+	struct pair p;
+	short ev = 0;
+	ssize_t n, raw_len;
+
+	memset(msg, 0x5a, sizeof(msg));
+	pair_open(&p, psk);
+	TEST_ASSERT(gw_tls_write(p.client, msg, sizeof(msg), &ev) == (ssize_t)sizeof(msg), "client write");
+	TEST_ASSERT(gw_tls_flush(p.client, &ev) == 0, "client flush");
+	/* Take the record off the server's socket and send it on changed (fds[0] delivers to fds[1]). */
+	raw_len = read(p.fds[1], raw, sizeof(raw));
+	TEST_ASSERT(raw_len > 100, "the record on the wire (%zd bytes)", raw_len);
+	raw[raw_len / 2] ^= 0x01;
+	TEST_ASSERT(write(p.fds[0], raw, (size_t)raw_len) == raw_len, "the changed record");
+	n = gw_tls_read(p.server, got, sizeof(got), &ev);
+	TEST_CHECK(n == -EPROTO, "a changed record read as %zd, not -EPROTO", n);
+	TEST_CHECK(strstr(gw_tls_error(p.server), "failed its authentication") != NULL, "reason: '%s'",
+		   gw_tls_error(p.server));
+	TEST_CHECK(gw_tls_read(p.server, got, sizeof(got), &ev) == -EPROTO, "the failure is not sticky");
+	printf("tampered: %s\n", gw_tls_error(p.server));
+	pair_close(&p);
 }
 
 static void test_peer_gone(const char *psk)
@@ -206,7 +274,9 @@ int main(void)
 	fprintf(f, "\n");
 	fclose(f);
 	TEST_ASSERT(chmod(path, 0600) == 0, "keys file mode");
-	test_stream(path);
+	test_stream(path, 0);
+	test_stream(path, 5);
+	test_tampered(path);
 	test_peer_gone(path);
 	unlink(path);
 	rmdir(dir);
