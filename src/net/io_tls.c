@@ -184,9 +184,48 @@ int gw_conn_send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uin
 	return ret;
 }
 
+/* Our record layer: exactly the iovec by the frame's deadline, records opened across its parts. */
+static int recv_own_records(struct gw_conn *c, const struct iovec *iov, int iovcnt)
+{
+	struct iovec v[iovcnt > 0 ? iovcnt : 1];
+	int i = 0;
+
+	memcpy(v, iov, sizeof(*iov) * (size_t)iovcnt);
+	for (;;) {
+		short ev = 0;
+		ssize_t n;
+		int ret;
+
+		while (i < iovcnt && !v[i].iov_len)
+			i++;
+		if (i == iovcnt)
+			return 0;
+		n = gw_tls_readv(c->tls, v + i, iovcnt - i, &ev);
+		if (n > 0) {
+			for (size_t left = (size_t)n; left; i++) {
+				size_t k = left < v[i].iov_len ? left : v[i].iov_len;
+
+				v[i].iov_base = (uint8_t *)v[i].iov_base + k;
+				v[i].iov_len -= k;
+				left -= k;
+				if (v[i].iov_len)
+					break;
+			}
+			continue;
+		}
+		if (n != -EAGAIN)
+			return (int)n;
+		ret = gw_conn_wait_fd(c->sock, c->fd, ev, c->frame_deadline_ns);
+		if (ret)
+			return ret;
+	}
+}
+
 /* TLS: read exactly the iovec by the frame's deadline. */
 int gw_conn_recv_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt)
 {
+	if (gw_tls_own_records(c->tls))
+		return recv_own_records(c, iov, iovcnt);
 	for (int i = 0; i < iovcnt; i++) {
 		uint8_t *p = iov[i].iov_base;
 		size_t len = iov[i].iov_len;

@@ -638,6 +638,17 @@ static ssize_t rec_failure(struct gw_tls *t, ssize_t ret, int alert)
 	return ret;
 }
 
+ssize_t gw_tls_readv(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events)
+{
+	int alert = 0;
+	ssize_t ret;
+
+	if (!t->rec)
+		return -EOPNOTSUPP;
+	ret = gw_tls_rec_readv(t->rec, iov, iovcnt, events, &alert);
+	return ret > 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
+}
+
 ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 {
 	struct pipe_guard g;

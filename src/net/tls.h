@@ -113,6 +113,12 @@ bool gw_tls_buffered(struct gw_tls *t);
  * records (gw_tls_own_records() false: use gw_tls_write).
  */
 struct iovec;
+/*
+ * Read into the parts of @iov in order, up to all of them: a record is
+ * opened straight across them. As gw_tls_read; -EOPNOTSUPP when OpenSSL
+ * keeps the records.
+ */
+ssize_t gw_tls_readv(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events);
 ssize_t gw_tls_writev(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events);
 /*
  * Whether godwit's record layer (net/tls_rec.c) carries the records after

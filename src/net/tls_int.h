@@ -61,6 +61,8 @@ int gw_tls_rec_flush(struct gw_tls_rec *r, short *events);
  * *@alert), -EBADMSG (a record failed its tag), -EPROTO. Failures are sticky.
  */
 ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *events, int *alert);
+/* The same into the parts of @iov in order (a record opened across them). */
+ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovcnt, short *events, int *alert);
 /* Opened bytes not returned yet, or a whole record received: a read needs no socket. */
 bool gw_tls_rec_pending(struct gw_tls_rec *r);
 /* Tests: a KeyUpdate every @records records. */

@@ -12,10 +12,11 @@
  * cipher itself on the destination (the copy writes a cold 4 MiB frame
  * buffer). Here a record is sealed straight from the frame's parts into
  * the send buffer (gathered across them: no staging copy either), and
- * opened from the read buffer straight into the caller's memory, the frame
- * buffer or guest RAM. A record is written there before its tag is
- * checked, as kTLS does: a record that fails fails the connection, and
- * with it the migration, before anything trusts those bytes.
+ * opened from the read buffer straight into the caller's parts (the frame
+ * buffer, or runs of guest RAM: a record scattered across them). A record
+ * is written there before its tag is checked, as kTLS does: a record that
+ * fails fails the connection, and with it the migration, before anything
+ * trusts those bytes.
  *
  * Records: application data (23) carries the stream; an alert (21) ends
  * it (close_notify: closed, any other: refused, in words by net/tls.c); a
@@ -411,13 +412,78 @@ static int handshake_record(struct gw_tls_rec *r, const unsigned char *p, size_t
 	return 0;
 }
 
+/* Where opened bytes go: the caller's parts, filled in order. */
+struct out {
+	const struct iovec *iov;
+	int iovcnt, i;
+	size_t off;			/* into iov[i] */
+};
+
+/* @n bytes from @src to @o's position on, without moving it. */
+static void out_put(const struct out *o, size_t skip, const unsigned char *src, size_t n)
+{
+	int i = o->i;
+	size_t off = o->off + skip;
+
+	while (n) {
+		size_t k;
+
+		while (off >= o->iov[i].iov_len) {
+			off -= o->iov[i].iov_len;
+			i++;
+		}
+		k = o->iov[i].iov_len - off < n ? o->iov[i].iov_len - off : n;
+		memcpy((unsigned char *)o->iov[i].iov_base + off, src, k);
+		src += k;
+		n -= k;
+		off += k;
+	}
+}
+
+/* @n bytes at @o's position + @skip to @dst, without moving it. */
+static void out_get(const struct out *o, size_t skip, unsigned char *dst, size_t n)
+{
+	int i = o->i;
+	size_t off = o->off + skip;
+
+	while (n) {
+		size_t k;
+
+		while (off >= o->iov[i].iov_len) {
+			off -= o->iov[i].iov_len;
+			i++;
+		}
+		k = o->iov[i].iov_len - off < n ? o->iov[i].iov_len - off : n;
+		memcpy(dst, (const unsigned char *)o->iov[i].iov_base + off, k);
+		dst += k;
+		n -= k;
+		off += k;
+	}
+}
+
+static void out_advance(struct out *o, size_t n)
+{
+	while (n) {
+		size_t k = o->iov[o->i].iov_len - o->off < n ? o->iov[o->i].iov_len - o->off : n;
+
+		o->off += k;
+		n -= k;
+		if (o->off == o->iov[o->i].iov_len) {
+			o->i++;
+			o->off = 0;
+		}
+	}
+	while (o->i < o->iovcnt && !o->iov[o->i].iov_len)
+		o->i++;
+}
+
 /*
  * Open the record at rbuf[r_start] (whole: @ct ciphertext bytes after the
- * header) into @dst, which has room for @ct - TAG_BYTES. The content's
- * length (inner type and padding stripped) or -errno; *@type its type.
- * rlock held.
+ * header) into @o (NULL: into plain), which has room for @ct - TAG_BYTES,
+ * without moving it. The content's length (inner type and padding
+ * stripped) or -errno; *@type its type. rlock held.
  */
-static ssize_t open_record(struct gw_tls_rec *r, size_t ct, unsigned char *dst, unsigned char *type)
+static ssize_t open_record(struct gw_tls_rec *r, size_t ct, const struct out *o, unsigned char *type)
 {
 	unsigned char *rec = r->rbuf + r->r_start, iv[NONCE_BYTES];
 	size_t n = ct - TAG_BYTES, at = 0;
@@ -425,20 +491,36 @@ static ssize_t open_record(struct gw_tls_rec *r, size_t ct, unsigned char *dst, 
 
 	nonce(&r->r, iv);
 	ok = EVP_DecryptInit_ex(r->r.cctx, NULL, NULL, NULL, iv) == 1 &&
-	     EVP_DecryptUpdate(r->r.cctx, NULL, &outl, rec, HDR_BYTES) == 1 &&
-	     EVP_DecryptUpdate(r->r.cctx, dst, &outl, rec + HDR_BYTES, (int)n) == 1;
-	at = ok ? (size_t)outl : 0;
-	ok = ok && EVP_CIPHER_CTX_ctrl(r->r.cctx, EVP_CTRL_AEAD_SET_TAG, TAG_BYTES, rec + HDR_BYTES + n) == 1 &&
-	     EVP_DecryptFinal_ex(r->r.cctx, dst + at, &outl) == 1;
+	     EVP_DecryptUpdate(r->r.cctx, NULL, &outl, rec, HDR_BYTES) == 1;
+	if (!o) {
+		ok = ok && EVP_DecryptUpdate(r->r.cctx, r->plain, &outl, rec + HDR_BYTES, (int)n) == 1;
+		at = ok ? (size_t)outl : 0;
+	}
+	for (int i = o ? o->i : 0, first = 1; o && ok && at < n; i++, first = 0) {
+		size_t off = first ? o->off : 0, k = o->iov[i].iov_len - off < n - at ? o->iov[i].iov_len - off : n - at;
+
+		ok = !k || (EVP_DecryptUpdate(r->r.cctx, (unsigned char *)o->iov[i].iov_base + off, &outl,
+					      rec + HDR_BYTES + at, (int)k) == 1 && (size_t)outl == k);
+		at += k;
+	}
+	ok = ok && at == n &&
+	     EVP_CIPHER_CTX_ctrl(r->r.cctx, EVP_CTRL_AEAD_SET_TAG, TAG_BYTES, rec + HDR_BYTES + n) == 1 &&
+	     EVP_DecryptFinal_ex(r->r.cctx, r->plain, &outl) == 1;	/* AEAD: no output at the end */
 	if (!ok)
 		return -EBADMSG;
 	r->r_start += HDR_BYTES + ct;
 	r->r.seq++;
-	while (n && !dst[n - 1])	/* padding */
+	for (;;) {			/* the inner type, after the content, before any padding */
+		if (!n)
+			return -EPROTO;
+		if (o)
+			out_get(o, n - 1, type, 1);
+		else
+			*type = r->plain[n - 1];
+		if (*type)
+			break;
 		n--;
-	if (!n)
-		return -EPROTO;		/* no inner type */
-	*type = dst[n - 1];
+	}
 	return (ssize_t)(n - 1);
 }
 
@@ -480,12 +562,15 @@ static int fill(struct gw_tls_rec *r)
 	return -ECONNRESET;
 }
 
-ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *events, int *alert)
+ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovcnt, short *events, int *alert)
 {
-	unsigned char *out = buf;
-	size_t done = 0;
+	struct out o = { .iov = iov, .iovcnt = iovcnt };
+	size_t len = 0, done = 0;
 	ssize_t ret = 0;
 
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	out_advance(&o, 0);
 	pthread_mutex_lock(&r->rlock);
 	if (r->r_err) {
 		ret = r->r_err;
@@ -493,12 +578,14 @@ ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *even
 		goto out;
 	}
 	while (done < len) {
-		unsigned char type, *dst;
+		unsigned char type;
+		bool direct;
 		ssize_t ct, n;
 
 		if (r->p_start < r->p_end) {	/* opened before, not all returned */
 			n = (ssize_t)(r->p_end - r->p_start < len - done ? r->p_end - r->p_start : len - done);
-			memcpy(out + done, r->plain + r->p_start, (size_t)n);
+			out_put(&o, 0, r->plain + r->p_start, (size_t)n);
+			out_advance(&o, (size_t)n);
 			r->p_start += (size_t)n;
 			done += (size_t)n;
 			continue;
@@ -517,27 +604,30 @@ ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *even
 			break;
 		}
 		/* Straight into the caller's memory when the record fits there. */
-		dst = len - done >= (size_t)ct - TAG_BYTES ? out + done : r->plain;
-		n = open_record(r, (size_t)ct, dst, &type);
+		direct = len - done >= (size_t)ct - TAG_BYTES;
+		n = open_record(r, (size_t)ct, direct ? &o : NULL, &type);
 		if (n < 0) {
 			ret = n;
 			break;
 		}
 		if (type == CT_DATA) {
-			if (dst == r->plain) {
+			if (direct) {
+				out_advance(&o, (size_t)n);
+				done += (size_t)n;
+			} else {
 				r->p_start = 0;
 				r->p_end = (size_t)n;
-			} else {
-				done += (size_t)n;
 			}
 			continue;
 		}
+		if (direct)		/* not the stream's: parsed from plain, the caller's bytes rewritten later */
+			out_get(&o, 0, r->plain, (size_t)n);
 		if (type == CT_ALERT && n == 2) {
-			*alert = r->r_alert = dst[1];
-			ret = dst[1] == 0 ? -ECONNRESET : -EREMOTEIO;	/* close_notify, or a refusal */
+			*alert = r->r_alert = r->plain[1];
+			ret = r->plain[1] == 0 ? -ECONNRESET : -EREMOTEIO;	/* close_notify, or a refusal */
 			break;
 		}
-		ret = type == CT_HANDSHAKE ? handshake_record(r, dst, (size_t)n) : -EPROTO;
+		ret = type == CT_HANDSHAKE ? handshake_record(r, r->plain, (size_t)n) : -EPROTO;
 		if (ret)
 			break;
 	}
@@ -550,6 +640,13 @@ out:
 	if (ret == -EAGAIN)
 		*events = POLLIN;
 	return ret;
+}
+
+ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *events, int *alert)
+{
+	struct iovec iov = { buf, len };
+
+	return gw_tls_rec_readv(r, &iov, 1, events, alert);
 }
 
 bool gw_tls_rec_pending(struct gw_tls_rec *r)

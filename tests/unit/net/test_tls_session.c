@@ -3,7 +3,8 @@
  * Invariant: one TLS session (net/tls.c) carries a byte stream exactly,
  * whatever the sizes of the writes and however often the socket is full
  * (records gather in the send buffer, net/tls_rec.c, and a flush that
- * would block says so and finishes later), both ways, also across key
+ * would block says so and finishes later), read whole or into scattered
+ * parts (a record opened across them), both ways, also across key
  * updates (KeyUpdate, here every few records); a record changed on the
  * way fails the read with -EPROTO and says so; and a write to a peer that
  * is gone fails with -ECONNRESET and a reason in words, never a SIGPIPE,
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include "net/tls.h"
 #include "test_util.h"
@@ -86,9 +88,11 @@ static void pair_close(struct pair *p)
 	gw_tls_ctx_free(p->sctx);
 }
 
-/* Drain what the server can read now into @got at *@off, checking the pattern. */
+/* Drain what the server can read now into @got at *@off, by turns whole and into scattered parts. */
 static void server_read(struct pair *p, uint8_t *got, size_t *off)
 {
+	static unsigned nr_calls;
+
 	for (;;) {
 		short ev = 0;
 		size_t want = STREAM_BYTES - *off < 50000 ? STREAM_BYTES - *off : 50000;
@@ -96,7 +100,15 @@ static void server_read(struct pair *p, uint8_t *got, size_t *off)
 
 		if (!want)
 			return;
-		n = gw_tls_read(p->server, got + *off, want, &ev);
+		if (++nr_calls % 2) {
+			n = gw_tls_read(p->server, got + *off, want, &ev);
+		} else {	/* records opened across parts, an empty one among them */
+			struct iovec iov[4] = { { got + *off, want / 3 }, { got + *off + want / 3, 0 },
+						{ got + *off + want / 3, want / 5 },
+						{ got + *off + want / 3 + want / 5, want - want / 3 - want / 5 } };
+
+			n = gw_tls_readv(p->server, iov, 4, &ev);
+		}
 		if (n == -EAGAIN)
 			return;
 		TEST_ASSERT(n > 0, "server read: %zd %s", n, gw_tls_error(p->server));
