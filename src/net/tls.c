@@ -530,7 +530,7 @@ static void take_records(struct gw_tls *t)
 {
 	bool client = t->ctx->role == GW_TLS_CLIENT;
 
-	if (t->have_client && t->have_server && !SSL_has_pending(t->ssl) &&
+	if (!t->ctx->openssl_records && t->have_client && t->have_server && !SSL_has_pending(t->ssl) &&
 	    !BIO_get_ktls_send(SSL_get_wbio(t->ssl)) && !BIO_get_ktls_recv(SSL_get_rbio(t->ssl)))
 		t->rec = gw_tls_rec_new(t->fd, t->ssl, client ? t->secret_client : t->secret_server,
 					client ? t->secret_server : t->secret_client, t->secret_bytes);
@@ -643,8 +643,12 @@ ssize_t gw_tls_readv(struct gw_tls *t, const struct iovec *iov, int iovcnt, shor
 	int alert = 0;
 	ssize_t ret;
 
-	if (!t->rec)
-		return -EOPNOTSUPP;
+	if (!t->rec) {		/* OpenSSL's records: into the first part with room */
+		for (int i = 0; i < iovcnt; i++)
+			if (iov[i].iov_len)
+				return gw_tls_read(t, iov[i].iov_base, iov[i].iov_len, events);
+		return 0;
+	}
 	ret = gw_tls_rec_readv(t->rec, iov, iovcnt, events, &alert);
 	return ret > 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
 }

@@ -115,8 +115,8 @@ bool gw_tls_buffered(struct gw_tls *t);
 struct iovec;
 /*
  * Read into the parts of @iov in order, up to all of them: a record is
- * opened straight across them. As gw_tls_read; -EOPNOTSUPP when OpenSSL
- * keeps the records.
+ * opened straight across them. As gw_tls_read (0 when @iov is empty);
+ * where OpenSSL keeps the records, into the first part with room only.
  */
 ssize_t gw_tls_readv(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events);
 ssize_t gw_tls_writev(struct gw_tls *t, const struct iovec *iov, int iovcnt, short *events);

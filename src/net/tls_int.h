@@ -25,6 +25,7 @@ struct gw_tls_ctx {
 	struct gw_tls_psk keys[GW_TLS_PSK_MAX_KEYS];
 	unsigned nr_keys;
 	char own_cert_note[160];	/* our own certificate expired or not yet valid: said with a refusal */
+	bool openssl_records;		/* tests: OpenSSL keeps the records (talk to tls_rec.c from the other end) */
 };
 
 /*

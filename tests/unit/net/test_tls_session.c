@@ -5,7 +5,8 @@
  * (records gather in the send buffer, net/tls_rec.c, and a flush that
  * would block says so and finishes later), read whole or into scattered
  * parts (a record opened across them), both ways, also across key
- * updates (KeyUpdate, here every few records); a record changed on the
+ * updates (KeyUpdate, here every few records), and with OpenSSL's own
+ * record layer at the other end (ours is TLS 1.3's, not merely symmetric); a record changed on the
  * way fails the read with -EPROTO and says so; and a write to a peer that
  * is gone fails with -ECONNRESET and a reason in words, never a SIGPIPE,
  * with SIGPIPE at its default action (a library must not kill the process
@@ -25,6 +26,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include "net/tls.h"
+#include "net/tls_int.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
@@ -42,7 +44,8 @@ static uint8_t pattern_byte(size_t off)
 	return (uint8_t)(off * 2654435761u >> 13);
 }
 
-static void pair_open(struct pair *p, const char *psk_path)
+/* @openssl_server: the server leaves its records to OpenSSL (the two record layers talk). */
+static void pair_open_with(struct pair *p, const char *psk_path, bool openssl_server)
 {
 	struct gw_tls_config cfg = { 0 };
 	char why[400];
@@ -53,6 +56,7 @@ static void pair_open(struct pair *p, const char *psk_path)
 	TEST_ASSERT(p->cctx, "client context: %s", why);
 	p->sctx = gw_tls_ctx_new(GW_TLS_SERVER, &cfg, why, sizeof(why));
 	TEST_ASSERT(p->sctx, "server context: %s", why);
+	p->sctx->openssl_records = openssl_server;
 	TEST_ASSERT(socketpair(AF_UNIX, SOCK_STREAM, 0, p->fds) == 0, "socketpair");
 	p->client = gw_tls_new(p->cctx, p->fds[0], "peer.test", why, sizeof(why));
 	TEST_ASSERT(p->client, "client session: %s", why);
@@ -74,6 +78,11 @@ static void pair_open(struct pair *p, const char *psk_path)
 		}
 	}
 	TEST_ASSERT(cdone && sdone, "handshake never finished");
+}
+
+static void pair_open(struct pair *p, const char *psk_path)
+{
+	pair_open_with(p, psk_path, false);
 }
 
 static void pair_close(struct pair *p)
@@ -150,7 +159,7 @@ static void test_reply(struct pair *p, size_t len)
  * whenever the socket is full; the write key updated every @rekey records
  * (0: never, as a migration's 2^24 records do not come here).
  */
-static void test_stream(const char *psk, uint64_t rekey)
+static void test_stream(const char *psk, uint64_t rekey, bool openssl_server)
 {
 	struct pair p;
 	uint8_t *src = malloc(STREAM_BYTES), *got = calloc(1, STREAM_BYTES);
@@ -160,10 +169,10 @@ static void test_stream(const char *psk, uint64_t rekey)
 	TEST_ASSERT(src && got, "buffers");
 	for (size_t i = 0; i < STREAM_BYTES; i++)
 		src[i] = pattern_byte(i);
-	pair_open(&p, psk);
+	pair_open_with(&p, psk, openssl_server);
 	TEST_CHECK(gw_tls_buffered(p.client) && gw_tls_buffered(p.server),
 		   "writes do not go through the send buffer after the handshake");
-	TEST_CHECK(gw_tls_own_records(p.client) && gw_tls_own_records(p.server),
+	TEST_CHECK(gw_tls_own_records(p.client) && gw_tls_own_records(p.server) == !openssl_server,
 		   "the records are not ours after the handshake (net/tls_rec.c)");
 	if (rekey) {
 		gw_tls_set_rekey_records(p.client, rekey);
@@ -203,7 +212,8 @@ static void test_stream(const char *psk, uint64_t rekey)
 	TEST_CHECK(nr_full > 0, "the socket never filled: the retry paths were not exercised");
 	test_reply(&p, 300000);
 	printf("stream: %u bytes in %zu writes, the socket full %zu times, a key update every %llu records, "
-	       "arrived intact\n", STREAM_BYTES, nr_writes, nr_full, (unsigned long long)rekey);
+	       "server's records by %s, arrived intact\n", STREAM_BYTES, nr_writes, nr_full,
+	       (unsigned long long)rekey, openssl_server ? "OpenSSL" : "tls_rec.c");
 	pair_close(&p);
 	free(src);
 	free(got);
@@ -286,8 +296,10 @@ int main(void)
 	fprintf(f, "\n");
 	fclose(f);
 	TEST_ASSERT(chmod(path, 0600) == 0, "keys file mode");
-	test_stream(path, 0);
-	test_stream(path, 5);
+	test_stream(path, 0, false);
+	test_stream(path, 5, false);
+	test_stream(path, 0, true);	/* our records are TLS 1.3's: OpenSSL's own record layer reads and writes them */
+	test_stream(path, 5, true);
 	test_tampered(path);
 	test_peer_gone(path);
 	unlink(path);
