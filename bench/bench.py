@@ -759,8 +759,10 @@ def run_postcopy(b, lo, scenarios, repeat, accels):
     recs = {id(g[0]): [] for g in groups}
     for _ in range(repeat):
         for key, sc, extra, dst in groups:
+            # The destination is made with the source's --vcpus (QEMU's -smp on both).
             rec = b.migrate(lo, "postcopy", sc["memory"], "none", sc["workload"], channels=2,
-                            extra=extra, src_extra=sc["src"], dst_extra=dst, dst_prealloc=False,
+                            extra=extra, src_extra=sc["src"], dst_extra=list(dst) + sc["src"],
+                            dst_prealloc=False,
                             wait_pages=sc["wait"], use_ramfile=False, progress=True,
                             accel=key["accel"])
             rec["name"], rec["config"] = key["name"], key["config"]

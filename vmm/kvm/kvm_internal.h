@@ -105,6 +105,12 @@ struct kvm_vm {
 
 	/* ctl: vCPUs */
 	unsigned nr_vcpus;
+	/*
+	 * Destination: vCPUs 0..vcpus_ahead-1 made at creation (--vcpus), not
+	 * counted in nr_vcpus (0 until a load: "has a CPU state") and never run;
+	 * the load takes them over (kvm_vcpus_create). Creation and load, ctl.
+	 */
+	unsigned vcpus_ahead;
 	struct kvm_vcpu vcpus[KVM_MAX_VCPUS];
 	void *rings[KVM_MAX_VCPUS];	/* info.kvm_dirty_rings points here */
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
@@ -165,6 +171,11 @@ struct kvm_cpuid_entry2 *kvm_supported_cpuid(int kvm_fd, uint32_t *n);
 int kvm_probe_msrs_tmp(int kvm_fd, const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid,
 		       uint32_t *out, uint32_t *nr_out);
 int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len);
+/*
+ * vCPUs 0..@nr-1 with @cpuid. Those that exist already (a destination makes
+ * its --vcpus ahead, outside the downtime) take the new CPUID only; fewer
+ * than exist is refused.
+ */
 int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entry2 *cpuid,
 		     uint32_t nr_cpuid, bool boot_regs, char *why, size_t why_len);
 void kvm_vcpus_destroy(struct kvm_vm *vm);

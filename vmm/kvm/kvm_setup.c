@@ -366,8 +366,19 @@ static int vcpu_create_one(struct kvm_vm *vm, unsigned i, char *why, size_t why_
 int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entry2 *cpuid,
 		     uint32_t nr_cpuid, bool boot_regs, char *why, size_t why_len)
 {
-	int ret;
+	unsigned made = vm->vcpus_ahead;	/* made before a load: they never ran */
+	bool same;
+	int ret = 0;
 
+	if (nr < made) {
+		kvm_why(why, why_len, "this destination was made with %u vCPUs (--vcpus), the state has %u",
+			made, nr);
+		return -EINVAL;
+	}
+	/* The same template as the vCPUs made ahead got: KVM_SET_CPUID2 (~0.1 ms each here) again is moot. */
+	same = made && vm->cpuid && nr_cpuid == vm->nr_cpuid &&
+	       !memcmp(cpuid, vm->cpuid, nr_cpuid * sizeof(*cpuid));
+	free(vm->cpuid);
 	vm->cpuid = malloc(nr_cpuid * sizeof(*cpuid) + 1);
 	if (!vm->cpuid)
 		return -ENOMEM;
@@ -377,9 +388,11 @@ int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entr
 	for (unsigned i = 0; i < nr; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];
 
-		ret = vcpu_create_one(vm, i, why, why_len);
+		if (i >= made)
+			ret = vcpu_create_one(vm, i, why, why_len);
 		vm->nr_vcpus = i + 1;	/* what exists is destroyed on failure */
-		if (!ret && (ret = vcpu_cpuid(v, cpuid, nr_cpuid)) < 0)
+		/* KVM takes a new CPUID until the vCPU's first KVM_RUN. */
+		if (!ret && !(i < made && same) && (ret = vcpu_cpuid(v, cpuid, nr_cpuid)) < 0)
 			kvm_why(why, why_len, "KVM_SET_CPUID2 on vCPU %u: %s", i, strerror(-ret));
 		/* A loaded VM keeps the source's MSR list (checked restorable here). */
 		if (!ret && i == 0 && !vm->nr_msrs &&
@@ -390,6 +403,8 @@ int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entr
 		if (ret)
 			return ret;
 	}
+	vm->nr_vcpus = nr > made ? nr : made;
+	vm->vcpus_ahead = 0;
 	vm->info.nr_vcpus = nr;
 	kvm_pause_set_vcpus(&vm->pause, nr);
 	return 0;
@@ -399,7 +414,9 @@ void kvm_vcpus_destroy(struct kvm_vm *vm)
 {
 	uint64_t ring_bytes = (uint64_t)vm->ring_entries * sizeof(struct kvm_dirty_gfn);
 
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	unsigned nr = vm->nr_vcpus > vm->vcpus_ahead ? vm->nr_vcpus : vm->vcpus_ahead;
+
+	for (unsigned i = 0; i < nr; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];
 
 		if (v->ring)

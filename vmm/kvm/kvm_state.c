@@ -347,6 +347,7 @@ struct load_ctx {
 	struct kvm_pit_state2 pit;
 	bool has_pit;
 	struct kvm_vcpu_state vcpu[KVM_MAX_VCPUS];
+	uint64_t decoded_ns, created_ns;	/* stamps for the state_loaded line */
 };
 
 static const void *find(struct gw_state *st, const char *name, size_t *len, int *ret)
@@ -470,10 +471,12 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c
 
 	vm->nr_msrs = c->vs.compat.nr_msrs;	/* checked restorable by load_check_vm */
 	memcpy(vm->msrs, c->vs.compat.msrs, vm->nr_msrs * sizeof(vm->msrs[0]));
+	c->decoded_ns = gw_now_ns();
 	ret = kvm_vcpus_create(vm, c->vs.nr_vcpus, c->vs.compat.cpuid, c->vs.compat.nr_cpuid,
 			       false, why, sizeof(why));
 	if (ret)
 		return gw_state_reject(st, ret, "%s", why);
+	c->created_ns = gw_now_ns();
 	ret = vm_set(vm, &c->clk, &c->chip, c->has_pit ? &c->pit : NULL, &failed);
 	for (unsigned i = 0; i < c->vs.nr_vcpus && !ret; i++)
 		ret = vcpu_set(&vm->vcpus[i], &c->vcpu[i], &failed);
@@ -506,8 +509,10 @@ int kvm_state_load(struct kvm_vm *vm, struct gw_state *st)
 	if (!ret)
 		ret = load_apply(vm, st, c);
 	if (!ret)
-		gw_log(GW_LOG_INFO, "kvm", "state_loaded", "vcpus=%u workload=%s guest=%s us=%.1f",
-		       vm->nr_vcpus, vm->spec, vm->guest, (gw_now_ns() - t0) / 1e3);
+		gw_log(GW_LOG_INFO, "kvm", "state_loaded",
+		       "vcpus=%u workload=%s guest=%s us=%.1f check_decode_us=%.1f create_us=%.1f set_us=%.1f",
+		       vm->nr_vcpus, vm->spec, vm->guest, (gw_now_ns() - t0) / 1e3, (c->decoded_ns - t0) / 1e3,
+		       (c->created_ns - c->decoded_ns) / 1e3, (gw_now_ns() - c->created_ns) / 1e3);
 	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++)
 		free(c->vcpu[i].xsave);
 	free(c);
