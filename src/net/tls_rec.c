@@ -521,6 +521,8 @@ static ssize_t open_record(struct gw_tls_rec *r, size_t ct, const struct out *o,
 			break;
 		n--;
 	}
+	if (n - 1 > PLAIN_MAX)		/* RFC 8446 5.4: record_overflow */
+		return -EPROTO;
 	return (ssize_t)(n - 1);
 }
 
