@@ -81,6 +81,22 @@ static int tls_write_all(struct gw_conn *c, const uint8_t *buf, size_t len, uint
 	return 0;
 }
 
+/* @n bytes of v[i..] done: the parts are moved past them; the index of the first part left. */
+static int iov_consume(struct iovec *v, int i, size_t n)
+{
+	while (n) {
+		size_t k = n < v[i].iov_len ? n : v[i].iov_len;
+
+		v[i].iov_base = (uint8_t *)v[i].iov_base + k;
+		v[i].iov_len -= k;
+		n -= k;
+		if (v[i].iov_len)
+			break;
+		i++;
+	}
+	return i;
+}
+
 /*
  * TLS with our record layer: the iovec by @deadline_ns, sealed straight
  * from its parts as full records (net/tls_rec.c), then flushed. send_lock held.
@@ -101,15 +117,7 @@ static int send_own_records(struct gw_conn *c, const struct iovec *iov, int iovc
 		if (n == 0 && i == iovcnt)
 			break;		/* all sealed and sent */
 		if (n > 0) {
-			for (size_t left = (size_t)n; left; i++) {
-				size_t k = left < v[i].iov_len ? left : v[i].iov_len;
-
-				v[i].iov_base = (uint8_t *)v[i].iov_base + k;
-				v[i].iov_len -= k;
-				left -= k;
-				if (v[i].iov_len)
-					break;
-			}
+			i = iov_consume(v, i, (size_t)n);
 			continue;
 		}
 		ret = n == -EAGAIN ? gw_conn_wait_fd(c->sock, c->fd, ev, deadline_ns) : (int)n;
@@ -202,15 +210,7 @@ static int recv_own_records(struct gw_conn *c, const struct iovec *iov, int iovc
 			return 0;
 		n = gw_tls_readv(c->tls, v + i, iovcnt - i, &ev);
 		if (n > 0) {
-			for (size_t left = (size_t)n; left; i++) {
-				size_t k = left < v[i].iov_len ? left : v[i].iov_len;
-
-				v[i].iov_base = (uint8_t *)v[i].iov_base + k;
-				v[i].iov_len -= k;
-				left -= k;
-				if (v[i].iov_len)
-					break;
-			}
+			i = iov_consume(v, i, (size_t)n);
 			continue;
 		}
 		if (n != -EAGAIN)
