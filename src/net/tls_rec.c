@@ -419,13 +419,14 @@ struct out {
 	size_t off;			/* into iov[i] */
 };
 
-/* @n bytes from @src to @o's position on, without moving it. */
-static void out_put(const struct out *o, size_t skip, const unsigned char *src, size_t n)
+/* @n bytes between @buf and @o's position + @skip (into @o when @put), without moving it. */
+static void out_copy(const struct out *o, size_t skip, unsigned char *buf, size_t n, bool put)
 {
 	int i = o->i;
 	size_t off = o->off + skip;
 
 	while (n) {
+		unsigned char *at;
 		size_t k;
 
 		while (off >= o->iov[i].iov_len) {
@@ -433,29 +434,9 @@ static void out_put(const struct out *o, size_t skip, const unsigned char *src, 
 			i++;
 		}
 		k = o->iov[i].iov_len - off < n ? o->iov[i].iov_len - off : n;
-		memcpy((unsigned char *)o->iov[i].iov_base + off, src, k);
-		src += k;
-		n -= k;
-		off += k;
-	}
-}
-
-/* @n bytes at @o's position + @skip to @dst, without moving it. */
-static void out_get(const struct out *o, size_t skip, unsigned char *dst, size_t n)
-{
-	int i = o->i;
-	size_t off = o->off + skip;
-
-	while (n) {
-		size_t k;
-
-		while (off >= o->iov[i].iov_len) {
-			off -= o->iov[i].iov_len;
-			i++;
-		}
-		k = o->iov[i].iov_len - off < n ? o->iov[i].iov_len - off : n;
-		memcpy(dst, (const unsigned char *)o->iov[i].iov_base + off, k);
-		dst += k;
+		at = (unsigned char *)o->iov[i].iov_base + off;
+		memcpy(put ? at : buf, put ? buf : at, k);
+		buf += k;
 		n -= k;
 		off += k;
 	}
@@ -514,7 +495,7 @@ static ssize_t open_record(struct gw_tls_rec *r, size_t ct, const struct out *o,
 		if (!n)
 			return -EPROTO;
 		if (o)
-			out_get(o, n - 1, type, 1);
+			out_copy(o, n - 1, type, 1, false);
 		else
 			*type = r->plain[n - 1];
 		if (*type)
@@ -586,7 +567,7 @@ ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovc
 
 		if (r->p_start < r->p_end) {	/* opened before, not all returned */
 			n = (ssize_t)(r->p_end - r->p_start < len - done ? r->p_end - r->p_start : len - done);
-			out_put(&o, 0, r->plain + r->p_start, (size_t)n);
+			out_copy(&o, 0, r->plain + r->p_start, (size_t)n, true);
 			out_advance(&o, (size_t)n);
 			r->p_start += (size_t)n;
 			done += (size_t)n;
@@ -623,7 +604,7 @@ ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovc
 			continue;
 		}
 		if (direct)		/* not the stream's: parsed from plain, the caller's bytes rewritten later */
-			out_get(&o, 0, r->plain, (size_t)n);
+			out_copy(&o, 0, r->plain, (size_t)n, false);
 		if (type == CT_ALERT && n == 2) {
 			*alert = r->r_alert = r->plain[1];
 			ret = r->plain[1] == 0 ? -ECONNRESET : -EREMOTEIO;	/* close_notify, or a refusal */
