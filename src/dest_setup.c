@@ -254,13 +254,15 @@ static void note_tls(struct gw_session *s, const char *peer)
 		return;
 	gw_tls_info(s->ctl.tls, &ti);
 	gw_log(GW_LOG_INFO, "mig", "tls_handshake", "conn=control peer=\"%s\" mode=%s version=%s cipher=%s "
-	       "ktls_tx=%d ktls_rx=%d", peer, ti.mode, ti.version, ti.cipher, ti.ktls_tx, ti.ktls_rx);
+	       "ktls_tx=%d ktls_rx=%d records=%s", peer, ti.mode, ti.version, ti.cipher, ti.ktls_tx, ti.ktls_rx,
+	       ti.records);
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
 	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(s->ctl.tls));
 	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
 	s->stats.ktls_tx = ti.ktls_tx;
 	s->stats.ktls_rx = ti.ktls_rx;
+	snprintf(s->stats.tls_records, sizeof(s->stats.tls_records), "%s", ti.records);
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -201,9 +201,9 @@ static void note_tls(struct gw_session *s, struct gw_conn *c, uint64_t t0_ns)
 
 	gw_tls_info(c->tls, &ti);
 	gw_log(c == &s->ctl ? GW_LOG_INFO : GW_LOG_DEBUG, "mig", "tls_handshake",
-	       "conn=%s peer=\"%s\" mode=%s version=%s cipher=%s ktls_tx=%d ktls_rx=%d us=%llu",
+	       "conn=%s peer=\"%s\" mode=%s version=%s cipher=%s ktls_tx=%d ktls_rx=%d records=%s us=%llu",
 	       c == &s->ctl ? "control" : "data", gw_tls_peer(c->tls), ti.mode, ti.version, ti.cipher,
-	       ti.ktls_tx, ti.ktls_rx, (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
+	       ti.ktls_tx, ti.ktls_rx, ti.records, (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
 	if (c != &s->ctl)
 		return;
 	pthread_mutex_lock(&s->lock);
@@ -212,6 +212,7 @@ static void note_tls(struct gw_session *s, struct gw_conn *c, uint64_t t0_ns)
 	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
 	s->stats.ktls_tx = ti.ktls_tx;
 	s->stats.ktls_rx = ti.ktls_rx;
+	snprintf(s->stats.tls_records, sizeof(s->stats.tls_records), "%s", ti.records);
 	pthread_mutex_unlock(&s->lock);
 }
 

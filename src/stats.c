@@ -265,6 +265,8 @@ static void tls_members(struct builder *b, json_t *root, const struct gw_stats *
 	set(b, tls, "cipher", text(st->tls_cipher));
 	set(b, tls, "ktls-tx", json_boolean(st->ktls_tx));
 	set(b, tls, "ktls-rx", json_boolean(st->ktls_rx));
+	if (st->tls_records[0])
+		set(b, tls, "records", text(st->tls_records));
 	set(b, root, "tls", tls);
 	set(b, root, "connections-refused", u64(st->conns_refused));
 }

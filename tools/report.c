@@ -16,7 +16,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* The TLS line: mode, the peer, the cipher, and whether the kernel did the records. */
+/* The TLS line: mode, the peer, the cipher, and who did the records (kernel, godwit, OpenSSL). */
 static void print_tls(FILE *out, const json_t *tls)
 {
 	const char *mode = js_str(js_get(tls, "mode"), "none");
@@ -27,10 +27,11 @@ static void print_tls(FILE *out, const json_t *tls)
 		fprintf(out, "%-19snone (plain TCP or UNIX socket)\n", "tls:");
 		return;
 	}
-	fprintf(out, "%-19s%s, peer %s, %s, kernel TLS: send %s, receive %s\n", "tls:", mode,
+	fprintf(out, "%-19s%s, peer %s, %s, kernel TLS: send %s, receive %s, records: %s\n", "tls:", mode,
 		js_str(js_get(tls, "peer"), "?"), js_str(js_get(tls, "cipher"), "?"),
-		js_bool(js_get(tls, "ktls-tx"), false) ? "yes" : "no (OpenSSL in user space)",
-		js_bool(js_get(tls, "ktls-rx"), false) ? "yes" : "no");
+		js_bool(js_get(tls, "ktls-tx"), false) ? "yes" : "no",
+		js_bool(js_get(tls, "ktls-rx"), false) ? "yes" : "no",
+		js_str(js_get(tls, "records"), "openssl"));
 }
 
 /* Members printed by name (or deliberately not at all). */

@@ -200,6 +200,7 @@ struct gw_stats {
 	char tls_peer[192];		/* the peer, authenticated: "CN=name" or "psk:identity" */
 	char tls_cipher[48];		/* e.g. "TLS_AES_128_GCM_SHA256" */
 	bool ktls_tx, ktls_rx;		/* the kernel does the TLS record layer (control connection) */
+	char tls_records[8];		/* who does the records: "kernel", "godwit", "openssl" */
 	uint64_t conns_refused;		/* destination: connections refused at admission so far */
 };
 

@@ -684,11 +684,10 @@ ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
  */
 static ssize_t write_failure(struct gw_tls *t, ssize_t ret)
 {
-	unsigned char byte;
-	short ev = 0;
 	int alert = 0;
 
-	if (ret == -ECONNRESET && gw_tls_rec_read(t->rec, &byte, 1, &ev, &alert) == -EREMOTEIO)
+	/* Looks without consuming: a record of data stays for the reader thread. */
+	if (ret == -ECONNRESET && gw_tls_rec_peer_alert(t->rec, &alert) == -EREMOTEIO)
 		return rec_failure(t, -EREMOTEIO, alert);
 	return rec_failure(t, ret, 0);
 }
@@ -797,4 +796,5 @@ void gw_tls_info(const struct gw_tls *t, struct gw_tls_info *out)
 	out->cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(t->ssl));
 	out->ktls_tx = BIO_get_ktls_send(SSL_get_wbio(t->ssl)) != 0;
 	out->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(t->ssl)) != 0;
+	out->records = out->ktls_tx && out->ktls_rx ? "kernel" : t->rec ? "godwit" : "openssl";
 }

@@ -140,6 +140,7 @@ struct gw_tls_info {
 	const char *version;		/* "TLSv1.3" */
 	const char *cipher;		/* "TLS_AES_128_GCM_SHA256" */
 	bool ktls_tx, ktls_rx;		/* the kernel does the record layer (per direction) */
+	const char *records;		/* who does it: "kernel", "godwit" (tls_rec.c), "openssl" */
 };
 void gw_tls_info(const struct gw_tls *t, struct gw_tls_info *out);
 

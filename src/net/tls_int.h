@@ -62,6 +62,12 @@ int gw_tls_rec_flush(struct gw_tls_rec *r, short *events);
  * *@alert), -EBADMSG (a record failed its tag), -EPROTO. Failures are sticky.
  */
 ssize_t gw_tls_rec_read(struct gw_tls_rec *r, void *buf, size_t len, short *events, int *alert);
+/*
+ * After a failed write: the alert the peer sent before it closed, without
+ * consuming the stream (a data record found first is kept for the reader).
+ * -EREMOTEIO with *@alert, or 0 when none is visible.
+ */
+int gw_tls_rec_peer_alert(struct gw_tls_rec *r, int *alert);
 /* The same into the parts of @iov in order (a record opened across them). */
 ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovcnt, short *events, int *alert);
 /* Opened bytes not returned yet, or a whole record received: a read needs no socket. */

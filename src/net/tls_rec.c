@@ -70,6 +70,7 @@ struct gw_tls_rec {
 
 	pthread_mutex_t wlock;		/* the write side: */
 	struct keys w;
+	int w_err;			/* sticky: sealing failed (-errno); nothing is sealed after it */
 	uint64_t rekey_records;		/* a KeyUpdate before this many records with one key */
 	bool w_update;			/* the peer asked for a KeyUpdate of ours */
 	size_t w_sent, w_used;		/* wbuf[w_sent, w_used) sealed, not sent yet */
@@ -129,7 +130,8 @@ static int keys_set(const struct gw_tls_rec *r, struct keys *k, bool seal)
 	if (!ret && EVP_CipherInit_ex(k->cctx, r->aead, NULL, key, NULL, seal) != 1)
 		ret = -EPROTO;
 	OPENSSL_cleanse(key, sizeof(key));
-	k->seq = 0;
+	if (!ret)
+		k->seq = 0;	/* only with the new key: a failure leaves the side failed (w_err, r_err) */
 	return ret;
 }
 
@@ -256,8 +258,10 @@ static int seal(struct gw_tls_rec *r, struct cursor *cur, const unsigned char *p
 				cur->off = 0;
 			}
 		}
-		ok = !len || EVP_EncryptUpdate(r->w.cctx, out + at, &outl, src, (int)len) == 1;
-		at += (size_t)outl;
+		if (len) {	/* an empty part: nothing, and no stale outl added */
+			ok = EVP_EncryptUpdate(r->w.cctx, out + at, &outl, src, (int)len) == 1;
+			at += ok ? (size_t)outl : 0;
+		}
 		n -= len;
 	}
 	ok = ok && EVP_EncryptUpdate(r->w.cctx, out + at, &outl, &type, 1) == 1;
@@ -337,7 +341,8 @@ ssize_t gw_tls_rec_writev(struct gw_tls_rec *r, const struct iovec *iov, int iov
 	for (int i = 0; i < iovcnt; i++)
 		left += iov[i].iov_len;
 	pthread_mutex_lock(&r->wlock);
-	while (left) {
+	ret = r->w_err;
+	while (!ret && left) {
 		size_t n = left < PLAIN_MAX ? left : PLAIN_MAX;
 
 		ret = room(r);
@@ -352,6 +357,8 @@ ssize_t gw_tls_rec_writev(struct gw_tls_rec *r, const struct iovec *iov, int iov
 		left -= n;
 		done += n;
 	}
+	if (ret && ret != -EAGAIN && ret != -ECONNRESET)
+		r->w_err = ret;		/* a key or a record we could not make: never a nonce twice */
 	pthread_mutex_unlock(&r->wlock);
 	if (done)
 		return (ssize_t)done;
@@ -622,6 +629,44 @@ out:
 		return (ssize_t)done;
 	if (ret == -EAGAIN)
 		*events = POLLIN;
+	return ret;
+}
+
+int gw_tls_rec_peer_alert(struct gw_tls_rec *r, int *alert)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&r->rlock);
+	/* Opened data not returned yet comes first: no alert before it is visible. */
+	while (!r->r_err && r->p_start == r->p_end) {
+		unsigned char type;
+		ssize_t ct = whole_record(r), n;
+
+		if (ct == 0 && fill(r) > 0)
+			continue;
+		if (ct <= 0)
+			break;
+		n = open_record(r, (size_t)ct, NULL, &type);
+		if (n < 0) {
+			r->r_err = (int)n;
+		} else if (type == CT_DATA) {
+			r->p_start = 0;		/* kept for the reader, not consumed */
+			r->p_end = (size_t)n;
+		} else if (type == CT_ALERT && n == 2) {
+			r->r_alert = r->plain[1];
+			r->r_err = r->plain[1] == 0 ? -ECONNRESET : -EREMOTEIO;
+		} else {
+			int h = type == CT_HANDSHAKE ? handshake_record(r, r->plain, (size_t)n) : -EPROTO;
+
+			if (h)
+				r->r_err = h;
+		}
+	}
+	if (r->r_err == -EREMOTEIO) {
+		*alert = r->r_alert;
+		ret = -EREMOTEIO;
+	}
+	pthread_mutex_unlock(&r->rlock);
 	return ret;
 }
 

@@ -185,7 +185,14 @@ static void test_stream(const char *psk, uint64_t rekey, bool openssl_server)
 
 		if (len > STREAM_BYTES - woff)
 			len = STREAM_BYTES - woff;
-		n = gw_tls_write(p.client, src + woff, len, &ev);
+		if (nr_writes % 3 == 1) {	/* parts, an empty one inside a record among them */
+			struct iovec iov[3] = { { src + woff, len / 2 }, { src + woff, 0 },
+						{ src + woff + len / 2, len - len / 2 } };
+
+			n = gw_tls_writev(p.client, iov, 3, &ev);
+		} else {
+			n = gw_tls_write(p.client, src + woff, len, &ev);
+		}
 		if (n == -EAGAIN) {
 			nr_full++;
 			server_read(&p, got, &roff);
