@@ -510,7 +510,7 @@ static ssize_t open_record(struct gw_tls_rec *r, size_t ct, const struct out *o,
 		n--;
 	}
 	if (n - 1 > PLAIN_MAX)		/* RFC 8446 5.4: record_overflow */
-		return -EPROTO;
+		return -EMSGSIZE;
 	return (ssize_t)(n - 1);
 }
 
@@ -523,7 +523,9 @@ static ssize_t whole_record(const struct gw_tls_rec *r)
 	if (have < HDR_BYTES)
 		return 0;
 	ct = (size_t)h[3] << 8 | h[4];
-	if (h[0] != CT_DATA || ct < TAG_BYTES + 1 || ct > CIPHER_MAX)
+	if (ct > CIPHER_MAX)
+		return -EMSGSIZE;
+	if (h[0] != CT_DATA || ct < TAG_BYTES + 1)
 		return -EPROTO;
 	return have >= HDR_BYTES + ct ? (ssize_t)ct : 0;
 }
@@ -550,6 +552,27 @@ static int fill(struct gw_tls_rec *r)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 		return -EAGAIN;
 	return -ECONNRESET;
+}
+
+/*
+ * The stream failed on our side of the check (@ret: -EBADMSG a tag, -EMSGSIZE
+ * a record too long, -EPROTO anything else): the peer is told with a fatal
+ * alert (RFC 8446 6.2: bad_record_mac, record_overflow, unexpected_message),
+ * best effort, and nothing is sealed after it. The error the stream keeps:
+ * -EMSGSIZE counts as -EPROTO. rlock held (then wlock: the only order).
+ */
+static int fail_read(struct gw_tls_rec *r, int ret)
+{
+	unsigned char a[2] = { 2, ret == -EBADMSG ? 20 : ret == -EMSGSIZE ? 22 : 10 };
+
+	if (ret != -EBADMSG && ret != -EMSGSIZE && ret != -EPROTO)
+		return ret;	/* the peer's alert, a closed connection: nothing to say */
+	pthread_mutex_lock(&r->wlock);
+	if (!r->w_err && !room(r) && !seal(r, NULL, a, sizeof(a), CT_ALERT))
+		(void)drain(r);
+	r->w_err = -EPROTO;
+	pthread_mutex_unlock(&r->wlock);
+	return ret == -EMSGSIZE ? -EPROTO : ret;
 }
 
 ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovcnt, short *events, int *alert)
@@ -622,7 +645,7 @@ ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovc
 			break;
 	}
 	if (ret && ret != -EAGAIN)
-		r->r_err = (int)ret;
+		ret = r->r_err = fail_read(r, (int)ret);
 out:
 	pthread_mutex_unlock(&r->rlock);
 	if (done)
@@ -648,7 +671,7 @@ int gw_tls_rec_peer_alert(struct gw_tls_rec *r, int *alert)
 			break;
 		n = open_record(r, (size_t)ct, NULL, &type);
 		if (n < 0) {
-			r->r_err = (int)n;
+			r->r_err = fail_read(r, (int)n);
 		} else if (type == CT_DATA) {
 			r->p_start = 0;		/* kept for the reader, not consumed */
 			r->p_end = (size_t)n;
@@ -659,7 +682,7 @@ int gw_tls_rec_peer_alert(struct gw_tls_rec *r, int *alert)
 			int h = type == CT_HANDSHAKE ? handshake_record(r, r->plain, (size_t)n) : -EPROTO;
 
 			if (h)
-				r->r_err = h;
+				r->r_err = fail_read(r, h);
 		}
 	}
 	if (r->r_err == -EREMOTEIO) {
