@@ -158,6 +158,23 @@ static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
 	return 0;
 }
 
+/* vCPUs 0..@nr-1 with this host's supported CPUID (kvm_vcpus_create). */
+static int vcpus_host_cpuid(struct kvm_vm *vm, unsigned nr, bool boot_regs, char *why, size_t why_len)
+{
+	uint32_t nr_cpuid = 0;
+	struct kvm_cpuid_entry2 *cpuid = kvm_supported_cpuid(vm->kvm_fd, &nr_cpuid);
+	int ret;
+
+	if (!cpuid) {
+		ret = -errno;
+		kvm_why(why, why_len, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
+		return ret;
+	}
+	ret = kvm_vcpus_create(vm, nr, cpuid, nr_cpuid, boot_regs, why, why_len);
+	free(cpuid);
+	return ret;	/* on failure what exists is destroyed with the VM */
+}
+
 /*
  * A destination makes its --vcpus (default 1) now, with this host's CPUID:
  * creating a vCPU costs ~0.3 ms here (KVM_CREATE_VCPU, its mappings,
@@ -166,21 +183,11 @@ static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
  */
 static int vcpus_ahead(struct kvm_vm *vm, unsigned nr, char *why, size_t why_len)
 {
-	struct kvm_cpuid_entry2 *cpuid;
-	uint32_t nr_cpuid = 0;
 	uint64_t t0 = gw_now_ns();
-	int ret;
+	int ret = vcpus_host_cpuid(vm, nr, false, why, why_len);
 
-	cpuid = kvm_supported_cpuid(vm->kvm_fd, &nr_cpuid);
-	if (!cpuid) {
-		ret = -errno;
-		kvm_why(why, why_len, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
-		return ret;
-	}
-	ret = kvm_vcpus_create(vm, nr, cpuid, nr_cpuid, false, why, why_len);
-	free(cpuid);
 	if (ret)
-		return ret;	/* what exists is destroyed with the VM */
+		return ret;
 	/* Made, not loaded: the VM still has no CPU state (nr_vcpus 0 means that). */
 	vm->vcpus_ahead = vm->nr_vcpus;
 	vm->nr_vcpus = 0;
@@ -193,8 +200,6 @@ static int vcpus_ahead(struct kvm_vm *vm, unsigned nr, char *why, size_t why_len
 /* A source VM: RAM, content, boot structures, vCPUs at the guest's entry. */
 static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *why, size_t why_len)
 {
-	struct kvm_cpuid_entry2 *cpuid;
-	uint32_t nr_cpuid = 0;
 	bool fresh;
 	int ret;
 
@@ -207,15 +212,7 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	ret = kvm_boot_write(vm, cfg->nr_vcpus, why, why_len);
 	if (ret)
 		return ret;
-	cpuid = kvm_supported_cpuid(vm->kvm_fd, &nr_cpuid);
-	if (!cpuid) {
-		ret = -errno;
-		kvm_why(why, why_len, "KVM_GET_SUPPORTED_CPUID: %s", strerror(errno));
-		return ret;
-	}
-	ret = kvm_vcpus_create(vm, cfg->nr_vcpus, cpuid, nr_cpuid, true, why, why_len);
-	free(cpuid);
-	return ret;
+	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
 }
 
 struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_vm_opts *opts,
