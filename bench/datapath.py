@@ -132,11 +132,11 @@ def run(b, links, dp, args, h):
                            ("memcpy-gbps", "pread-gbps", "read-crc-gbps", "crc-hot-gbps", "zero-gbps")]]))
     parts.append("")
 
-    def mig(c, extra_src=(), extra=(), codec="none", link=lo, fill="mix", mapped=True):
+    def mig(c, extra_src=(), extra=(), codec="none", link=lo, fill="mix", mapped=True, extra_dst=()):
         # mapped: the source maps its prepared RAM first, as a guest that ran has it mapped
         return b.migrate(link, "datapath", c["memory"], fill, "idle", c.get("channels", 1), codec,
                          extra=list(extra), src_extra=(["--prealloc"] if mapped else []) + list(extra_src),
-                         dst_prealloc=c.get("prealloc", True), iperf_bps=tcp1)
+                         dst_prealloc=c.get("prealloc", True), iperf_bps=tcp1, dst_extra=list(extra_dst))
 
     res = interleave(b, lo, dp["loop"], dp["reps"], mig)
     rows = [row(h, [h.size_str(c["memory"]), c["channels"], "yes" if c["prealloc"] else "no"], res[i], tcp1)
@@ -176,7 +176,11 @@ def run(b, links, dp, args, h):
     if dp["work"]:
         rows = []
         for name, mem, fill in dp["work"]:
-            rec = mig(dict(memory=mem, channels=1, prealloc=False), fill=fill, mapped=False)
+            # A destination that takes its size from the source caps it at this host's RAM
+            # by default (issue 8): a 64 GiB guest that never touched its RAM needs the cap
+            # raised (with room for a KVM VM's own small block).
+            rec = mig(dict(memory=mem, channels=1, prealloc=False), fill=fill, mapped=False,
+                      extra_dst=["--max-memory", str(mem + 64 * MIB)])
             st = rec.get("stats") or {}
             rows.append([name, h.fmt(rec.get("total-ms")), h.fmt(rec.get("downtime-ms")),
                          (st.get("ram") or {}).get("normal", "-"), (st.get("ram") or {}).get("skipped", "-"),
