@@ -829,8 +829,9 @@ def run_converge(b, lo, conv, repeat):
     recs = {id(g[0]): [] for g in groups}
     for _ in range(repeat):
         for key, sc, extra in groups:
+            # The destination is made with the source's --vcpus (QEMU's -smp on both).
             rec = b.migrate(lo, "converge", sc["memory"], sc["fill"], sc["workload"],
-                            extra=extra, src_extra=sc["src"], dst_prealloc=False,
+                            extra=extra, src_extra=sc["src"], dst_extra=sc["src"], dst_prealloc=False,
                             wait_pages=sc["wait"], use_ramfile=False, give_up_ok=True)
             rec["name"], rec["config"] = key["name"], key["config"]
             recs[id(key)].append(rec)
