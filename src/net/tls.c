@@ -650,7 +650,7 @@ ssize_t gw_tls_readv(struct gw_tls *t, const struct iovec *iov, int iovcnt, shor
 		return 0;
 	}
 	ret = gw_tls_rec_readv(t->rec, iov, iovcnt, events, &alert);
-	return ret > 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
+	return ret >= 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
 }
 
 ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
@@ -663,7 +663,7 @@ ssize_t gw_tls_read(struct gw_tls *t, void *buf, size_t len, short *events)
 		int alert = 0;
 
 		ret = gw_tls_rec_read(t->rec, buf, len, events, &alert);
-		return ret > 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
+		return ret >= 0 || ret == -EAGAIN ? ret : rec_failure(t, ret, alert);
 	}
 	pthread_mutex_lock(&t->lock);
 	ERR_clear_error();
@@ -699,7 +699,7 @@ ssize_t gw_tls_writev(struct gw_tls *t, const struct iovec *iov, int iovcnt, sho
 	if (!t->rec)
 		return -EOPNOTSUPP;
 	ret = gw_tls_rec_writev(t->rec, iov, iovcnt, events);
-	return ret > 0 || ret == -EAGAIN ? ret : write_failure(t, ret);
+	return ret >= 0 || ret == -EAGAIN ? ret : write_failure(t, ret);
 }
 
 ssize_t gw_tls_write(struct gw_tls *t, const void *buf, size_t len, short *events)
