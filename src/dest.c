@@ -264,6 +264,7 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 	case GW_MSG_ROUND:
 		return on_round(s, d, &m->round);
 	case GW_MSG_STATE:	/* a second one fails to decode (no state to fill) */
+		gw_events_hold(s);	/* the source is paused: none until the resume (events.c) */
 		gw_set_status(s, GW_STATUS_DEVICE);
 		d->have_state = true;
 		return 0;
@@ -272,6 +273,7 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		ret = on_complete(s, d, &m->complete);
 		if (!ret)
 			ret = wait_go_and_resume(s, d);
+		gw_events_release(s);
 		return ret ? ret : 1;
 	case GW_MSG_PING:	/* answered at once: the source measures the round trip */
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PONG, &m->ping);
@@ -499,6 +501,7 @@ void *gw_dest_main(void *arg)
 		s->stats.setup_time_ns = gw_now_ns() - s->t_start_ns;
 		pthread_mutex_unlock(&s->lock);
 		ret = control_loop(s);
+		gw_events_release(s);	/* a failure after STATE */
 	}
 	__atomic_store_n(&s->ctl_quiet, true, __ATOMIC_RELEASE);
 	if (ret)

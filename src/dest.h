@@ -34,6 +34,8 @@ void dst_conn_watch(struct gw_session *s, struct gw_conn *c);
 int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m);
 /* Round 0 starts: pre-populate the gathered extents in a thread (best effort). */
 void dst_populate_start(struct gw_session *s);
+/* A postcopy switch: no more steps (the thread ends after the current one). */
+void dst_populate_stop(struct gw_session *s);
 /* Join the thread, drop what was not started. */
 void dst_populate_end(struct gw_session *s);
 /* postcopy_dst.c: unmap fd-backed RAM ahead of a possible switch (populate thread). */

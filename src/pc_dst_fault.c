@@ -156,6 +156,7 @@ void *pcd_handler_main(void *arg)
 
 	gw_log_set_side(s->side);
 	gw_thread_critical(s, "fault-handler");
+	pcd_thread_up(pc);
 	while (f && !__atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE)) {
 		int n;
 

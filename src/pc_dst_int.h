@@ -98,6 +98,7 @@ struct gw_pc_dst {
 	struct dst_recv recv[MAX_RECV];
 	pthread_t handler;
 	bool handler_started;
+	unsigned nr_threads_up;		/* s->lock: handler and receivers past their set-up */
 	pthread_t mapper;
 	bool mapper_started;
 	bool mapper_stop;		/* atomic */
@@ -139,6 +140,9 @@ void pcd_sweep(struct gw_session *s, struct gw_pc_dst *pc);
 void pcd_placed(struct dst_recv *r, unsigned block, uint64_t page, uint64_t nr, const uint8_t *src);
 
 int pcd_start_receivers(struct gw_pc_dst *pc);
+/* A postcopy thread is past its set-up; wait until @nr are. */
+void pcd_thread_up(struct gw_pc_dst *pc);
+void pcd_wait_threads_up(struct gw_pc_dst *pc, unsigned nr);
 
 void pcd_join_receivers(struct gw_pc_dst *pc);
 

@@ -252,6 +252,7 @@ static void *recv_main(void *arg)
 		gw_thread_critical(s, "preempt-receiver");
 	else
 		gw_thread_background(s, "postcopy-receiver");
+	pcd_thread_up(pc);
 	while (!gw_failed(s)) {
 		struct gw_frame_hdr h;
 		uint32_t crc;
@@ -285,6 +286,22 @@ static void *recv_main(void *arg)
 	memset(&r->sum, 0, sizeof(r->sum));
 	pthread_mutex_unlock(&pc->lock);
 	return NULL;
+}
+
+void pcd_thread_up(struct gw_pc_dst *pc)
+{
+	pthread_mutex_lock(&pc->s->lock);
+	pc->nr_threads_up++;
+	pthread_cond_broadcast(&pc->s->cond);
+	pthread_mutex_unlock(&pc->s->lock);
+}
+
+void pcd_wait_threads_up(struct gw_pc_dst *pc, unsigned nr)
+{
+	pthread_mutex_lock(&pc->s->lock);
+	while (pc->nr_threads_up < nr)
+		pthread_cond_wait(&pc->s->cond, &pc->s->lock);
+	pthread_mutex_unlock(&pc->s->lock);
 }
 
 int pcd_start_receivers(struct gw_pc_dst *pc)

@@ -5,12 +5,21 @@
  * ahead of the stream and off the critical path, because a write into a
  * never-touched page costs a fault each (expensive on virtualised hosts).
  * fd-backed RAM (written with pwrite) is allocated with fallocate, anonymous
- * RAM faulted in with MADV_POPULATE_WRITE, in 64 MiB steps so that a failed
- * migration stops it soon. Best effort: a failed step skips the rest of its
- * range (the stream allocates those pages itself).
+ * RAM faulted in with MADV_POPULATE_WRITE, in 4 MiB steps (a few ms each
+ * here) so that a failed migration, or a postcopy switch, stops it soon.
+ * Best effort: a failed step skips the rest of its range, and what is not
+ * populated the stream allocates itself.
+ *
+ * A postcopy switch stops it (dst_populate_stop, at PC_PREPARE): the pause
+ * and the resumed guest's vCPUs need every core. Lowering its priority
+ * instead is worse: a step holds the memfd's inode lock, which the page
+ * receivers need, and a starved holder made a fault wait 1.5 s (measured).
+ * Before this, a 64 MiB step kept a source vCPU with its pause kick
+ * pending off the CPU for 2.5 ms, inside the downtime (perf sched).
  *
  * Threads: the job is built by the migration thread, then owned by the
- * populate thread, which frees it.
+ * populate thread, which frees it. populate_stop: atomic, set by the
+ * migration thread.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +31,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-#define STEP_PAGES ((64u << 20) / GW_PAGE_BYTES)
+#define STEP_PAGES ((4u << 20) / GW_PAGE_BYTES)
 
 struct populate_job {
 	struct gw_session *s;
@@ -59,6 +68,11 @@ static int populate_step(struct gw_session *s, unsigned bi, uint64_t first, uint
 	return 0;
 }
 
+static bool stopped(struct gw_session *s)
+{
+	return gw_failed(s) || __atomic_load_n(&s->populate_stop, __ATOMIC_RELAXED);
+}
+
 static void *populate_main(void *arg)
 {
 	struct populate_job *job = arg;
@@ -69,10 +83,10 @@ static void *populate_main(void *arg)
 	/* A postcopy switch needs every page unmapped: done now, off its path. */
 	if (s->hello_flags & GW_HELLO_POSTCOPY)
 		dst_pc_unmap_ahead(s);
-	for (size_t i = 0; i < job->nr && !gw_failed(s); i++) {
+	for (size_t i = 0; i < job->nr && !stopped(s); i++) {
 		uint64_t done = 0;
 
-		while (done < job->ext[i].count && !gw_failed(s)) {
+		while (done < job->ext[i].count && !stopped(s)) {
 			uint64_t n = job->ext[i].count - done < STEP_PAGES ? job->ext[i].count - done : STEP_PAGES;
 
 			if (populate_step(s, job->ext[i].block, job->ext[i].first + done, n))
@@ -81,8 +95,9 @@ static void *populate_main(void *arg)
 		}
 		pages += done;
 	}
-	gw_log(GW_LOG_INFO, "mem", "prepopulate_done", "pages=%llu duration_us=%llu",
-	       (unsigned long long)pages, (unsigned long long)((gw_now_ns() - t0) / 1000));
+	gw_log(GW_LOG_INFO, "mem", "prepopulate_done", "pages=%llu duration_us=%llu stopped=%d",
+	       (unsigned long long)pages, (unsigned long long)((gw_now_ns() - t0) / 1000),
+	       __atomic_load_n(&s->populate_stop, __ATOMIC_RELAXED));
 	job_free(job);
 	return NULL;
 }
@@ -138,6 +153,11 @@ void dst_populate_start(struct gw_session *s)
 	s->populate_running = true;
 }
 
+void dst_populate_stop(struct gw_session *s)
+{
+	__atomic_store_n(&s->populate_stop, true, __ATOMIC_RELAXED);
+}
+
 void dst_populate_end(struct gw_session *s)
 {
 	job_free(s->pop_job);
@@ -145,4 +165,5 @@ void dst_populate_end(struct gw_session *s)
 	if (s->populate_running)
 		pthread_join(s->populate_thread, NULL);
 	s->populate_running = false;
+	s->populate_stop = false;
 }

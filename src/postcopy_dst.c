@@ -206,6 +206,8 @@ int dst_pc_prepare(struct gw_session *s)
 	if (ret)
 		return ret;
 	t_joined = gw_now_ns();
+	/* The pause and the resumed guest follow: every core is theirs (populate.c). */
+	dst_populate_stop(s);
 	ret = pc_alloc(s);
 	if (ret)
 		return gw_fail(s, "postcopy", ret, false, "no memory for postcopy");
@@ -231,6 +233,13 @@ int dst_pc_prepare(struct gw_session *s)
 	ret = pcd_start_receivers(s->pcd);
 	if (ret)
 		return ret;
+	/*
+	 * New threads wait for a CPU behind the guest's vCPUs: each is past its
+	 * set-up before PC_PREPARED, or it runs it inside the source's pause
+	 * (perf sched: up to 1.2 ms late there). The handler, a receiver per
+	 * channel and the preempt one.
+	 */
+	pcd_wait_threads_up(s->pcd, 1 + s->nr_channels + 1);
 	done.prepare_ns = gw_now_ns() - t0;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_PC_PREPARED, &done);
 	if (ret)

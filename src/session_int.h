@@ -32,6 +32,9 @@
 #include "pages_in.h"
 #include "wire/msg.h"
 
+/* Events a downtime may hold (events.c); more are delivered late, never lost. */
+#define GW_EVENTS_HELD_MAX 16
+
 struct gw_channel;
 struct gw_pc_src;
 struct gw_pc_dst;
@@ -148,11 +151,15 @@ struct gw_session {
 	void *pop_job;			/* extents gathered before round 0 */
 	pthread_t populate_thread;
 	bool populate_running;
+	bool populate_stop;		/* atomic: no more steps (a postcopy switch) */
 
 	/* Events (events.c): the callback, set while no migration runs. */
 	gw_event_fn ev_fn;		/* lock */
 	void *ev_opaque;		/* lock */
 	enum gw_status ev_status;	/* lock: the last status emitted */
+	bool ev_held;			/* migration thread: events wait in ev_queue */
+	unsigned ev_nr_held;		/* migration thread */
+	struct gw_event ev_queue[GW_EVENTS_HELD_MAX];	/* migration thread */
 	/*
 	 * Postcopy (postcopy.h). pc_state and pc_broken are atomic: pc_broken
 	 * (-errno, 0 = none) is set by the first connection failure while
@@ -245,6 +252,9 @@ void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st);
  * (once per change) or that a round starts. Never with s->lock held.
  */
 void gw_emit_status(struct gw_session *s);
+/* Downtime: events wait (in order, with their times) until the release. */
+void gw_events_hold(struct gw_session *s);
+void gw_events_release(struct gw_session *s);
 void gw_emit_round(struct gw_session *s, uint32_t round, uint64_t dirty_pages, bool final);
 
 /* Source and destination migration threads. */

@@ -679,6 +679,7 @@ void *gw_source_main(void *arg)
 		src_verify(s, c);
 	if (ret < 0 && c && c->paused)
 		resume_after_failure(s, c);
+	gw_events_release(s);	/* a switchover that failed held them (src_pause_vm) */
 	if (c) {
 		src_publish(s, c);
 		teardown(s, c);

@@ -42,6 +42,7 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	s->hint_target = NULL;	/* the VM stops: no more hints */
 	s->hint_free = NULL;
 	pthread_mutex_unlock(&s->hint_lock);
+	gw_events_hold(s);	/* to the resume: no observer wakes inside the downtime */
 	gw_set_status(s, GW_STATUS_DEVICE);
 	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
 	gw_thread_critical(s, "switchover");
@@ -286,6 +287,7 @@ void src_publish_downtime(struct gw_session *s, struct src_ctx *c)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	gw_emit_status(s);
+	gw_events_release(s);	/* the destination resumed: what the downtime held */
 	c->handed_over = !c->postcopy;
 }
 
