@@ -87,7 +87,7 @@ static void *post_check_main(void *arg)
 
 	gw_log_set_side("dst");
 	kvm_post_check_run(vm);
-	ret = kvm_vcpus_start(vm);
+	ret = kvm_vcpus_start(vm, false);
 	if (ret)
 		gw_log(GW_LOG_ERROR, "kvm", "vcpus_start_failed", "err=%d", ret);
 	return NULL;
@@ -122,7 +122,7 @@ int kvm_start_first_locked(struct kvm_vm *vm)
 	}
 	if (!vm->nr_vcpus)
 		return -EINVAL;
-	ret = kvm_vcpus_start(vm);
+	ret = kvm_vcpus_start(vm, false);
 	if (ret == 0)
 		kvm_set_vmm_state(vm, VMM_RUNNING);
 	return ret;

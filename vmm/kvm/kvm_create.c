@@ -96,6 +96,7 @@ static struct kvm_vm *vm_alloc(const struct vmm_config *cfg, const struct kvm_vm
 
 void kvm_vm_free(struct kvm_vm *vm)
 {
+	kvm_vcpus_stop(vm);	/* a destination's threads made ahead, parked (none if stopped) */
 	kvm_vcpus_destroy(vm);
 	kvm_ram_free(vm);
 	if (vm->ring_full_efd >= 0)
@@ -193,6 +194,12 @@ static int vcpus_ahead(struct kvm_vm *vm, unsigned nr, char *why, size_t why_len
 	vm->nr_vcpus = 0;
 	vm->info.nr_vcpus = 0;
 	kvm_pause_set_vcpus(&vm->pause, 0);
+	/* Their threads too, parked until the first start. */
+	ret = kvm_vcpus_start(vm, true);
+	if (ret) {
+		kvm_why(why, why_len, "vCPU threads: %s", strerror(-ret));
+		return ret;
+	}
 	gw_log(GW_LOG_INFO, "kvm", "vcpus_ahead", "vcpus=%u us=%.1f", nr, (gw_now_ns() - t0) / 1e3);
 	return 0;
 }

@@ -111,6 +111,7 @@ struct kvm_vm {
 	 * the load takes them over (kvm_vcpus_create). Creation and load, ctl.
 	 */
 	unsigned vcpus_ahead;
+	bool vcpus_parked;		/* ctl: their threads wait for the first start (kvm_vcpus_start) */
 	struct kvm_vcpu vcpus[KVM_MAX_VCPUS];
 	void *rings[KVM_MAX_VCPUS];	/* info.kvm_dirty_rings points here */
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
@@ -186,7 +187,7 @@ void kvm_layout_workload(struct kvm_vm *vm);
 uint64_t kvm_pace_per_vcpu(uint64_t rate_pps, unsigned nr_vcpus);
 
 /* kvm_vcpu.c */
-int kvm_vcpus_start(struct kvm_vm *vm);	/* threads for every vCPU */
+int kvm_vcpus_start(struct kvm_vm *vm, bool parked);	/* threads for every vCPU */
 void kvm_vcpus_stop(struct kvm_vm *vm);	/* end and join them */
 void kvm_kick(void *opaque, unsigned idx);
 

@@ -123,6 +123,14 @@ void kvm_pause_all(struct kvm_pause *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void kvm_pause_hold(struct kvm_pause *p)
+{
+	pthread_mutex_lock(&p->lock);
+	atomic_store(&p->requested, true);
+	p->nr_acked = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void kvm_pause_resume_all(struct kvm_pause *p)
 {
 	pthread_mutex_lock(&p->lock);

@@ -93,6 +93,12 @@ void kvm_pause_sleep_until(struct kvm_pause *p, uint64_t deadline_ns);
 
 /* Controller: returns once every member is parked. */
 void kvm_pause_all(struct kvm_pause *p);
+/*
+ * Controller: a pause in force before any thread exists, nothing to kick
+ * or wait for. Threads started then park at their start (vcpu_main) until
+ * kvm_pause_resume_all: the destination's vCPU threads, made ahead.
+ */
+void kvm_pause_hold(struct kvm_pause *p);
 /* Controller: let parked members run again. */
 void kvm_pause_resume_all(struct kvm_pause *p);
 /* Controller: ask every thread to end (kicks them); they leave on their own. */
