@@ -10,7 +10,9 @@
  * so a lost kick trips the time bound); threads that end (leave) never
  * block a pause; stop ends every thread; after a resume every thread runs
  * again, also when the next pause comes before a parked thread woke up.
- * 2000 cycles with random timing.
+ * The threads start under kvm_pause_hold, as a destination's vCPUs made
+ * ahead do: each parks before its first run and none enters its guest
+ * until the first resume. 2000 cycles with random timing.
  * No KVM needed.
  */
 #include <errno.h>
@@ -120,6 +122,13 @@ static void *vcpu_main(void *arg)
 	sigemptyset(&set);
 	sigaddset(&set, KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	{
+		bool parked;	/* as vcpu_main: started under a hold, parked before any run */
+
+		if (kvm_pause_requested(&pause_ctl) && kvm_pause_point(&pause_ctl, &parked))
+			goto out;
+		v->imm = 0;
+	}
 	for (;;) {
 		bool parked;
 
@@ -137,6 +146,7 @@ static void *vcpu_main(void *arg)
 		if (rnd(v) % 4 == 0)	/* pacing: sleep between batches */
 			kvm_pause_sleep_until(&pause_ctl, kvm_pause_now_ns() + rnd(v) % 500000);
 	}
+out:
 	atomic_store(&v->alive, false);
 	kvm_pause_leave(&pause_ctl);
 	return NULL;
@@ -164,6 +174,7 @@ int main(void)
 	kvm_pause_all(&pause_ctl);		/* no member: returns at once */
 	kvm_pause_resume_all(&pause_ctl);
 	kvm_pause_set_vcpus(&pause_ctl, NR);
+	kvm_pause_hold(&pause_ctl);	/* the threads park at their start */
 	for (unsigned i = 0; i < NR; i++) {
 		struct fake_vcpu *v = &vcpus[i];
 
@@ -174,6 +185,21 @@ int main(void)
 		kvm_pause_join(&pause_ctl);
 		TEST_ASSERT(pthread_create(&v->thr, NULL, vcpu_main, v) == 0, "thread");
 	}
+	for (;;) {		/* every one parks (bounded by the alarm) */
+		unsigned parked;
+
+		pthread_mutex_lock(&pause_ctl.lock);
+		parked = pause_ctl.nr_parked;
+		pthread_mutex_unlock(&pause_ctl.lock);
+		if (parked == NR)
+			break;
+		sched_yield();
+	}
+	nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+	for (unsigned i = 0; i < NR; i++)
+		TEST_CHECK(atomic_load(&vcpus[i].entries) == 0 && atomic_load(&vcpus[i].work) == 0,
+			   "vCPU %u ran under the hold", i);
+	kvm_pause_resume_all(&pause_ctl);
 	for (unsigned c = 0; c < CYCLES; c++) {
 		struct timespec ts = { 0, (long)(c % 7) * 100000 };
 
