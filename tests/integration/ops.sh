@@ -85,6 +85,10 @@ assert [e for e in ev if e['event'] == 'round'][-1]['final'] is True
 end = [e for e in ev if e['event'] == 'status'][-1]
 assert end['vm-status'] == 'postmigrate', end      # announced once settled
 assert all('time' in e and 'transferred' in e for e in ev if e['event'] != 'vm')
+# held inside the downtime (events.c), then delivered: none lost, in order, with their times
+assert 'device' in st and 'handover' in st, st
+times = [e['time'] for e in ev if e['event'] != 'vm']
+assert times == sorted(times), times
 print(len(ev), 'events', st, 'rounds', rounds)
 EOF
 	pass "events: setup, active, rounds 0..N, completed once postmigrate"
