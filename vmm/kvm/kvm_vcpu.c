@@ -322,11 +322,12 @@ static void *vcpu_main(void *arg)
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	/* Made ahead (kvm_vcpus_start(vm, true)): parked, before any KVM_RUN, until the first resume. */
 	{
-		bool parked;
+		bool parked = false;
 
 		if (kvm_pause_requested(&vm->pause) && kvm_pause_point(&vm->pause, &parked))
 			goto out;
-		v->run->immediate_exit = 0;	/* a kick while parked */
+		if (parked)
+			v->run->immediate_exit = 0;	/* a kick while parked; never 0 otherwise (kvm_pause.h) */
 	}
 	for (;;) {
 		bool parked;

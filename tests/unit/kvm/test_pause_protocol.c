@@ -123,11 +123,12 @@ static void *vcpu_main(void *arg)
 	sigaddset(&set, KICK_SIGNAL);
 	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	{
-		bool parked;	/* as vcpu_main: started under a hold, parked before any run */
+		bool parked = false;	/* as vcpu_main: started under a hold, parked before any run */
 
 		if (kvm_pause_requested(&pause_ctl) && kvm_pause_point(&pause_ctl, &parked))
 			goto out;
-		v->imm = 0;
+		if (parked)
+			v->imm = 0;
 	}
 	for (;;) {
 		bool parked;
