@@ -105,15 +105,19 @@ static void on_fault(struct gw_pc_dst *pc, const struct gw_uffd_fault *f)
 		(void)gw_uffd_post_wake(pc->uffd, f->block, f->page);
 		return;
 	}
-	if (gw_bitmap_test_and_set_atomic(&pc->requested[f->block], f->page))
-		return;		/* asked already: its answer wakes this one too */
-	q = &pc->req[f->block];
-	q->pages[q->count++] = f->page;
-	if (q->count == GW_WIRE_MAX_BATCH_PAGES) {
-		pthread_mutex_lock(&pc->req_lock);
-		pcd_flush_requests(pc);
-		pthread_mutex_unlock(&pc->req_lock);
-	}
+	/*
+	 * Under req_lock: a recovery sends every requested page again from the
+	 * bitmap and empties the gathered requests, so that no page is asked
+	 * for twice (a second answer would be refused as never requested).
+	 */
+	pthread_mutex_lock(&pc->req_lock);
+	if (!gw_bitmap_test_and_set_atomic(&pc->requested[f->block], f->page)) {
+		q = &pc->req[f->block];
+		q->pages[q->count++] = f->page;
+		if (q->count == GW_WIRE_MAX_BATCH_PAGES)
+			pcd_flush_requests(pc);
+	}			/* else asked already: its answer wakes this one too */
+	pthread_mutex_unlock(&pc->req_lock);
 }
 
 /* Periodic duties: statistics, and a request unanswered past the I/O timeout means a dead link. */

@@ -12,7 +12,8 @@
  * Threads (struct gw_pc_dst belongs to the migration thread unless said):
  * the bitmaps untrusted (set before resume, then read-only), claimed,
  * received, requested, pushed and settled are per-page atomic bits; the
- * counters are atomic; req_lock orders request sending against a recovery;
+ * counters are atomic; req_lock orders request gathering and sending
+ * against a recovery;
  * lock guards the digest sum; the fault account has its own lock.
  */
 #ifndef GW_PC_DST_INT_H
@@ -89,7 +90,8 @@ struct gw_pc_dst {
 	int digest_err;
 
 	struct gw_pc_faults faults;
-	pthread_mutex_t req_lock;	/* link_up, t_link_up_ns; held while requests are sent */
+	pthread_mutex_t req_lock;	/* link_up, t_link_up_ns, req; held while requests are
+					   gathered and sent */
 	bool link_up;
 	uint64_t t_link_up_ns;
 
@@ -105,7 +107,7 @@ struct gw_pc_dst {
 	int stop_fd;			/* eventfd: the fault handler leaves */
 	struct { pid_t tid; int vcpu; } tids[256];	/* fault handler: known threads */
 	unsigned nr_tids;
-	struct req_batch req[GW_MAX_RAM_BLOCKS];	/* fault handler: requests being gathered */
+	struct req_batch req[GW_MAX_RAM_BLOCKS];	/* req_lock: requests being gathered */
 
 	uint64_t t_resumed_ns, t_done_ns, t_paused_ns, paused_ns;	/* lock */
 	uint32_t recoveries;

@@ -197,25 +197,38 @@ static int send_needed(struct gw_session *s, struct gw_pc_dst *pc)
 	return ret ? ret : gw_conn_send_msg(&s->ctl, GW_MSG_PC_RECOVERED, &done);
 }
 
-/* Requests still unanswered go again on the new preempt connection (req_lock held). */
+/*
+ * Requests still unanswered go again on the new preempt connection, each
+ * once (req_lock held, so the fault handler adds none meanwhile). The
+ * gathered ones are in the bitmap too: dropped from the batches first. The
+ * words are read atomically: the new preempt receiver clears the bits of
+ * the answers to what this already sent.
+ */
 static void resend_requests(struct gw_pc_dst *pc)
 {
 	struct gw_session *s = pc->s;
 
+	for (unsigned b = 0; b < s->vm.nr_blocks; b++)
+		pc->req[b].count = 0;
 	for (unsigned b = 0; b < s->vm.nr_blocks; b++) {
 		struct gw_bitmap *rq = &pc->requested[b];
+		struct req_batch *q = &pc->req[b];
 
-		for (uint64_t p = gw_bitmap_next_set(rq, 0); p < rq->nr_bits; p = gw_bitmap_next_set(rq, p + 1)) {
-			struct req_batch *q = &pc->req[b];
+		for (uint64_t w = 0; w < gw_bitmap_words(rq); w++) {
+			uint64_t word = __atomic_load_n(&rq->words[w], __ATOMIC_RELAXED);
 
-			/* A push placed it while the answer was lost: nothing to ask. */
-			if (gw_bitmap_test_atomic(&pc->received[b], p)) {
-				gw_bitmap_clear_atomic(rq, p);
-				continue;
+			for (; word; word &= word - 1) {
+				uint64_t p = w * 64 + (uint64_t)__builtin_ctzll(word);
+
+				/* A push placed it while the answer was lost: nothing to ask. */
+				if (gw_bitmap_test_atomic(&pc->received[b], p)) {
+					gw_bitmap_clear_atomic(rq, p);
+					continue;
+				}
+				q->pages[q->count++] = p;
+				if (q->count == GW_WIRE_MAX_BATCH_PAGES)
+					pcd_flush_requests(pc);
 			}
-			q->pages[q->count++] = p;
-			if (q->count == GW_WIRE_MAX_BATCH_PAGES)
-				pcd_flush_requests(pc);
 		}
 	}
 	pcd_flush_requests(pc);
