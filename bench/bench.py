@@ -838,6 +838,20 @@ def run_converge(b, lo, conv, repeat):
     return [(key, recs[id(key)]) for key, _, _ in groups]
 
 
+def select(scenarios, args):
+    """The scenarios and configurations of --scenarios / --configs (name substrings)."""
+    want_sc = [w for w in args.scenarios.split(",") if w]
+    want_cfg = [w for w in args.configs.split(";") if w]
+    out = []
+    for sc in scenarios:
+        if want_sc and not any(w in sc["name"] for w in want_sc):
+            continue
+        cfgs = [c for c in sc["configs"] if not want_cfg or any(w == c[0] for w in want_cfg)]
+        if cfgs:
+            out.append(dict(sc, configs=cfgs))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("build")
@@ -850,6 +864,12 @@ def main():
     ap.add_argument("--channels", default="", help="matrix channel counts, e.g. 1,4")
     ap.add_argument("--codecs", default="", help="matrix codecs, e.g. none,zstd")
     ap.add_argument("--memory", default="", help="matrix RAM size for every link, e.g. 1G")
+    ap.add_argument("--scenarios", default="",
+                    help="converge and postcopy groups: only scenarios whose name holds one of "
+                         "these comma-separated words, e.g. '8G guest'")
+    ap.add_argument("--configs", default="",
+                    help="converge and postcopy groups: only these configurations, by their full "
+                         "name, separated by ';', e.g. 'after 2 rounds, rt;defaults'")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--iperf-seconds", type=int, default=3)
     ap.add_argument("--io-timeout-ms", type=int, default=60000,
@@ -879,8 +899,8 @@ def main():
         basic = []
     if "matrix" not in groups:
         matrix = []
-    conv = converge_plan(args) if "converge" in groups else []
-    pcs = postcopy_plan(args) if "postcopy" in groups else []
+    conv = select(converge_plan(args), args) if "converge" in groups else []
+    pcs = select(postcopy_plan(args), args) if "postcopy" in groups else []
     dp = datapath.plan(args, netns_ok) if "datapath" in groups else None
     repeat = args.repeat or (1 if args.quick else 3)
     naccel = len(args.accel.split(","))
