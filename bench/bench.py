@@ -838,7 +838,7 @@ def run_converge(b, lo, conv, repeat):
     return [(key, recs[id(key)]) for key, _, _ in groups]
 
 
-def select(scenarios, args):
+def pick_scenarios(scenarios, args):
     """The scenarios and configurations of --scenarios / --configs (name substrings)."""
     want_sc = [w for w in args.scenarios.split(",") if w]
     want_cfg = [w for w in args.configs.split(";") if w]
@@ -899,8 +899,8 @@ def main():
         basic = []
     if "matrix" not in groups:
         matrix = []
-    conv = select(converge_plan(args), args) if "converge" in groups else []
-    pcs = select(postcopy_plan(args), args) if "postcopy" in groups else []
+    conv = pick_scenarios(converge_plan(args), args) if "converge" in groups else []
+    pcs = pick_scenarios(postcopy_plan(args), args) if "postcopy" in groups else []
     dp = datapath.plan(args, netns_ok) if "datapath" in groups else None
     repeat = args.repeat or (1 if args.quick else 3)
     naccel = len(args.accel.split(","))
