@@ -9,20 +9,27 @@
 #include <unistd.h>
 #include "mem/compat/uffd.h"
 #include "mem/uffd_post.h"
-#include "util/fdio.h"
 
 #define PAGE GW_PAGE_BYTES
 #define FEATURES (UFFD_FEATURE_THREAD_ID | UFFD_FEATURE_MISSING_SHMEM | UFFD_FEATURE_MINOR_SHMEM)
 #define READ_BATCH 64
 #define MAX_RETRIES 1000		/* -EAGAIN from a mapping that changes under us */
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 struct gw_uffd_post {
 	const struct gw_vm_info *vm;	/* set at open, read-only */
 	int uffd;
 	unsigned nr_registered;		/* blocks 0..n-1; owner only */
+	/*
+	 * fd-backed blocks: a second shared mapping of the same file range,
+	 * not registered, through which placed pages are written into the
+	 * page cache (set at open, read-only; NULL for anonymous blocks).
+	 */
+	uint8_t *alias[GW_MAX_RAM_BLOCKS];
 };
-
-static const uint8_t zero_page[PAGE];
 
 /* A userfaultfd with the postcopy features: the fd, or -errno. */
 static int uffd_open(bool *user_only)
@@ -79,9 +86,19 @@ int gw_uffd_post_open(const struct gw_vm_info *vm, struct gw_uffd_post **out, bo
 			break;
 		}
 		u->nr_registered = i + 1;
+		if (b->fd < 0)
+			continue;
 		/* Precopy never mapped these pages, but a VMM may have (prealloc): unmap them all. */
-		if (b->fd >= 0 && madvise(b->host, b->size_bytes, MADV_DONTNEED) < 0)
+		if (madvise(b->host, b->size_bytes, MADV_DONTNEED) < 0) {
 			ret = -errno;
+			break;
+		}
+		u->alias[i] = mmap(NULL, b->size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+				   b->fd, (off_t)b->fd_offset_bytes);
+		if (u->alias[i] == MAP_FAILED) {
+			u->alias[i] = NULL;
+			ret = -errno;
+		}
 	}
 	if (ret < 0) {
 		gw_uffd_post_close(u);
@@ -199,32 +216,43 @@ static int do_copy(struct gw_uffd_post *u, const struct gw_ram_block *b, uint64_
 	return done == nr * PAGE ? 0 : -EAGAIN;
 }
 
+/*
+ * fd-backed: write [page, page + nr) into the page cache through the alias
+ * (@src, or zeros when NULL), then map it in the registered mapping. Not
+ * pwrite: a write to the file takes its inode lock, so a page answering a
+ * fault waited for a background run's write, whose thread (niced, or just
+ * preempted) could hold the lock for milliseconds. The pages are faulted in
+ * first (MADV_POPULATE_WRITE), so that a failure to allocate one is an
+ * error here instead of a SIGBUS in the memcpy. Nothing maps these pages in
+ * the guest's mapping until CONTINUE: the guest never sees half a page.
+ */
+static int write_and_continue(struct gw_uffd_post *u, unsigned block, uint64_t page, uint64_t nr,
+			      const void *src)
+{
+	uint8_t *dst = u->alias[block] + page * PAGE;
+
+	if (madvise(dst, nr * PAGE, MADV_POPULATE_WRITE) < 0)
+		return -errno;
+	if (src)
+		memcpy(dst, src, nr * PAGE);
+	else
+		memset(dst, 0, nr * PAGE);
+	return do_continue(u, &u->vm->blocks[block], page, nr);
+}
+
 int gw_uffd_post_place(struct gw_uffd_post *u, unsigned block, uint64_t page, uint64_t nr,
 		       const void *src)
 {
 	const struct gw_ram_block *b = &u->vm->blocks[block];
-	int ret;
 
-	if (b->fd < 0)
-		return do_copy(u, b, page, nr, src);
-	/* Nothing maps these pages until CONTINUE: the guest never sees half a page. */
-	ret = gw_pwrite_all(b->fd, src, nr * PAGE, (off_t)(b->fd_offset_bytes + page * PAGE));
-	return ret ? ret : do_continue(u, b, page, nr);
+	return b->fd < 0 ? do_copy(u, b, page, nr, src) : write_and_continue(u, block, page, nr, src);
 }
 
 int gw_uffd_post_zero(struct gw_uffd_post *u, unsigned block, uint64_t page, uint64_t nr)
 {
 	const struct gw_ram_block *b = &u->vm->blocks[block];
 
-	if (b->fd < 0)
-		return do_copy(u, b, page, nr, NULL);
-	for (uint64_t i = 0; i < nr; i++) {
-		int ret = gw_pwrite_all(b->fd, zero_page, PAGE, (off_t)(b->fd_offset_bytes + (page + i) * PAGE));
-
-		if (ret)
-			return ret;
-	}
-	return do_continue(u, b, page, nr);
+	return b->fd < 0 ? do_copy(u, b, page, nr, NULL) : write_and_continue(u, block, page, nr, NULL);
 }
 
 int gw_uffd_post_resolve(struct gw_uffd_post *u, unsigned block, uint64_t page, bool minor)
@@ -290,6 +318,9 @@ void gw_uffd_post_close(struct gw_uffd_post *u)
 	if (!u)
 		return;
 	gw_uffd_post_unregister(u);
+	for (unsigned i = 0; i < u->vm->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
+		if (u->alias[i])
+			munmap(u->alias[i], u->vm->blocks[i].size_bytes);
 	if (u->uffd >= 0)
 		close(u->uffd);
 	free(u);

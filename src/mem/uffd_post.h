@@ -10,9 +10,11 @@
  *     drops every page-table entry of the block (MADV_DONTNEED keeps the
  *     page cache of shared memory), so a first touch of a page in the page
  *     cache is a minor fault and of a hole a missing fault. A page is placed
- *     by writing it into the page cache (pwrite, while nothing maps it),
- *     then mapping it with UFFDIO_CONTINUE, which also wakes every thread
- *     waiting on it, whichever kind of fault it took. A page whose cached
+ *     by writing it into the page cache through a second mapping of the
+ *     file, not registered, while nothing maps it in the guest's (not with
+ *     pwrite: that takes the inode lock, for which every other placement
+ *     would wait), then mapping it with UFFDIO_CONTINUE, which also wakes
+ *     every thread waiting on it, whichever kind of fault it took. A page whose cached
  *     copy is right is mapped with UFFDIO_CONTINUE alone; a trusted hole
  *     with UFFDIO_ZEROPAGE.
  *   anonymous RAM: registered MISSING. Precopy wrote pages through the
