@@ -35,6 +35,7 @@
 #include "postcopy.h"
 #include "postcopy_fault.h"
 #include "util/fdio.h"
+#include "util/pi_mutex.h"
 
 #define PAGE GW_PAGE_BYTES
 #define NR_STRIPES 256			/* hashing locks, one per 64-page window modulo this */
@@ -51,6 +52,16 @@ struct dst_recv {
 	unsigned index;
 	pthread_t thread;
 	bool started;			/* migration thread */
+	/*
+	 * Data connections: held by the receiver from the first claim of a
+	 * frame's pages to the last placement (priority inheritance). The
+	 * preempt receiver that finds a page it answers claimed but not yet
+	 * placed takes it once, which lends its priority to a niced or
+	 * preempted holder instead of leaving the vCPU waiting on it.
+	 */
+	pthread_mutex_t placing;
+	bool placing_init;		/* migration thread */
+	bool placed_last;		/* receiver thread: it placed the last page (pcd_placed) */
 	struct gw_page_digest sum;	/* receiver thread; merged into pc->sum when it ends */
 };
 
@@ -82,7 +93,7 @@ struct gw_pc_dst {
 	int nr_vcpus;			/* set with release at GO; the fault handler loads it with acquire */
 
 	bool verify;			/* digest possible: asked, every block fd-backed */
-	pthread_mutex_t stripes[NR_STRIPES];
+	pthread_mutex_t stripes[NR_STRIPES];	/* priority inheritance */
 	pthread_mutex_t lock;		/* sum, digest_ready */
 	struct gw_page_digest sum;
 	struct gw_page_digest handler_sum;	/* fault handler thread */

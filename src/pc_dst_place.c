@@ -23,7 +23,11 @@ static void fault_cut(struct gw_pc_dst *pc, uint64_t placed)
 	gw_fail(s, "postcopy", -ECONNRESET, false, "fault injection: every connection cut");
 }
 
-/* @nr claimed pages from @page of @block placed (@src: their bytes, NULL: zeros). */
+/*
+ * @nr claimed pages from @page of @block placed (@src: their bytes, NULL:
+ * zeros). The receiver that places the last page sets r->placed_last: it
+ * sends PC_DONE once out of its placement window.
+ */
 void pcd_placed(struct dst_recv *r, unsigned block, uint64_t page, uint64_t nr, const uint8_t *src)
 {
 	struct gw_pc_dst *pc = r->pc;
@@ -39,7 +43,7 @@ void pcd_placed(struct dst_recv *r, unsigned block, uint64_t page, uint64_t nr, 
 	total = __atomic_add_fetch(&pc->placed, nr, __ATOMIC_RELAXED);
 	left = __atomic_sub_fetch(&pc->remaining, nr, __ATOMIC_ACQ_REL);
 	if (!left)
-		pcd_send_done(pc);
+		r->placed_last = true;
 	fault_cut(pc, total);
 }
 
@@ -63,8 +67,11 @@ static int place_run(struct dst_recv *r, unsigned block, uint64_t page, uint64_t
 /*
  * The writes of one frame: every page claimed first, so that a copy that
  * comes second (a push after an answer, or the reverse) is dropped.
+ * *@in_flight: a page was claimed by another receiver that has not placed
+ * it yet.
  */
-static int place_writes(struct dst_recv *r, unsigned block, const struct gw_page_write *w, int n)
+static int place_writes(struct dst_recv *r, unsigned block, const struct gw_page_write *w, int n,
+			bool *in_flight)
 {
 	struct gw_pc_dst *pc = r->pc;
 
@@ -83,6 +90,8 @@ static int place_writes(struct dst_recv *r, unsigned block, const struct gw_page
 				continue;
 			}
 			__atomic_fetch_add(&pc->dups, 1, __ATOMIC_RELAXED);
+			if (!gw_bitmap_test_atomic(&pc->received[block], p))
+				*in_flight = true;
 			ret = place_run(r, block, run_first, run_len,
 					src ? src + (run_first - w[i].page) * PAGE : NULL);
 			if (ret)
@@ -94,6 +103,34 @@ static int place_writes(struct dst_recv *r, unsigned block, const struct gw_page
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * Place a checked frame's @n writes. A data connection's receiver does it
+ * inside its placement window (dst_recv.placing); the preempt receiver,
+ * when a page it answers is in another receiver's window, waits for each
+ * window once so that its priority carries the holder through.
+ */
+static int place_frame(struct dst_recv *r, unsigned block, int n)
+{
+	struct gw_pc_dst *pc = r->pc;
+	bool in_flight = false;
+	int ret;
+
+	if (!r->preempt)
+		pthread_mutex_lock(&r->placing);
+	ret = place_writes(r, block, r->in->writes, n, &in_flight);
+	if (!r->preempt)
+		pthread_mutex_unlock(&r->placing);
+	for (unsigned i = 0; in_flight && i < pc->s->nr_channels; i++) {
+		pthread_mutex_lock(&pc->recv[i].placing);
+		pthread_mutex_unlock(&pc->recv[i].placing);
+	}
+	if (r->placed_last) {
+		r->placed_last = false;
+		pcd_send_done(pc);
+	}
+	return ret;
 }
 
 /* ---- receivers ---- */
@@ -238,7 +275,7 @@ static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t
 	n = gw_pages_in_plan_writes(r->in, &plan, raw);
 	if (n < 0)
 		return gw_fail(s, "postcopy", n, false, "PAGES data does not match its entries");
-	return place_writes(r, plan.ph.block, r->in->writes, n);
+	return place_frame(r, plan.ph.block, n);
 }
 
 static void *recv_main(void *arg)
@@ -314,6 +351,9 @@ int pcd_start_receivers(struct gw_pc_dst *pc)
 
 		*r = (struct dst_recv){ .pc = pc, .conn = pre ? &s->preempt : &s->chans[i].conn,
 					.in = pre ? &pc->preempt_in : &s->chans[i].in, .preempt = pre, .index = i };
+		if (gw_mutex_init_pi(&r->placing))
+			return gw_fail(s, "postcopy", -ENOMEM, false, "postcopy receiver lock");
+		r->placing_init = true;
 		gw_conn_set_recv_timeout(r->conn, 0);	/* liveness: control pings */
 		if (pthread_create(&r->thread, NULL, recv_main, r))
 			return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy receiver thread");
@@ -328,5 +368,11 @@ void pcd_join_receivers(struct gw_pc_dst *pc)
 		if (pc->recv[i].started) {
 			pthread_join(pc->recv[i].thread, NULL);
 			pc->recv[i].started = false;
+		}
+	/* Every receiver gone: none takes another's window any more. */
+	for (unsigned i = 0; i < MAX_RECV; i++)
+		if (pc->recv[i].placing_init) {
+			pthread_mutex_destroy(&pc->recv[i].placing);
+			pc->recv[i].placing_init = false;
 		}
 }

@@ -31,6 +31,7 @@
 #include "postcopy.h"
 #include "postcopy_pick.h"
 #include "source.h"
+#include "util/pi_mutex.h"
 
 #define PING_MS 500			/* heartbeat on control during postcopy */
 #define MAP_WORDS GW_WIRE_MAX_MAP_WORDS
@@ -46,7 +47,7 @@ struct gw_pc_src {
 	struct gw_session *s;
 	struct src_ctx *c;
 
-	pthread_mutex_t lock;		/* guards pick, todo, zero */
+	pthread_mutex_t lock;		/* guards pick, todo, zero; priority inheritance */
 	struct gw_bitmap todo[GW_MAX_RAM_BLOCKS];	/* pages still to send */
 	struct gw_bitmap zero[GW_MAX_RAM_BLOCKS];	/* of todo: freed pages, sent as zeros */
 	/* Migration thread: allocated before the pause, become c->dirty at the switch. */

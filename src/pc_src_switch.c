@@ -100,7 +100,7 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 		return gw_fail(s, "postcopy", -ENOMEM, false, "no memory");
 	pc->s = s;
 	pc->c = c;
-	pthread_mutex_init(&pc->lock, NULL);
+	gw_mutex_init_pi(&pc->lock);	/* the server waits for a pusher holding it */
 	/* Written in the pause: their memory is touched now, not there. */
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
 		if (gw_bitmap_init_prefaulted(&pc->zero[i], c->dirty[i].nr_bits) ||

@@ -131,8 +131,9 @@ static int pc_alloc(struct gw_session *s)
 	s->pcd = pc;
 	pthread_mutex_init(&pc->lock, NULL);
 	pthread_mutex_init(&pc->req_lock, NULL);
+	/* The fault handler waits for the mapper holding one. */
 	for (unsigned i = 0; i < NR_STRIPES; i++)
-		pthread_mutex_init(&pc->stripes[i], NULL);
+		gw_mutex_init_pi(&pc->stripes[i]);
 	gw_pc_faults_init(&pc->faults, 0);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		uint64_t n = s->dblk[i].nr_pages;

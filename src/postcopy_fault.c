@@ -2,6 +2,7 @@
 /* The destination's account of postcopy faults (see postcopy_fault.h). */
 #include <string.h>
 #include "postcopy_fault.h"
+#include "util/pi_mutex.h"
 
 unsigned gw_pc_hist_bucket(uint64_t us)
 {
@@ -31,7 +32,7 @@ uint64_t gw_pc_hist_value(unsigned bucket)
 void gw_pc_faults_init(struct gw_pc_faults *f, unsigned nr_vcpus)
 {
 	memset(f, 0, sizeof(*f));
-	pthread_mutex_init(&f->lock, NULL);
+	gw_mutex_init_pi(&f->lock);	/* the fault handler and the (background) receivers */
 	f->nr_vcpus = nr_vcpus < GW_PC_MAX_VCPUS ? nr_vcpus : GW_PC_MAX_VCPUS;
 }
 
