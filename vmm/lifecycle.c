@@ -4,6 +4,7 @@
  * function holds the VM's ctl for its whole run.
  */
 #include <errno.h>
+#include <sched.h>
 #include "lifecycle.h"
 
 int vmm_life_pause(const struct vmm_life *l)
@@ -73,5 +74,24 @@ int vmm_life_load_state(const struct vmm_life *l, struct gw_state *st)
 	else
 		ret = l->ops->load_state(l->vm, st);
 	pthread_mutex_unlock(l->ctl);
+	return ret;
+}
+
+void vmm_thread_attr_normal(pthread_attr_t *attr)
+{
+	pthread_attr_init(attr);
+	pthread_attr_setinheritsched(attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(attr, SCHED_OTHER);
+	pthread_attr_setschedparam(attr, &(struct sched_param){ .sched_priority = 0 });
+}
+
+int vmm_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	int ret;
+
+	vmm_thread_attr_normal(&attr);
+	ret = pthread_create(t, &attr, fn, arg);
+	pthread_attr_destroy(&attr);
 	return ret;
 }

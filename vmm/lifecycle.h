@@ -52,4 +52,15 @@ int vmm_life_save_state(const struct vmm_life *l, struct gw_state *st);
 /* -EBUSY (gw_state_reject) unless incoming and ready, or the hook's result. */
 int vmm_life_load_state(const struct vmm_life *l, struct gw_state *st);
 
+/*
+ * Thread attributes for a VM's threads (vCPUs, a post-migration check):
+ * SCHED_OTHER whatever the creator runs. The engine calls resume from a
+ * SCHED_FIFO thread when rt-priority is set (gw_vm_ops.resume), and a guest
+ * or a check spinning at real-time priority would starve the host. Destroy
+ * with pthread_attr_destroy.
+ */
+void vmm_thread_attr_normal(pthread_attr_t *attr);
+/* pthread_create with those attributes: 0 or the error number. */
+int vmm_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+
 #endif

@@ -90,7 +90,12 @@ GW_EXPORT int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...
 struct gw_vm_ops {
 	/* Stop every vCPU; returns once none runs. 0 or -errno. Required. */
 	int (*pause)(void *opaque);
-	/* Restart the vCPUs. 0 or -errno. Required. */
+	/*
+	 * Restart the vCPUs. 0 or -errno. Required. With the rt-priority
+	 * parameter set it is called from a SCHED_FIFO thread (the end of the
+	 * downtime is on the critical path): a thread it creates must set its
+	 * own scheduling policy (PTHREAD_EXPLICIT_SCHED) or it inherits that.
+	 */
 	int (*resume)(void *opaque);
 	/* Source, vCPUs paused: add every section to @st. 0 or -errno. */
 	int (*save_state)(void *opaque, struct gw_state *st);

@@ -113,7 +113,7 @@ int kvm_start_first_locked(struct kvm_vm *vm)
 		/* Under postcopy the check waits for every page (postcopy_ram(true)). */
 		if (vm->wl.kind == VMM_WL_VERIFY && !atomic_load(&vm->postcopy_incomplete)) {
 			kvm_set_vmm_state(vm, VMM_RUNNING);
-			if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
+			if (vmm_thread_start(&vm->post_thread, post_check_main, vm) == 0) {
 				vm->post_thread_started = true;
 				return 0;
 			}

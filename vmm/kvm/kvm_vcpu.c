@@ -33,6 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <godwit/log.h>
+#include "lifecycle.h"
 #include "kvm/kvm_internal.h"
 
 #define KVM_KICK_SIGNAL (SIGRTMIN + 5)
@@ -387,16 +388,7 @@ int kvm_vcpus_start(struct kvm_vm *vm, bool parked)
 	sigemptyset(&block);
 	sigaddset(&block, KVM_KICK_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	/*
-	 * vCPU threads run SCHED_OTHER whatever the caller runs: a destination
-	 * may start them from a thread the engine raised to SCHED_FIFO
-	 * (rt-priority), and a guest spinning at real-time priority starves
-	 * the host.
-	 */
-	pthread_attr_init(&attr);
-	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
-	pthread_attr_setschedparam(&attr, &(struct sched_param){ .sched_priority = 0 });
+	vmm_thread_attr_normal(&attr);	/* whatever the caller runs (the engine's rt-priority) */
 	for (unsigned i = 0; i < nr && !ret; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];
 

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <time.h>
 #include <godwit/log.h>
+#include "lifecycle.h"
 #include "soft/soft_internal.h"
 
 #define THROTTLE_SLICE_NS 10000000ull
@@ -107,7 +108,7 @@ int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu))
 	pthread_mutex_unlock(&vm->lock);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
-		int ret = pthread_create(&v->thread, NULL, body, v);
+		int ret = vmm_thread_start(&v->thread, body, v);
 
 		if (ret) {
 			soft_vcpus_stop(vm);	/* the ones started */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <godwit/log.h>
 #include "fill.h"
+#include "lifecycle.h"
 #include "soft/soft_internal.h"
 
 #define FILL_THREADS 2
@@ -253,7 +254,7 @@ static int first_resume_after_migration(struct soft_vm *vm)
 
 	if (vmm_workload_checkable(&vm->wl) && !atomic_load(&vm->postcopy_incomplete)) {
 		atomic_store(&vm->state, VMM_RUNNING);
-		if (pthread_create(&vm->post_thread, NULL, post_check_main, vm) == 0) {
+		if (vmm_thread_start(&vm->post_thread, post_check_main, vm) == 0) {
 			vm->post_thread_started = true;
 			return 0;
 		}
