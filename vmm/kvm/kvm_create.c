@@ -106,6 +106,7 @@ void kvm_vm_free(struct kvm_vm *vm)
 	if (vm->kvm_fd >= 0)
 		close(vm->kvm_fd);
 	kvm_pause_destroy(&vm->pause);
+	kvm_state_load_ahead_free(vm);
 	free(vm->host_compat);
 	free((char *)vm->memory_file);
 	pthread_mutex_destroy(&vm->ctl);
@@ -194,6 +195,8 @@ static int vcpus_ahead(struct kvm_vm *vm, unsigned nr, char *why, size_t why_len
 	vm->nr_vcpus = 0;
 	vm->info.nr_vcpus = 0;
 	kvm_pause_set_vcpus(&vm->pause, 0);
+	if (kvm_state_load_ahead(vm, nr))
+		gw_log(GW_LOG_WARN, "kvm", "load_ahead_failed", "vcpus=%u: the load allocates its own", nr);
 	/* Their threads too, parked until the first start. */
 	ret = kvm_vcpus_start(vm, true);
 	if (ret) {

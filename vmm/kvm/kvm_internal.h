@@ -112,6 +112,7 @@ struct kvm_vm {
 	 */
 	unsigned vcpus_ahead;
 	bool vcpus_parked;		/* ctl: their threads wait for the first start (kvm_vcpus_start) */
+	struct kvm_load_ctx *load_ahead;	/* ctl: kvm_state_load_ahead, taken by the load */
 	struct kvm_vcpu vcpus[KVM_MAX_VCPUS];
 	void *rings[KVM_MAX_VCPUS];	/* info.kvm_dirty_rings points here */
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
@@ -194,6 +195,13 @@ void kvm_kick(void *opaque, unsigned idx);
 /* kvm_state.c */
 int kvm_state_save(struct kvm_vm *vm, struct gw_state *st);
 int kvm_state_load(struct kvm_vm *vm, struct gw_state *st);
+/*
+ * Destination, at creation: the load's working memory for @nr_vcpus made
+ * now and touched (vm->load_ahead), so that a load decodes into memory
+ * that does not fault. 0 or -ENOMEM (the load then makes its own).
+ */
+int kvm_state_load_ahead(struct kvm_vm *vm, unsigned nr_vcpus);
+void kvm_state_load_ahead_free(struct kvm_vm *vm);
 void kvm_host_compat(const struct kvm_vm *vm, struct kvm_compat *out);
 /* Destination: probe this host once, ahead of any migration (vm->host_compat). */
 int kvm_host_compat_probe(struct kvm_vm *vm);

@@ -40,6 +40,9 @@ int kvm_pause_init(struct kvm_pause *p, kvm_kick_fn kick, void *opaque)
 	p->nr_pauses = 0;
 	p->kick = kick;
 	p->kick_opaque = opaque;
+	p->job = NULL;
+	p->job_opaque = NULL;
+	p->job_items = p->job_next = p->job_done = 0;
 	return 0;
 }
 
@@ -71,6 +74,22 @@ void kvm_pause_leave(struct kvm_pause *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
+/* lock held: run the job's items while any is left (dropping the lock for each). */
+static void job_work(struct kvm_pause *p)
+{
+	while (p->job && p->job_next < p->job_items) {
+		kvm_job_fn fn = p->job;
+		void *opaque = p->job_opaque;
+		unsigned item = p->job_next++;
+
+		pthread_mutex_unlock(&p->lock);
+		fn(opaque, item);
+		pthread_mutex_lock(&p->lock);
+		if (++p->job_done == p->job_items)
+			pthread_cond_broadcast(&p->cond);	/* the controller */
+	}
+}
+
 bool kvm_pause_point(struct kvm_pause *p, bool *parked)
 {
 	bool stop;
@@ -84,8 +103,11 @@ bool kvm_pause_point(struct kvm_pause *p, bool *parked)
 		p->nr_parked++;
 		p->nr_acked++;
 		pthread_cond_broadcast(&p->cond);
-		while (p->epoch == epoch && !atomic_load(&p->stop))
-			pthread_cond_wait(&p->cond, &p->lock);
+		while (p->epoch == epoch && !atomic_load(&p->stop)) {
+			job_work(p);
+			if (p->epoch == epoch && !atomic_load(&p->stop))
+				pthread_cond_wait(&p->cond, &p->lock);
+		}
 		p->nr_parked--;
 	}
 	stop = atomic_load(&p->stop);
@@ -128,6 +150,22 @@ void kvm_pause_hold(struct kvm_pause *p)
 	pthread_mutex_lock(&p->lock);
 	atomic_store(&p->requested, true);
 	p->nr_acked = 0;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void kvm_pause_run_parked(struct kvm_pause *p, kvm_job_fn fn, void *opaque, unsigned nr_items)
+{
+	pthread_mutex_lock(&p->lock);
+	p->job = fn;
+	p->job_opaque = opaque;
+	p->job_items = nr_items;
+	p->job_next = p->job_done = 0;
+	if (p->nr_parked)
+		pthread_cond_broadcast(&p->cond);
+	job_work(p);
+	while (p->job_done < p->job_items)
+		pthread_cond_wait(&p->cond, &p->lock);
+	p->job = NULL;
 	pthread_mutex_unlock(&p->lock);
 }
 

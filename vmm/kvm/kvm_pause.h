@@ -25,6 +25,12 @@
  *   all; parked threads leave once they see the new epoch.
  * A vCPU thread that ends (error, stop) leaves the membership, so a pause
  * never waits for a thread that is gone.
+ * Jobs, kvm_pause_run_parked(): while every member is parked the controller
+ *   hands out items of a job (one per vCPU: its state saved or loaded);
+ *   parked threads take items as they wake, the controller takes them too,
+ *   and it returns once every item is done. On two cores the state of four
+ *   vCPUs, some 0.1 ms of ioctls each inside the downtime, is then done two
+ *   at a time, by threads that exist already.
  *
  * Why it is safe: a thread parks only after its KVM_RUN returned, and the
  * controller returns only once all members parked; the mutex orders the
@@ -43,6 +49,7 @@
 #include <stdint.h>
 
 typedef void (*kvm_kick_fn)(void *opaque, unsigned vcpu);
+typedef void (*kvm_job_fn)(void *opaque, unsigned item);
 
 struct kvm_pause {
 	pthread_mutex_t lock;
@@ -57,6 +64,9 @@ struct kvm_pause {
 	uint64_t nr_pauses;		/* lock: completed kvm_pause_all calls */
 	kvm_kick_fn kick;		/* set at init */
 	void *kick_opaque;		/* set at init */
+	kvm_job_fn job;			/* lock: the job of kvm_pause_run_parked, NULL: none */
+	void *job_opaque;		/* lock */
+	unsigned job_items, job_next, job_done;	/* lock: items, next to take, finished */
 };
 
 int kvm_pause_init(struct kvm_pause *p, kvm_kick_fn kick, void *opaque);
@@ -99,6 +109,13 @@ void kvm_pause_all(struct kvm_pause *p);
  * kvm_pause_resume_all: the destination's vCPU threads, made ahead.
  */
 void kvm_pause_hold(struct kvm_pause *p);
+/*
+ * Controller, every member parked (a pause in force, or held before the
+ * first resume): @fn(@opaque, i) for i in 0..@nr_items-1, each once, on
+ * this thread or a parked one; returns when all are done. @fn must not
+ * pause, resume or start a job.
+ */
+void kvm_pause_run_parked(struct kvm_pause *p, kvm_job_fn fn, void *opaque, unsigned nr_items);
 /* Controller: let parked members run again. */
 void kvm_pause_resume_all(struct kvm_pause *p);
 /* Controller: ask every thread to end (kicks them); they leave on their own. */

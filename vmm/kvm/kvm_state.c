@@ -286,10 +286,27 @@ static void workload_state_of(const struct kvm_vm *vm, struct kvm_workload_state
 	ws->migrations = vm->migrations;
 }
 
+/* The per-vCPU job of a save (kvm_pause_run_parked): each item writes only its own slot. */
+struct save_job {
+	struct kvm_vm *vm;
+	struct kvm_vcpu_state *cs;	/* nr_vcpus */
+	int ret[KVM_MAX_VCPUS];
+	const char *failed[KVM_MAX_VCPUS];
+};
+
+/* Job item: read vCPU @i's state. */
+static void vcpu_get_item(void *opaque, unsigned i)
+{
+	struct save_job *j = opaque;
+
+	j->ret[i] = vcpu_get(j->vm, &j->vm->vcpus[i], &j->cs[i], &j->failed[i]);
+}
+
 int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 {
 	struct kvm_vm_state *vs = calloc(1, sizeof(*vs));
-	struct kvm_vcpu_state *cs = calloc(1, sizeof(*cs));
+	struct kvm_vcpu_state *cs = calloc(vm->nr_vcpus ? vm->nr_vcpus : 1, sizeof(*cs));
+	struct save_job *job = calloc(1, sizeof(*job));
 	struct kvm_workload_state ws;
 	struct kvm_clock_state clk;
 	struct kvm_irqchip_state chip;
@@ -299,7 +316,7 @@ int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 	uint64_t t0 = gw_now_ns();
 	int ret = -ENOMEM;
 
-	if (!vs || !cs)
+	if (!vs || !cs || !job)
 		goto out;
 	vm_state_of(vm, vs);
 	workload_state_of(vm, &ws);
@@ -312,16 +329,16 @@ int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 	ADD_SECTION(st, KVM_SEC_IRQCHIP, kvm_enc_irqchip, &chip);
 	if (vm->has_pit)
 		ADD_SECTION(st, KVM_SEC_PIT, kvm_enc_pit, &pit);
+	/* Every vCPU thread is parked: they read vCPUs too, two at a time on two cores. */
+	*job = (struct save_job){ .vm = vm, .cs = cs };
+	kvm_pause_run_parked(&vm->pause, vcpu_get_item, job, vm->nr_vcpus);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		ret = vcpu_get(vm, &vm->vcpus[i], cs, &failed);
-		if (!ret) {
-			snprintf(name, sizeof(name), KVM_SEC_VCPU_FMT, i);
-			ADD_SECTION(st, name, kvm_enc_vcpu, cs);
-		}
-		free(cs->xsave);
-		cs->xsave = NULL;
+		ret = job->ret[i];
+		failed = job->failed[i];
 		if (ret)
 			goto out;
+		snprintf(name, sizeof(name), KVM_SEC_VCPU_FMT, i);
+		ADD_SECTION(st, name, kvm_enc_vcpu, &cs[i]);
 	}
 	gw_log(GW_LOG_INFO, "kvm", "state_saved", "vcpus=%u sections=%u us=%.1f", vm->nr_vcpus,
 	       gw_state_count(st), (gw_now_ns() - t0) / 1e3);
@@ -329,15 +346,20 @@ out:
 	if (ret)
 		gw_log(GW_LOG_ERROR, "kvm", "state_save_failed", "err=%d ioctl=%s", ret,
 		       failed ? failed : "-");
-	if (cs)
-		free(cs->xsave);
+	for (unsigned i = 0; cs && i < vm->nr_vcpus; i++)
+		free(cs[i].xsave);
 	free(cs);
+	free(job);
 	free(vs);
 	return ret;
 }
 
-/* Everything decoded from the sections, before anything is applied. */
-struct load_ctx {
+/*
+ * Everything decoded from the sections, before anything is applied. A
+ * destination makes it ahead (kvm_state_load_ahead): its memory is touched
+ * then, not inside the downtime.
+ */
+struct kvm_load_ctx {
 	struct kvm_vm_state vs;
 	struct kvm_compat host;
 	struct kvm_workload_state ws;
@@ -346,9 +368,70 @@ struct load_ctx {
 	struct kvm_irqchip_state chip;
 	struct kvm_pit_state2 pit;
 	bool has_pit;
-	struct kvm_vcpu_state vcpu[KVM_MAX_VCPUS];
 	uint64_t decoded_ns, created_ns;	/* stamps for the state_loaded line */
+	/* The per-vCPU job (kvm_pause_run_parked): each item writes only its own slot. */
+	struct kvm_vm *vm;
+	int vcpu_ret[KVM_MAX_VCPUS];
+	const char *vcpu_failed[KVM_MAX_VCPUS];
+	uint8_t *xsave_ahead[KVM_MAX_VCPUS];	/* host-size XSAVE areas made ahead (ours to free) */
+	unsigned nr_slots;		/* vcpu[0..nr_slots-1] are initialised; the others untouched */
+	struct kvm_vcpu_state vcpu[KVM_MAX_VCPUS];	/* last, see nr_slots */
 };
+
+/*
+ * A load context (zeroed) whose first @nr_ahead vCPU slots have their
+ * host-size XSAVE area. Written with memset, not calloc: a large calloc is
+ * fresh mappings that fault on first touch (10-20 us a page here).
+ */
+static struct kvm_load_ctx *load_ctx_new(const struct kvm_vm *vm, unsigned nr_ahead)
+{
+	struct kvm_load_ctx *c = malloc(sizeof(*c));
+
+	if (!c)
+		return NULL;
+	memset(c, 0, offsetof(struct kvm_load_ctx, vcpu) + nr_ahead * sizeof(c->vcpu[0]));
+	c->nr_slots = nr_ahead;
+	for (unsigned i = 0; i < nr_ahead; i++) {
+		c->xsave_ahead[i] = malloc(vm->caps.xsave_bytes);
+		if (!c->xsave_ahead[i])
+			break;
+		memset(c->xsave_ahead[i], 0, vm->caps.xsave_bytes);
+	}
+	return c;
+}
+
+static void load_ctx_free(struct kvm_load_ctx *c)
+{
+	if (!c)
+		return;
+	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++) {
+		if (i < c->nr_slots && c->vcpu[i].xsave != c->xsave_ahead[i])
+			free(c->vcpu[i].xsave);
+		free(c->xsave_ahead[i]);
+	}
+	free(c);
+}
+
+int kvm_state_load_ahead(struct kvm_vm *vm, unsigned nr_vcpus)
+{
+	load_ctx_free(vm->load_ahead);
+	vm->load_ahead = load_ctx_new(vm, nr_vcpus < KVM_MAX_VCPUS ? nr_vcpus : KVM_MAX_VCPUS);
+	return vm->load_ahead ? 0 : -ENOMEM;
+}
+
+void kvm_state_load_ahead_free(struct kvm_vm *vm)
+{
+	load_ctx_free(vm->load_ahead);
+	vm->load_ahead = NULL;
+}
+
+/* Job item: apply vCPU @i's state. */
+static void vcpu_set_item(void *opaque, unsigned i)
+{
+	struct kvm_load_ctx *c = opaque;
+
+	c->vcpu_ret[i] = vcpu_set(&c->vm->vcpus[i], &c->vcpu[i], &c->vcpu_failed[i]);
+}
 
 static const void *find(struct gw_state *st, const char *name, size_t *len, int *ret)
 {
@@ -364,7 +447,7 @@ static const void *find(struct gw_state *st, const char *name, size_t *len, int 
 }
 
 /* kvm-vm and this host's ability to load it. */
-static int load_check_vm(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c)
+static int load_check_vm(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ctx *c)
 {
 	char why[KVM_MSG_MAX];
 	const void *p;
@@ -397,7 +480,7 @@ static int load_check_vm(struct kvm_vm *vm, struct gw_state *st, struct load_ctx
 	return 0;
 }
 
-static int load_decode_devices(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c)
+static int load_decode_devices(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ctx *c)
 {
 	char why[KVM_MSG_MAX];
 	const void *p;
@@ -431,7 +514,7 @@ static int load_decode_devices(struct kvm_vm *vm, struct gw_state *st, struct lo
 	return 0;
 }
 
-static int load_decode_vcpus(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c)
+static int load_decode_vcpus(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ctx *c)
 {
 	char why[KVM_MSG_MAX], name[GW_SECTION_NAME_MAX];
 	const void *p;
@@ -445,25 +528,35 @@ static int load_decode_vcpus(struct kvm_vm *vm, struct gw_state *st, struct load
 		snprintf(name, sizeof(name), KVM_SEC_VCPU_FMT, i);
 		if (!(p = find(st, name, &len, &ret)))
 			return ret;
-		ret = kvm_dec_vcpu(p, len, c->vs.compat.caps, s, why, sizeof(why));
+		if (i >= c->nr_slots) {	/* more vCPUs than made ahead */
+			memset(s, 0, sizeof(*s));
+			c->nr_slots = i + 1;
+		}
+		ret = kvm_dec_vcpu_into(p, len, c->vs.compat.caps, s, c->xsave_ahead[i],
+					c->xsave_ahead[i] ? vm->caps.xsave_bytes : 0, why, sizeof(why));
 		if (ret)
 			return gw_state_reject(st, ret, "%s: %s", name, why);
 		if (s->index != i || s->xsave_bytes != c->vs.compat.xsave_bytes)
 			return gw_state_reject(st, -EINVAL, "%s: index %u, XSAVE %u bytes (kvm-vm says %u)",
 					       name, s->index, s->xsave_bytes, c->vs.compat.xsave_bytes);
 		/* KVM_SET_XSAVE reads this host's full size: pad the source's area. */
+		if (s->xsave == c->xsave_ahead[i]) {	/* decoded into the host-size area made ahead */
+			memset(s->xsave + s->xsave_bytes, 0, vm->caps.xsave_bytes - s->xsave_bytes);
+			continue;
+		}
 		x = calloc(1, vm->caps.xsave_bytes);
 		if (!x)
 			return -ENOMEM;
 		memcpy(x, s->xsave, s->xsave_bytes);
-		free(s->xsave);
+		if (s->xsave != c->xsave_ahead[i])
+			free(s->xsave);
 		s->xsave = x;
 	}
 	return 0;
 }
 
 /* Apply a checked state: vCPUs with the source's CPUID, devices, then each vCPU. */
-static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c)
+static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ctx *c)
 {
 	const char *failed = NULL;
 	char why[KVM_MSG_MAX];
@@ -478,8 +571,15 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c
 		return gw_state_reject(st, ret, "%s", why);
 	c->created_ns = gw_now_ns();
 	ret = vm_set(vm, &c->clk, &c->chip, c->has_pit ? &c->pit : NULL, &failed);
-	for (unsigned i = 0; i < c->vs.nr_vcpus && !ret; i++)
-		ret = vcpu_set(&vm->vcpus[i], &c->vcpu[i], &failed);
+	if (!ret) {
+		/* The vCPU threads made ahead are parked: they take vCPUs too. */
+		c->vm = vm;
+		kvm_pause_run_parked(&vm->pause, vcpu_set_item, c, c->vs.nr_vcpus);
+		for (unsigned i = 0; i < c->vs.nr_vcpus && !ret; i++) {
+			ret = c->vcpu_ret[i];
+			failed = c->vcpu_failed[i];
+		}
+	}
 	if (ret)
 		return gw_state_reject(st, ret, "%s: %s", failed ? failed : "?", strerror(-ret));
 	vm->wl = c->wl;
@@ -495,10 +595,11 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct load_ctx *c
 
 int kvm_state_load(struct kvm_vm *vm, struct gw_state *st)
 {
-	struct load_ctx *c = calloc(1, sizeof(*c));
 	uint64_t t0 = gw_now_ns();
+	struct kvm_load_ctx *c = vm->load_ahead ? vm->load_ahead : load_ctx_new(vm, 0);
 	int ret;
 
+	vm->load_ahead = NULL;	/* one load per context: a refused one leaves stale slots */
 	if (!c)
 		return gw_state_reject(st, -ENOMEM, "no memory for the state");
 	ret = load_check_vm(vm, st, c);
@@ -513,8 +614,6 @@ int kvm_state_load(struct kvm_vm *vm, struct gw_state *st)
 		       "vcpus=%u workload=%s guest=%s us=%.1f check_decode_us=%.1f create_us=%.1f set_us=%.1f",
 		       vm->nr_vcpus, vm->spec, vm->guest, (gw_now_ns() - t0) / 1e3, (c->decoded_ns - t0) / 1e3,
 		       (c->created_ns - c->decoded_ns) / 1e3, (gw_now_ns() - c->created_ns) / 1e3);
-	for (unsigned i = 0; i < KVM_MAX_VCPUS; i++)
-		free(c->vcpu[i].xsave);
-	free(c);
+	load_ctx_free(c);
 	return ret;
 }

@@ -153,6 +153,12 @@ void kvm_enc_pit(struct kvm_le_w *w, const struct kvm_pit_state2 *s);
  */
 int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_state *s,
 		 char *why, size_t why_len);
+/*
+ * The same, XSAVE decoded into the caller's @xsave of @xsave_cap_bytes when
+ * it fits (s->xsave == @xsave, still the caller's; else allocated as above).
+ */
+int kvm_dec_vcpu_into(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_state *s,
+		      uint8_t *xsave, uint32_t xsave_cap_bytes, char *why, size_t why_len);
 int kvm_dec_vm(const void *buf, size_t len, struct kvm_vm_state *s, char *why, size_t why_len);
 int kvm_dec_workload(const void *buf, size_t len, struct kvm_workload_state *s,
 		     char *why, size_t why_len);

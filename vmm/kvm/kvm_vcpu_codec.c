@@ -328,7 +328,7 @@ static const uint32_t rec_bytes[KVM_REC__MAX + 1] = {
 };
 
 static int dec_record(uint32_t tag, struct kvm_le_r *p, struct kvm_vcpu_state *s,
-		      char *why, size_t why_len)
+		      uint32_t xsave_cap_bytes, char *why, size_t why_len)
 {
 	size_t n = kvm_le_left(p);
 
@@ -339,7 +339,8 @@ static int dec_record(uint32_t tag, struct kvm_le_r *p, struct kvm_vcpu_state *s
 	case KVM_REC_XSAVE:
 		if (n < 512 + 64 || n > KVM_XSAVE_MAX_BYTES || n % 4)
 			return kvm_dec_bad(why, why_len, "XSAVE record of %zu bytes", n);
-		s->xsave = calloc(1, n);
+		if (!s->xsave || xsave_cap_bytes < n)
+			s->xsave = calloc(1, n);	/* kvm_dec_vcpu_into frees it on failure */
 		if (!s->xsave)
 			return -ENOMEM;
 		s->xsave_bytes = (uint32_t)n;
@@ -381,11 +382,18 @@ static int check_records(uint32_t seen, uint32_t caps, char *why, size_t why_len
 int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_state *s,
 		 char *why, size_t why_len)
 {
+	return kvm_dec_vcpu_into(buf, len, caps, s, NULL, 0, why, why_len);
+}
+
+int kvm_dec_vcpu_into(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_state *s,
+		      uint8_t *xsave, uint32_t xsave_cap_bytes, char *why, size_t why_len)
+{
 	struct kvm_le_r r;
 	uint32_t nr, seen = 0;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
+	s->xsave = xsave;
 	kvm_le_r_init(&r, buf, len);
 	s->index = kvm_le_get_u32(&r);
 	nr = kvm_le_get_u32(&r);
@@ -407,7 +415,7 @@ int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_sta
 		if (ret)
 			goto fail;	/* frees what an earlier record allocated */
 		seen |= 1u << tag;
-		ret = dec_record(tag, &p, s, why, why_len);
+		ret = dec_record(tag, &p, s, xsave_cap_bytes, why, why_len);
 		if (!ret && kvm_le_r_done(&p))
 			ret = kvm_dec_bad(why, why_len, "vCPU record %u: length and content disagree", tag);
 		if (ret)
@@ -418,7 +426,8 @@ int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_sta
 	if (!ret)
 		return 0;
 fail:
-	free(s->xsave);
+	if (s->xsave != xsave)
+		free(s->xsave);
 	s->xsave = NULL;
 	return ret;
 }

@@ -12,7 +12,10 @@
  * again, also when the next pause comes before a parked thread woke up.
  * The threads start under kvm_pause_hold, as a destination's vCPUs made
  * ahead do: each parks before its first run and none enters its guest
- * until the first resume. 2000 cycles with random timing.
+ * until the first resume. A job run while every thread is parked
+ * (kvm_pause_run_parked) runs each item exactly once, on parked threads or
+ * the controller, before it returns, and wakes no thread into its guest.
+ * 2000 cycles with random timing.
  * No KVM needed.
  */
 #include <errno.h>
@@ -50,6 +53,31 @@ struct fake_vcpu {
 static struct kvm_pause pause_ctl;
 static struct fake_vcpu vcpus[NR];
 static __thread struct fake_vcpu *self;
+
+#define JOB_ITEMS 16
+static atomic_uint job_runs[JOB_ITEMS];
+static atomic_uint job_by_vcpus;	/* items a parked thread ran */
+
+static void job_item(void *opaque, unsigned item)
+{
+	(void)opaque;
+	atomic_fetch_add(&job_runs[item], 1);
+	if (self)
+		atomic_fetch_add(&job_by_vcpus, 1);
+	if (item % 4 == 0)	/* some items take a while, so parked threads wake and share */
+		nanosleep(&(struct timespec){ 0, 50000 }, NULL);
+}
+
+/* A job while every thread is parked: each item once, all done on return. */
+static void check_job(unsigned cycle)
+{
+	for (unsigned i = 0; i < JOB_ITEMS; i++)
+		atomic_store(&job_runs[i], 0);
+	kvm_pause_run_parked(&pause_ctl, job_item, NULL, JOB_ITEMS);
+	for (unsigned i = 0; i < JOB_ITEMS; i++)
+		TEST_CHECK(atomic_load(&job_runs[i]) == 1, "cycle %u: job item %u ran %u times", cycle, i,
+			   atomic_load(&job_runs[i]));
+}
 
 static void on_kick(int sig)
 {
@@ -197,6 +225,7 @@ int main(void)
 		sched_yield();
 	}
 	nanosleep(&(struct timespec){ 0, 2000000 }, NULL);
+	check_job(0);		/* the destination's load, on threads made ahead */
 	for (unsigned i = 0; i < NR; i++)
 		TEST_CHECK(atomic_load(&vcpus[i].entries) == 0 && atomic_load(&vcpus[i].work) == 0,
 			   "vCPU %u ran under the hold", i);
@@ -216,6 +245,8 @@ int main(void)
 			ts.tv_nsec = 2000000;
 			nanosleep(&ts, NULL);
 		}
+		if (c % 10 == 0)	/* the source's state save, on its paused threads */
+			check_job(c);
 		for (unsigned i = 0; i < NR; i++)
 			TEST_CHECK(atomic_load(&vcpus[i].work) == before[i], "cycle %u: vCPU %u progressed while paused",
 				   c, i);
@@ -232,8 +263,8 @@ int main(void)
 		pthread_join(vcpus[i].thr, NULL);
 	TEST_CHECK(pause_ctl.nr_members == 0 && pause_ctl.nr_parked == 0, "members %u parked %u after stop",
 		   pause_ctl.nr_members, pause_ctl.nr_parked);
-	printf("%u cycles, %u thread(s) left early, %llu pauses\n", CYCLES, leavers,
-	       (unsigned long long)pause_ctl.nr_pauses);
+	printf("%u cycles, %u thread(s) left early, %llu pauses, %u job items run by parked threads\n",
+	       CYCLES, leavers, (unsigned long long)pause_ctl.nr_pauses, atomic_load(&job_by_vcpus));
 	kvm_pause_destroy(&pause_ctl);
 	TEST_EXIT();
 }

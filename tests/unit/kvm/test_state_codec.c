@@ -152,6 +152,24 @@ static void vcpu_round_trip(bool sregs2, bool optional)
 	same_vcpu(a, b);
 	free(b->xsave);
 	TRUNCATIONS(kvm_dec_vcpu, buf, len, caps_of(a), b);
+	{	/* into the caller's area when it fits (the load made ahead), else allocated */
+		uint32_t cap = a->xsave_bytes + 64;
+		uint8_t *area = malloc(cap);
+
+		TEST_ASSERT(area, "malloc");
+		TEST_ASSERT(kvm_dec_vcpu_into(buf, len, caps_of(a), b, area, cap, why, sizeof(why)) == 0,
+			    "decode into: %s", why);
+		TEST_CHECK(b->xsave == area, "XSAVE not decoded into the caller's area");
+		same_vcpu(a, b);
+		TEST_ASSERT(kvm_dec_vcpu_into(buf, len, caps_of(a), b, area, a->xsave_bytes - 4, why,
+					      sizeof(why)) == 0, "decode, area too small: %s", why);
+		TEST_CHECK(b->xsave != area, "XSAVE decoded into an area too small");
+		same_vcpu(a, b);
+		free(b->xsave);
+		TEST_CHECK(kvm_dec_vcpu_into(buf, len - 1, caps_of(a), b, area, cap, why, sizeof(why)) ==
+			   -EBADMSG && !b->xsave, "truncated, into the caller's area");
+		free(area);
+	}
 	free(buf);
 	free(a->xsave);
 	free(a);
