@@ -334,8 +334,8 @@ class Bench:
         run_dir = tempfile.mkdtemp(prefix="m%03d." % self.nrun, dir=self.tmp)
         src_api = os.path.join(run_dir, "src.sock")
         dst_api = os.path.join(run_dir, "dst.sock")
-        common = ["--log-level", "warn", "--set", "io-timeout-ms=%d" % self.args.io_timeout_ms,
-                  "--accel", accel]
+        common = ["--log-level", "info" if self.args.keep_logs else "warn",
+                  "--set", "io-timeout-ms=%d" % self.args.io_timeout_ms, "--accel", accel]
         rec = {"group": group, "link": link.name, "link-rate": link.rate,
                "memory": memory, "fill": fill, "workload": workload,
                "channels": channels, "codec": codec, "extra": list(extra),
@@ -451,6 +451,13 @@ class Bench:
                     rec[side + "-log-tail"] = tail
                 except OSError:
                     pass
+        if self.args.keep_logs:
+            dest = os.path.join(self.args.keep_logs, "%03d" % self.nrun)
+            os.makedirs(dest, exist_ok=True)
+            for side in ("src", "dst"):
+                if os.path.exists(os.path.join(run_dir, side + ".log")):
+                    shutil.copy(os.path.join(run_dir, side + ".log"), dest)
+            rec["logs"] = dest
         self.out.write(json.dumps(rec, sort_keys=True) + "\n")
         self.out.flush()
         self.records.append(rec)
@@ -880,6 +887,9 @@ def main():
                          "soft,kvm (other groups: soft)")
     ap.add_argument("--no-dst-prealloc", action="store_true",
                     help="destinations allocate RAM as pages arrive (default: preallocated)")
+    ap.add_argument("--keep-logs", default="",
+                    help="directory: every migration's src.log and dst.log are kept there, "
+                         "under its number (with --log-level info on both ends)")
     ap.add_argument("--timelines", default="",
                     help="directory: every migration records a --timeline CSV there (plot.py)")
     args = ap.parse_args()
