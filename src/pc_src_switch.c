@@ -172,7 +172,12 @@ int pcs_switch_prepare(struct gw_session *s)
 
 /* ---- the switch, VM paused ---- */
 
-/* One block's bitmap as PC_DIRTY pieces, all-zero stretches skipped. 0 or -errno. */
+/*
+ * One block's bitmap as PC_DIRTY pieces, all-zero stretches skipped, sent
+ * from the bitmap itself (gw_msg_pc_map_iov): encoding a piece took a
+ * fresh 64 KiB buffer, whose first touches cost 0.2 ms of the pause here.
+ * 0 or -errno.
+ */
 static int send_map(struct gw_session *s, struct gw_conn *conn, uint16_t type, unsigned block,
 		    const struct gw_bitmap *b)
 {
@@ -180,6 +185,8 @@ static int send_map(struct gw_session *s, struct gw_conn *conn, uint16_t type, u
 
 	for (;;) {
 		struct gw_msg_pc_map m = { .block = block };
+		uint8_t hdr[16];
+		struct iovec iov[2];
 		uint64_t end;
 		int ret;
 
@@ -193,11 +200,35 @@ static int send_map(struct gw_session *s, struct gw_conn *conn, uint16_t type, u
 		m.nr_words = (uint32_t)(end - w);
 		m.first_page = w * 64;
 		m.words = b->words + w;
-		ret = gw_conn_send_msg(conn, type, &m);
+		ret = gw_msg_pc_map_iov(&m, hdr, iov);
+		ret = ret == -EOPNOTSUPP ? gw_conn_send_msg(conn, type, &m) :
+		      ret ? ret : gw_conn_send(conn, type, iov, 2, NULL, 0);
 		if (ret)
 			return ret;
 		w = end;
 	}
+}
+
+/*
+ * zero = (zero | free) & sent, todo |= zero, in one pass over the words
+ * (inside the pause: five passes over an 8 GiB guest's maps took 0.2 ms).
+ * Returns the pages of todo; *@zero_pages those of zero.
+ */
+static uint64_t merge_map(struct gw_bitmap *todo, struct gw_bitmap *zero, const struct gw_bitmap *free_,
+			  const struct gw_bitmap *sent, uint64_t *zero_pages)
+{
+	uint64_t nw = gw_bitmap_words(todo), pages = 0, zeros = 0;
+
+	for (uint64_t w = 0; w < nw; w++) {
+		uint64_t z = (zero->words[w] | free_->words[w]) & sent->words[w];
+
+		zero->words[w] = z;
+		todo->words[w] |= z;
+		pages += (uint64_t)__builtin_popcountll(todo->words[w]);
+		zeros += (uint64_t)__builtin_popcountll(z);
+	}
+	*zero_pages += zeros;
+	return pages;
 }
 
 /*
@@ -208,6 +239,8 @@ static int send_map(struct gw_session *s, struct gw_conn *conn, uint16_t type, u
  */
 static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 {
+	/* No hint ever: every free map is empty, and so are the zero maps (allocated empty). */
+	bool hints = __atomic_load_n(&s->hint_ranges, __ATOMIC_RELAXED) != 0;
 	uint64_t zero_pages = 0;
 	int ret;
 
@@ -221,14 +254,11 @@ static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *
 		pc->todo[i] = c->dirty[i];
 		c->dirty[i] = pc->next_dirty[i];
 		memset(&pc->next_dirty[i], 0, sizeof(pc->next_dirty[i]));
-		gw_bitmap_or(&pc->zero[i], &c->free[i]);
-		gw_bitmap_and(&pc->zero[i], &c->sent[i]);
-		gw_bitmap_or(&pc->todo[i], &pc->zero[i]);
-		pc->pages += gw_bitmap_weight(&pc->todo[i]);
-		zero_pages += gw_bitmap_weight(&pc->zero[i]);
+		pc->pages += hints ? merge_map(&pc->todo[i], &pc->zero[i], &c->free[i], &c->sent[i], &zero_pages) :
+			     gw_bitmap_weight(&pc->todo[i]);
 	}
-	gw_pc_pick_init(&pc->pick, s->vm.nr_blocks, pc->todo, pc->zero,
-			(uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES));
+	gw_pc_pick_init_counted(&pc->pick, s->vm.nr_blocks, pc->todo, pc->zero,
+				(uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES), pc->pages);
 	c->discarded_pages = zero_pages;
 	gw_log(GW_LOG_INFO, "mig", "postcopy_map", "round=%u pages=%llu zero_pages=%llu harvest_us=%llu",
 	       gw_round(s), (unsigned long long)pc->pages, (unsigned long long)zero_pages,

@@ -12,14 +12,21 @@ static uint64_t count_todo(const struct gw_pc_pick *p)
 	return n;
 }
 
-void gw_pc_pick_init(struct gw_pc_pick *p, unsigned nr_blocks, struct gw_bitmap *todo,
-		     const struct gw_bitmap *zero, uint32_t region_pages)
+void gw_pc_pick_init_counted(struct gw_pc_pick *p, unsigned nr_blocks, struct gw_bitmap *todo,
+			     const struct gw_bitmap *zero, uint32_t region_pages, uint64_t todo_pages)
 {
 	memset(p, 0, sizeof(*p));
 	p->nr_blocks = nr_blocks;
 	p->todo = todo;
 	p->zero = zero;
 	p->region_pages = region_pages ? region_pages : 1;
+	p->left_pages = todo_pages;
+}
+
+void gw_pc_pick_init(struct gw_pc_pick *p, unsigned nr_blocks, struct gw_bitmap *todo,
+		     const struct gw_bitmap *zero, uint32_t region_pages)
+{
+	gw_pc_pick_init_counted(p, nr_blocks, todo, zero, region_pages, 0);
 	p->left_pages = count_todo(p);
 }
 

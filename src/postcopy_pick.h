@@ -52,6 +52,9 @@ struct gw_pc_pick {
 /* @todo and @zero: one bitmap per block, alive as long as @p. */
 void gw_pc_pick_init(struct gw_pc_pick *p, unsigned nr_blocks, struct gw_bitmap *todo,
 		     const struct gw_bitmap *zero, uint32_t region_pages);
+/* The same when the caller counted @todo already (@todo_pages): no pass over it. */
+void gw_pc_pick_init_counted(struct gw_pc_pick *p, unsigned nr_blocks, struct gw_bitmap *todo,
+			     const struct gw_bitmap *zero, uint32_t region_pages, uint64_t todo_pages);
 /* The destination asked for @page of @block: push what follows it next. */
 void gw_pc_pick_hint(struct gw_pc_pick *p, unsigned block, uint64_t page);
 /* @page of @block goes another way (answer to a request): true when it was still to push. */

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <godwit/buf.h>
 #include <godwit/params.h>
 #include <godwit/vm.h>
@@ -199,6 +200,14 @@ struct gw_msg_pc_map {
 };
 /* Word @i of a decoded map piece (i < nr_words). */
 uint64_t gw_msg_pc_map_word(const struct gw_msg_pc_map *m, uint32_t i);
+/*
+ * The payload of a map piece to send as two parts without a copy: @hdr
+ * (16 bytes, filled) and the words where they are, which on a
+ * little-endian host are already the wire's form. 0, -EINVAL (a piece
+ * gw_msg_encode refuses too), or -EOPNOTSUPP on a big-endian host (then
+ * send it with gw_conn_send_msg).
+ */
+int gw_msg_pc_map_iov(const struct gw_msg_pc_map *m, uint8_t hdr[16], struct iovec iov[2]);
 
 /* PC_REQ: le32 block, le32 count (1..GW_WIRE_MAX_BATCH_PAGES), count x le64 page. */
 struct gw_msg_pc_req {

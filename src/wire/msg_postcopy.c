@@ -71,6 +71,20 @@ int gw_pc_map_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	return 0;
 }
 
+int gw_msg_pc_map_iov(const struct gw_msg_pc_map *m, uint8_t hdr[16], struct iovec iov[2])
+{
+	if (!m->words || m->nr_words < 1 || m->nr_words > GW_WIRE_MAX_MAP_WORDS || m->first_page % 64)
+		return -EINVAL;
+	if (__BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+		return -EOPNOTSUPP;
+	gw_le32_put(hdr, m->block);
+	gw_le32_put(hdr + 4, m->nr_words);
+	gw_le64_put(hdr + 8, m->first_page);
+	iov[0] = (struct iovec){ hdr, 16 };
+	iov[1] = (struct iovec){ (void *)m->words, (size_t)m->nr_words * 8 };
+	return 0;
+}
+
 uint64_t gw_msg_pc_map_word(const struct gw_msg_pc_map *m, uint32_t i)
 {
 	return m->words ? m->words[i] : gw_le64_get(m->raw + (size_t)i * 8);

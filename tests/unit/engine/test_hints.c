@@ -9,7 +9,9 @@
  * sides, every free page is either zero on the destination (never sent, or
  * zeroed at the switchover) or what the source holds, and both RAM digests
  * (which take free pages as zeros) agree. Many seeds, 1 and 3 channels,
- * whole passes and rounds cut mid-pass, hints before and during precopy.
+ * whole passes and rounds cut mid-pass, hints before and during precopy;
+ * every fourth run switches to postcopy after two rounds (the free pages
+ * sent before their hint then go as zeros in the postcopy map).
  *
  * Timing shapes how many rounds a run takes (the switchover is forced
  * after a short converge timeout), never the outcome. Seeds are printed.
@@ -222,6 +224,10 @@ static void run_one(unsigned i, uint64_t seed)
 	set_param(r->src, GW_PARAM_CONVERGE_TIMEOUT_MS, 150);
 	set_param(r->src, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_FORCE);
 	set_param(r->src, GW_PARAM_VERIFY, 1);
+	if (i % 4 == 3) {
+		set_param(r->src, GW_PARAM_POSTCOPY, 1);
+		set_param(r->src, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 2);
+	}
 
 	TEST_ASSERT(pthread_create(&r->g.thr, NULL, guest_main, &r->g) == 0, "guest");
 	TEST_ASSERT(gw_migrate_start(r->src, url) == 0, "migrate");
@@ -236,8 +242,9 @@ static void run_one(unsigned i, uint64_t seed)
 	TEST_CHECK(ss.free_hinted_pages > 0, "%s: no page dropped by hints (%llu)", name,
 		   (unsigned long long)ss.free_hinted_pages);
 	compare(name, r);	/* the guest is parked since pause */
-	printf("%-22s rounds=%-3u ops=%-7llu hints=%-7llu dropped=%-6llu discarded=%-5llu normal=%llu\n",
-	       name, ss.rounds, (unsigned long long)__atomic_load_n(&r->g.ops, __ATOMIC_RELAXED),
+	TEST_CHECK((i % 4 == 3) == ss.postcopy, "%s: postcopy %d", name, ss.postcopy);
+	printf("%-22s %s rounds=%-3u ops=%-7llu hints=%-7llu dropped=%-6llu discarded=%-5llu normal=%llu\n",
+	       name, ss.postcopy ? "postcopy" : "precopy ", ss.rounds, (unsigned long long)__atomic_load_n(&r->g.ops, __ATOMIC_RELAXED),
 	       (unsigned long long)__atomic_load_n(&r->g.hints, __ATOMIC_RELAXED),
 	       (unsigned long long)ss.free_hinted_pages, (unsigned long long)ss.free_discarded_pages,
 	       (unsigned long long)ss.normal_pages);

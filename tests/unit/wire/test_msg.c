@@ -543,6 +543,25 @@ static void test_postcopy_messages(void)
 	n++;
 	for (unsigned i = 0; i < n; i++)
 		test_msg_case(&c[i]);
+	{
+		/* The map piece sent from the bitmap itself: the bytes gw_msg_encode writes. */
+		uint8_t enc[16 + 3 * 8], hdr[16];
+		struct iovec iov[2];
+		struct gw_wbuf w;
+		struct gw_msg_pc_map bad = c[2].m.pc_map;
+
+		gw_wbuf_init(&w, enc, sizeof(enc));
+		TEST_ASSERT(gw_msg_encode(GW_MSG_PC_DIRTY, &c[2].m, &w) == 0, "PC_DIRTY encode");
+		TEST_ASSERT(gw_msg_pc_map_iov(&c[2].m.pc_map, hdr, iov) == 0, "PC_DIRTY parts");
+		TEST_CHECK(iov[0].iov_len == 16 && !memcmp(iov[0].iov_base, enc, 16) &&
+			   iov[1].iov_len == 3 * 8 && !memcmp(iov[1].iov_base, enc + 16, 3 * 8),
+			   "PC_DIRTY parts differ from its encoding");
+		bad.first_page = 129;
+		TEST_CHECK(gw_msg_pc_map_iov(&bad, hdr, iov) == -EINVAL, "PC_DIRTY parts, unaligned first page");
+		bad = c[2].m.pc_map;
+		bad.nr_words = GW_WIRE_MAX_MAP_WORDS + 1;
+		TEST_CHECK(gw_msg_pc_map_iov(&bad, hdr, iov) == -EINVAL, "PC_DIRTY parts, too many words");
+	}
 	refuse_msg("PC_DIRTY block 64", GW_MSG_PC_DIRTY, &c[2].m, 0, GW_MAX_RAM_BLOCKS);
 	refuse_msg("PC_DIRTY no words", GW_MSG_PC_DIRTY, &c[2].m, 4, 0);
 	refuse_msg("PC_DIRTY too many words", GW_MSG_PC_DIRTY, &c[2].m, 4, GW_WIRE_MAX_MAP_WORDS + 1);
