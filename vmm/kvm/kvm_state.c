@@ -292,14 +292,20 @@ struct save_job {
 	struct kvm_vcpu_state *cs;	/* nr_vcpus */
 	int ret[KVM_MAX_VCPUS];
 	const char *failed[KVM_MAX_VCPUS];
+	uint8_t *sec[KVM_MAX_VCPUS];	/* the encoded sections (malloc) */
+	size_t sec_bytes[KVM_MAX_VCPUS];
 };
 
-/* Job item: read vCPU @i's state. */
+/* Job item: read vCPU @i's state and encode its section. */
 static void vcpu_get_item(void *opaque, unsigned i)
 {
 	struct save_job *j = opaque;
 
 	j->ret[i] = vcpu_get(j->vm, &j->vm->vcpus[i], &j->cs[i], &j->failed[i]);
+	if (!j->ret[i]) {
+		j->sec[i] = KVM_ENCODE_ALLOC(kvm_enc_vcpu, &j->cs[i], &j->sec_bytes[i]);
+		j->ret[i] = j->sec[i] ? 0 : -ENOMEM;
+	}
 }
 
 int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
@@ -338,7 +344,9 @@ int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 		if (ret)
 			goto out;
 		snprintf(name, sizeof(name), KVM_SEC_VCPU_FMT, i);
-		ADD_SECTION(st, name, kvm_enc_vcpu, &cs[i]);
+		ret = gw_state_add(st, name, KVM_SEC_VERSION, job->sec[i], job->sec_bytes[i]);
+		if (ret)
+			goto out;
 	}
 	gw_log(GW_LOG_INFO, "kvm", "state_saved", "vcpus=%u sections=%u us=%.1f", vm->nr_vcpus,
 	       gw_state_count(st), (gw_now_ns() - t0) / 1e3);
@@ -348,6 +356,8 @@ out:
 		       failed ? failed : "-");
 	for (unsigned i = 0; cs && i < vm->nr_vcpus; i++)
 		free(cs[i].xsave);
+	for (unsigned i = 0; job && i < vm->nr_vcpus; i++)
+		free(job->sec[i]);
 	free(cs);
 	free(job);
 	free(vs);
