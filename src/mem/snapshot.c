@@ -294,6 +294,42 @@ int gw_snapshot_protect(struct gw_snapshot *sn, unsigned block, uint64_t first, 
 	return ret;
 }
 
+/*
+ * arm: the chunks of block @bi holding a page of the mask, found a word of
+ * the mask at a time. Inside the downtime: a visit of every chunk cost
+ * 2.9 ms for a 64 GiB guest that wrote nothing; this costs a scan of its
+ * mask (a chunk is a whole number of mask words with 4 KiB pages, else
+ * every chunk is visited). protect_lock held.
+ */
+static int protect_masked(struct gw_snapshot *sn, unsigned bi)
+{
+	const struct gw_ram_block *b = &sn->vm->blocks[bi];
+	const struct gw_bitmap *m = &sn->mask[bi];
+	uint64_t nr_chunks = sn->chunk_base[bi + 1] - sn->chunk_base[bi];
+	uint64_t per_chunk = CHUNK / (b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES);
+	uint64_t nw = gw_bitmap_words(m);
+
+	if (!per_chunk || per_chunk % 64)
+		return protect_chunks(sn, bi, 0, nr_chunks, chunk_in_mask);
+	for (uint64_t w = 0; w < nw;) {
+		uint64_t c0, c1;
+		int ret;
+
+		if (!m->words[w]) {
+			w++;
+			continue;
+		}
+		c0 = w * 64 / per_chunk;
+		for (c1 = c0 + 1; c1 < nr_chunks && chunk_in_mask(sn, bi, c1); c1++)
+			;
+		ret = protect_chunks(sn, bi, c0, c1, chunk_in_mask);
+		if (ret)
+			return ret;
+		w = c1 * per_chunk / 64;
+	}
+	return 0;
+}
+
 int gw_snapshot_arm(struct gw_snapshot *sn, const struct gw_bitmap *may_hold_data)
 {
 	int ret = 0;
@@ -303,7 +339,7 @@ int gw_snapshot_arm(struct gw_snapshot *sn, const struct gw_bitmap *may_hold_dat
 	/* Armed first: from here a fault hashes, never drops, a protection. */
 	__atomic_store_n(&sn->armed, true, __ATOMIC_RELEASE);
 	for (unsigned i = 0; !ret && i < sn->vm->nr_blocks; i++)
-		ret = protect_chunks(sn, i, 0, sn->chunk_base[i + 1] - sn->chunk_base[i], chunk_in_mask);
+		ret = protect_masked(sn, i);
 	pthread_mutex_unlock(&sn->protect_lock);
 	return ret;
 }
