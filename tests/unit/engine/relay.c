@@ -57,7 +57,11 @@ static int connect_target(uint16_t port)
 	return fd;
 }
 
-/* Move what is readable on @from to @to. False when the pair must close. */
+/*
+ * Move what is readable on @from to @to. False when the pair must close.
+ * send() with MSG_NOSIGNAL: the far end of a cut pair may be gone, and a
+ * write() there would raise SIGPIPE and end the whole test process.
+ */
 static bool forward(struct relay *r, int from, int to)
 {
 	ssize_t n = read(from, r->buf, BUF_BYTES);
@@ -65,7 +69,7 @@ static bool forward(struct relay *r, int from, int to)
 	if (n <= 0)
 		return false;
 	for (ssize_t off = 0; off < n;) {
-		ssize_t w = write(to, r->buf + off, (size_t)(n - off));
+		ssize_t w = send(to, r->buf + off, (size_t)(n - off), MSG_NOSIGNAL);
 
 		if (w <= 0)
 			return false;
