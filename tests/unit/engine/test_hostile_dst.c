@@ -271,7 +271,7 @@ static int hs_send_raw_crc(struct gw_conn *c, uint16_t type, const void *payload
 	gw_frame_hdr_set_crc(frame, crc ^ (bad_crc ? 1 : 0));
 	c->send_seq++;
 	while (done < total) {
-		ssize_t n = write(c->fd, frame + done, total - done);
+		ssize_t n = send(c->fd, frame + done, total - done, MSG_NOSIGNAL);
 
 		if (n <= 0)
 			break;
