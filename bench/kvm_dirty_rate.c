@@ -86,7 +86,7 @@ static int measure(const char *pattern, enum gw_dirty_backend_id track, unsigned
 			d.ops->collect(&d, bm);
 			for (unsigned i = 0; i < info->nr_blocks; i++) {
 				if (d.ops->clear)
-					d.ops->clear(&d, i, 0, bm[i].nr_bits);
+					d.ops->clear(&d, i, 0, bm[i].nr_bits, bm[i].words);
 				gw_bitmap_zero(&bm[i]);
 			}
 			collects++;

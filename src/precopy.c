@@ -139,7 +139,7 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 
 		b.discard = discard;
 		if (!discard && s->dirty.ops->clear) {
-			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages);
+			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages, b.mask);
 			if (ret)
 				return gw_fail(s, "round", ret, false, "dirty clear: %s", strerror(-ret));
 		}

@@ -41,11 +41,14 @@ struct gw_dirty_ops {
 	 */
 	ssize_t (*collect_last)(struct gw_dirty *d, struct gw_bitmap *out);
 	/*
-	 * Optional (NULL when collect re-arms by itself): re-arm @count pages
-	 * from @first of block @block just before they are read for sending
-	 * (KVM manual dirty-log clear). 0 or -errno.
+	 * Optional (NULL when collect re-arms by itself): re-arm the pages of
+	 * @count from @first of block @block that collect reported, and those
+	 * of @mask (bit i: page @first + i, @count bits), just before the
+	 * pages of @mask are read for sending (KVM manual dirty-log clear).
+	 * 0 or -errno.
 	 */
-	int (*clear)(struct gw_dirty *d, unsigned block, uint64_t first, uint64_t count);
+	int (*clear)(struct gw_dirty *d, unsigned block, uint64_t first, uint64_t count,
+		     const uint64_t *mask);
 	/*
 	 * Optional: bit i of @mask (@nr bits, at most 1024) set when page
 	 * @first + i of block @block may have changed since it was last

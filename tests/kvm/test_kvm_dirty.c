@@ -18,9 +18,13 @@
  * in that report, since the engine reads the page after the re-arm, or in
  * the next one).
  *
- * kvm-log: after each collect the test clears every chunk of 100 pages (not
+ * kvm-log: round 0 first (the populated pages read, as the engine does),
+ * then after each collect the test clears every chunk of 100 pages (not
  * a multiple of 64: KVM_CLEAR_DIRTY_LOG wants 64-page alignment, the
- * backend widens and masks) as the engine does before sending.
+ * backend widens and masks) with the reported pages as the pages read, as
+ * the engine does before sending; on RAM mostly holes (INITIALLY_SET: most
+ * of the working set is found populated by a collect, not armed by round 0)
+ * and on populated RAM (the slots write-protected at start).
  * kvm-ring: a large ring, and a 256-entry ring that fills: its vCPUs must
  * exit with KVM_EXIT_DIRTY_RING_FULL and keep running after the reaper
  * resets the rings (an overflow, where the host's KVM lets one happen, turns
@@ -31,6 +35,7 @@
 #include <godwit/godwit.h>
 #include "kvm_test.h"
 #include "mem/dirty.h"
+#include "mem/populated.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
@@ -47,14 +52,24 @@ struct config {
 	enum kvm_dirty_mode mode;
 	uint32_t ring_entries;
 	const char *workload;
+	enum vmm_fill fill;
+	int initially_set;		/* kvm-log: the mode its start must log (-1: ring) */
 	bool expect_full;		/* the ring must fill (RING_FULL exits) */
 };
 
 static const struct config configs[] = {
-	{ "kvm-log byte", GW_DIRTY_KVM_LOG, KVM_DIRTY_MODE_LOG, 0, "dirty:ws=64M,pattern=byte", false },
-	{ "kvm-log page", GW_DIRTY_KVM_LOG, KVM_DIRTY_MODE_LOG, 0, "dirty:ws=2M,pattern=page", false },
-	{ "kvm-ring byte", GW_DIRTY_KVM_RING, KVM_DIRTY_MODE_RING, 16384, "dirty:ws=64M,pattern=byte", false },
-	{ "kvm-ring small", GW_DIRTY_KVM_RING, KVM_DIRTY_MODE_RING, 256, "dirty:ws=64M,pattern=byte", true },
+	/* RAM mostly holes: KVM_DIRTY_LOG_INITIALLY_SET, pages armed as read or found populated */
+	{ "kvm-log byte", GW_DIRTY_KVM_LOG, KVM_DIRTY_MODE_LOG, 0, "dirty:ws=64M,pattern=byte", VMM_FILL_NONE,
+	  1, false },
+	{ "kvm-log page", GW_DIRTY_KVM_LOG, KVM_DIRTY_MODE_LOG, 0, "dirty:ws=2M,pattern=page", VMM_FILL_NONE,
+	  1, false },
+	/* RAM populated: the slots write-protected when logging starts */
+	{ "kvm-log dense", GW_DIRTY_KVM_LOG, KVM_DIRTY_MODE_LOG, 0, "dirty:ws=64M,pattern=byte", VMM_FILL_ZERO,
+	  0, false },
+	{ "kvm-ring byte", GW_DIRTY_KVM_RING, KVM_DIRTY_MODE_RING, 16384, "dirty:ws=64M,pattern=byte",
+	  VMM_FILL_ZERO, -1, false },
+	{ "kvm-ring small", GW_DIRTY_KVM_RING, KVM_DIRTY_MODE_RING, 256, "dirty:ws=64M,pattern=byte",
+	  VMM_FILL_ZERO, -1, true },
 };
 
 /* Counter reads of one vCPU, round by round (round 0: after start). */
@@ -137,8 +152,11 @@ static uint64_t check_history(struct run *rn, unsigned i)
 	return miss;
 }
 
-/* The engine's clear before sending, chunk by chunk (kvm-log only). */
-static void rearm(struct run *rn)
+/*
+ * The engine's clear before sending, chunk by chunk (kvm-log only): @read
+ * (a bitmap per block) holds the pages read now, the mask of each chunk.
+ */
+static void rearm(struct run *rn, const struct gw_bitmap *read)
 {
 	if (!rn->d.ops->clear)
 		return;
@@ -147,10 +165,29 @@ static void rearm(struct run *rn)
 
 		for (uint64_t p = 0; p < pages; p += CLEAR_CHUNK_PAGES) {
 			uint64_t n = pages - p < CLEAR_CHUNK_PAGES ? pages - p : CLEAR_CHUNK_PAGES;
+			uint64_t mask[(CLEAR_CHUNK_PAGES + 63) / 64] = { 0 };
 
-			TEST_ASSERT(rn->d.ops->clear(&rn->d, b, p, n) == 0, "clear");
+			for (uint64_t i = 0; i < n; i++)
+				if (gw_bitmap_test(&read[b], p + i))
+					mask[i / 64] |= 1ull << (i % 64);
+			TEST_ASSERT(rn->d.ops->clear(&rn->d, b, p, n, mask) == 0, "clear");
 		}
 	}
+}
+
+/* Round 0 as the engine makes it: the populated pages, read once each. */
+static void round0(struct run *rn)
+{
+	struct gw_bitmap pop[GW_MAX_RAM_BLOCKS];
+
+	for (unsigned b = 0; b < rn->info->nr_blocks; b++) {
+		TEST_ASSERT(gw_bitmap_init(&pop[b], rn->info->blocks[b].size_bytes / GW_PAGE_BYTES) == 0, "bm");
+		if (gw_populated_scan(&rn->info->blocks[b], &pop[b], NULL) < 0)
+			gw_bitmap_set_all(&pop[b]);
+	}
+	rearm(rn, pop);
+	for (unsigned b = 0; b < rn->info->nr_blocks; b++)
+		gw_bitmap_free(&pop[b]);
 }
 
 static uint64_t full_exits(struct vmm *vm)
@@ -172,7 +209,7 @@ static uint64_t round_once(struct run *rn, unsigned r)
 	for (unsigned i = 0; i < NR_VCPUS; i++)
 		rn->h[i].x[r] = counter(rn->vm, i);
 	TEST_ASSERT(rn->d.ops->collect(&rn->d, got) >= 0, "%s: collect", rn->c->name);
-	rearm(rn);
+	rearm(rn, got);
 	for (unsigned i = 0; i < NR_VCPUS; i++) {
 		struct history *h = &rn->h[i];
 		uint64_t miss = missing(rn->vm, i, h->y[r - 1] + 1, h->x[r], &got[1]);
@@ -203,17 +240,22 @@ static void run(const struct config *c)
 				    .guest_recheck = 0 };
 	struct run *rn = calloc(1, sizeof(*rn));
 	uint64_t wrote = 0, miss = 0;
-	unsigned r;
+	unsigned r, mode_logs;
 
 	TEST_ASSERT(rn, "calloc");
 	rn->c = c;
-	rn->vm = kvm_test_vm(128 << 20, NR_VCPUS, c->workload, VMM_FILL_ZERO, &opts);
+	rn->vm = kvm_test_vm(128 << 20, NR_VCPUS, c->workload, c->fill, &opts);
 	rn->info = vmm_kvm.info(rn->vm);
 	TEST_ASSERT(vmm_kvm.start(rn->vm) == 0, "start");
 	kvm_test_wait_progress(rn->vm, 100);
 	TEST_ASSERT(gw_dirty_select(&rn->d, rn->info, c->id) == 0 && rn->d.ops->id == c->id,
 		    "%s: select", c->name);
+	mode_logs = kvm_test_log_count(c->initially_set == 1 ? "initially_set=1" : "initially_set=0");
 	TEST_ASSERT(rn->d.ops->start(&rn->d) == 0, "%s: start", c->name);
+	if (c->initially_set >= 0)
+		TEST_CHECK(kvm_test_log_count(c->initially_set ? "initially_set=1" : "initially_set=0") ==
+			   mode_logs + 1, "%s: started with initially_set=%d", c->name, c->initially_set);
+	round0(rn);
 	TEST_ASSERT(gw_bitmap_init(&rn->sys, rn->info->blocks[0].size_bytes / GW_PAGE_BYTES) == 0, "bm");
 	for (unsigned i = 0; i < NR_VCPUS; i++) {
 		const struct gw_vcpu_area *a = kvm_test_area(rn->vm, i);
