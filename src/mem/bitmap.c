@@ -117,9 +117,21 @@ void gw_bitmap_set_all(struct gw_bitmap *b)
 		b->words[nr_words - 1] = word_mask(0, (unsigned)(b->nr_bits % 64));
 }
 
+/*
+ * The whole-map operations below write a word only when it changes, and
+ * skip zero words: a guest's maps are large (2 MiB per 64 GiB) and mostly
+ * zero, and every first write to a page of a fresh map is a page fault
+ * (1.5 ms per 2 MiB on the nested hosts here), every unchanged word
+ * written back a write that costs the same on a map still untouched.
+ * __builtin_popcountll is a libgcc call without -mpopcnt (x86-64 baseline).
+ */
 void gw_bitmap_zero(struct gw_bitmap *b)
 {
-	memset(b->words, 0, gw_bitmap_words(b) * sizeof(uint64_t));
+	uint64_t nr_words = gw_bitmap_words(b);
+
+	for (uint64_t w = 0; w < nr_words; w++)
+		if (b->words[w])
+			b->words[w] = 0;
 }
 
 uint64_t gw_bitmap_weight(const struct gw_bitmap *b)
@@ -127,7 +139,8 @@ uint64_t gw_bitmap_weight(const struct gw_bitmap *b)
 	uint64_t nr_words = gw_bitmap_words(b), sum = 0;
 
 	for (uint64_t w = 0; w < nr_words; w++)
-		sum += (uint64_t)__builtin_popcountll(b->words[w]);
+		if (b->words[w])
+			sum += (uint64_t)__builtin_popcountll(b->words[w]);
 	return sum;
 }
 
@@ -136,7 +149,8 @@ void gw_bitmap_or(struct gw_bitmap *dst, const struct gw_bitmap *src)
 	uint64_t nr_words = gw_bitmap_words(dst);
 
 	for (uint64_t w = 0; w < nr_words; w++)
-		dst->words[w] |= src->words[w];
+		if (src->words[w] & ~dst->words[w])
+			dst->words[w] |= src->words[w];
 }
 
 void gw_bitmap_and(struct gw_bitmap *dst, const struct gw_bitmap *src)
@@ -144,7 +158,8 @@ void gw_bitmap_and(struct gw_bitmap *dst, const struct gw_bitmap *src)
 	uint64_t nr_words = gw_bitmap_words(dst);
 
 	for (uint64_t w = 0; w < nr_words; w++)
-		dst->words[w] &= src->words[w];
+		if (dst->words[w] & ~src->words[w])
+			dst->words[w] &= src->words[w];
 }
 
 void gw_bitmap_andnot(struct gw_bitmap *dst, const struct gw_bitmap *src)
@@ -152,7 +167,8 @@ void gw_bitmap_andnot(struct gw_bitmap *dst, const struct gw_bitmap *src)
 	uint64_t nr_words = gw_bitmap_words(dst);
 
 	for (uint64_t w = 0; w < nr_words; w++)
-		dst->words[w] &= ~src->words[w];
+		if (dst->words[w] & src->words[w])
+			dst->words[w] &= ~src->words[w];
 }
 
 uint64_t gw_bitmap_take_range(struct gw_bitmap *b, uint64_t start, uint64_t count)
