@@ -446,8 +446,13 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 			return ret;
 		round_mark(s, &m1);
 		gw_converge_round(&c->conv, m1.wire_bytes - m0.wire_bytes, m1.t_ns - m0.t_ns, m1.pages - m0.pages);
-		/* A round that sent nothing cannot spin the loop: harvest at once (an idle guest). */
-		if (m1.pages != m0.pages)
+		/*
+		 * A round that sent nothing cannot spin the loop: harvest at once
+		 * (an idle guest). Nor can round 0, which ran once: a guest that
+		 * populated little (a large guest never touched: 76 pages of
+		 * 64 GiB) is not made to wait 10 ms for its first harvest.
+		 */
+		if (m1.pages != m0.pages && gw_round(s) > 0)
 			pace_round(m0.t_ns);
 		ret = src_harvest(s, c);
 		if (ret)
