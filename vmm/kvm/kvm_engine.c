@@ -197,6 +197,7 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 {
 	struct kvm_vm *vm = opaque;
 	bool taken[2] = { false, false };
+	uint64_t t0 = gw_now_ns();
 	int ret;
 
 	pthread_mutex_lock(&vm->ctl);
@@ -213,8 +214,9 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 		kvm_layout_workload(vm);
 		kvm_publish_info(vm);
 		*out = vm->info;
-		gw_log(GW_LOG_INFO, "kvm", "ram_setup", "ram_bytes=%" PRIu64 " local=%d",
-		       vm->ram_pages * GW_PAGE_BYTES, want->blocks[0].fd >= 0);
+		gw_log(GW_LOG_INFO, "kvm", "ram_setup", "ram_bytes=%" PRIu64 " local=%d us=%.1f",
+		       vm->ram_pages * GW_PAGE_BYTES, want->blocks[0].fd >= 0,
+		       (double)(gw_now_ns() - t0) / 1000.0);
 	}
 	/* Received fds are ours: never leak them. */
 	for (unsigned i = 0; want && i < want->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
