@@ -6,8 +6,10 @@
  * guest could have written (the destination VMM checks page by page, and
  * the guest re-checks its own slice and reports through the PV port), the
  * RAM digests agree, the guest keeps making progress on the destination,
- * and the source never runs again. Holds with the kvm-log and the kvm-ring
- * trackers, over unix: and tcp:, and with local migration (RAM fds passed:
+ * and the source never runs again. Holds with the kvm-log tracker (on RAM
+ * populated, and on RAM mostly holes, where it starts with INITIALLY_SET and
+ * most of the working set is first written after round 0), with the kvm-ring
+ * tracker, over unix: and tcp:, and with local migration (RAM fds passed:
  * the destination maps the source's memfds; no digest to compare there).
  * The idle guest's LAPIC timers keep ticking after migration. Bandwidth is capped so that round 0 lasts
  * about a second while the guest writes (at a rate: convergence never
@@ -29,14 +31,22 @@ struct config {
 	bool local;
 	const char *workload;
 	const char *backend;		/* the tracker the engine must pick ("": none, local) */
+	enum vmm_fill fill;		/* the source's RAM before the guest runs */
+	int initially_set;		/* kvm-log: the mode it must start in (-1: not checked) */
 };
 
 static const struct config configs[] = {
-	{ "verify kvm-log unix", KVM_DIRTY_MODE_LOG, "unix", false, "verify:ws=2M,rate=300", "kvm-log" },
-	{ "verify kvm-ring unix", KVM_DIRTY_MODE_RING, "unix", false, "verify:ws=2M,rate=300", "kvm-ring" },
-	{ "verify kvm-log tcp", KVM_DIRTY_MODE_LOG, "tcp", false, "verify:ws=2M,rate=300", "kvm-log" },
-	{ "verify local", KVM_DIRTY_MODE_LOG, "unix", true, "verify:ws=2M,rate=300", "" },
-	{ "idle kvm-ring unix", KVM_DIRTY_MODE_RING, "unix", false, "idle", "kvm-ring" },
+	{ "verify kvm-log unix", KVM_DIRTY_MODE_LOG, "unix", false, "verify:ws=2M,rate=300", "kvm-log",
+	  VMM_FILL_MIX, 0 },
+	/* RAM mostly holes: most of the working set is first written after round 0 read it */
+	{ "verify kvm-log sparse", KVM_DIRTY_MODE_LOG, "unix", false, "verify:ws=8M,rate=3000", "kvm-log",
+	  VMM_FILL_NONE, 1 },
+	{ "verify kvm-ring unix", KVM_DIRTY_MODE_RING, "unix", false, "verify:ws=2M,rate=300", "kvm-ring",
+	  VMM_FILL_MIX, -1 },
+	{ "verify kvm-log tcp", KVM_DIRTY_MODE_LOG, "tcp", false, "verify:ws=2M,rate=300", "kvm-log",
+	  VMM_FILL_MIX, -1 },
+	{ "verify local", KVM_DIRTY_MODE_LOG, "unix", true, "verify:ws=2M,rate=300", "", VMM_FILL_MIX, -1 },
+	{ "idle kvm-ring unix", KVM_DIRTY_MODE_RING, "unix", false, "idle", "kvm-ring", VMM_FILL_MIX, -1 },
 };
 
 static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
@@ -69,7 +79,9 @@ static void check_destination(const struct config *c, struct vmm *dst, uint64_t 
 static void run(const struct config *c)
 {
 	struct kvm_vm_opts opts = { .dirty = c->mode, .guest_recheck = -1, .tick_ns = 2000000 };
-	struct vmm *src = kvm_test_vm(32 << 20, 2, c->workload, VMM_FILL_MIX, &opts);
+	struct vmm *src = kvm_test_vm(32 << 20, 2, c->workload, c->fill, &opts);
+	const char *mode = c->initially_set == 1 ? "initially_set=1" : "initially_set=0";
+	unsigned mode_logs = kvm_test_log_count(mode);
 	struct vmm *dst = kvm_test_vm(0, 2, NULL, VMM_FILL_NONE, &opts);
 	struct gw_vm_info none = { .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
@@ -106,6 +118,9 @@ static void run(const struct config *c)
 	TEST_CHECK(c->local || st_src.verified, "%s: RAM digest not verified", c->name);
 	TEST_CHECK(!strcmp(st_src.dirty_backend, c->backend), "%s: tracker %s, expected %s", c->name,
 		   st_src.dirty_backend, c->backend);
+	if (c->initially_set >= 0)
+		TEST_CHECK(kvm_test_log_count(mode) == mode_logs + 1, "%s: kvm-log did not start with %s",
+			   c->name, mode);
 	vmm_kvm.set_postmigrate(src);
 	check_destination(c, dst, vmm_kvm.progress(src));
 	TEST_CHECK(vmm_kvm.engine_ops->resume(src) == -EPERM, "%s: source resumed after migration", c->name);
