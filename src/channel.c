@@ -687,10 +687,33 @@ void *gw_channel_recv_main(void *arg)
 
 /* ---------------- set-up and tear-down ---------------- */
 
+/* compress=auto: what this channel's batches became (docs/log-events.md). */
+static void log_auto_tally(struct gw_channel *ch)
+{
+	const struct gw_auto_tally *t = &ch->out.tally;
+	const struct gw_codec_auto *a = &ch->out.autoc;
+
+	if (ch->out.codec != GW_CODEC_AUTO || !(t->fast_link + t->probe_raw + t->model_raw + t->not_smaller +
+						 t->lz4 + t->zstd_fast + t->zstd_ratio))
+		return;
+	gw_log(GW_LOG_INFO, "mig", "codec_auto",
+	       "channel=%u fast_link=%llu probe_raw=%llu model_raw=%llu not_smaller=%llu lz4=%llu "
+	       "zstd_fast=%llu zstd_ratio=%llu level_changes=%llu link_ns_per_byte=%.2f "
+	       "zstd_ns_per_byte=%.2f zstd_est_ratio=%.3f lz4_ns_per_byte=%.2f lz4_est_ratio=%.3f",
+	       ch->index, (unsigned long long)t->fast_link, (unsigned long long)t->probe_raw,
+	       (unsigned long long)t->model_raw, (unsigned long long)t->not_smaller,
+	       (unsigned long long)t->lz4, (unsigned long long)t->zstd_fast,
+	       (unsigned long long)t->zstd_ratio, (unsigned long long)t->level_changes, link_cost(ch),
+	       a->est[GW_CODEC_ZSTD].ns_per_byte, a->est[GW_CODEC_ZSTD].ratio,
+	       a->est[GW_CODEC_LZ4].ns_per_byte, a->est[GW_CODEC_LZ4].ratio);
+}
+
 static void channel_release(struct gw_channel *ch, enum gw_role role)
 {
-	if (role == GW_ROLE_SOURCE)
+	if (role == GW_ROLE_SOURCE) {
+		log_auto_tally(ch);
 		gw_pages_out_release(&ch->out);
+	}
 	else
 		gw_pages_in_release(&ch->in);
 	if (ch->pagemap_fd >= 0)

@@ -3,13 +3,21 @@
 #include "codec_auto.h"
 
 #define SAMPLE_EVERY 16			/* slow-link batches between forced samples */
-#define PROBE_INCOMPRESSIBLE 0.95	/* probe ratio above which a batch goes raw */
 
 static const enum gw_codec_id candidates[] = { GW_CODEC_LZ4, GW_CODEC_ZSTD };
 #define NR_CANDIDATES (sizeof(candidates) / sizeof(candidates[0]))
 
-#define TUNE_UP_HEADROOM 3.0		/* fast-level cost x this under the wire time: ratio level */
-#define TUNE_DOWN_SHARE 0.7		/* cost over this share of the wire time: fast level */
+/*
+ * The ratio level costs 1.2-1.6x the fast one: going up at 1.9x leaves it
+ * at most 0.84 of the wire time, under the 0.9 that brings it back down
+ * (compressing a batch overlaps sending the one before, so up to the whole
+ * wire time is hidden). At 3.0 and 0.7 the 1 Gbit/s benchmark, 2 channels
+ * on these 2 cores (level 1 at 5 ns/byte against 9.5 of wire), never left
+ * level 1: auto 1.70 and 4.02 s, fixed zstd (level 1) 1.71 and 4.01 s; at
+ * 1.9 and 0.9 auto ran mostly at level 3: 1.74-1.82 and 3.76-3.93 s.
+ */
+#define TUNE_UP_HEADROOM 1.9		/* fast-level cost x this under the wire time: ratio level */
+#define TUNE_DOWN_SHARE 0.9		/* cost over this share of the wire time: fast level */
 
 int gw_codec_auto_level(const struct gw_codec_auto *a, enum gw_codec_id id, int default_level)
 {
@@ -55,20 +63,40 @@ bool gw_codec_auto_link_is_slow(const struct gw_codec_auto *a, double link_ns_pe
 	return link_ns_per_byte > a->est[GW_CODEC_LZ4].ns_per_byte;
 }
 
-/* Forced sample for this batch, or GW_CODEC_AUTO when none. */
-static enum gw_codec_id sample_for(uint64_t batch_no)
+/*
+ * Whether lz4 is in play: not while zstd, on the estimates of recent
+ * batches, compresses faster than the link sends its output and lz4's
+ * ratio is no better. The link is then the bottleneck and compressing a
+ * batch overlaps sending the one before, so zstd's time on a batch that
+ * compresses well (whose own wire time is short) is hidden by the others:
+ * lz4 for it, or a forced lz4 sample, only loses ratio (1 batch in 17 on
+ * the mix benchmark over 1 Gbit/s, 2 channels: auto 1.8% slower than zstd).
+ */
+static bool lz4_in_play(const struct gw_codec_auto *a, double link_ns_per_byte)
 {
+	const struct gw_codec_estimate *z = &a->est[GW_CODEC_ZSTD], *l = &a->est[GW_CODEC_LZ4];
+
+	return z->ns_per_byte >= z->ratio * link_ns_per_byte || l->ratio < z->ratio;
+}
+
+/* Forced sample for this batch, or GW_CODEC_AUTO when none. */
+static enum gw_codec_id sample_for(const struct gw_codec_auto *a, double link_ns_per_byte, uint64_t batch_no)
+{
+	enum gw_codec_id id;
+
 	if (batch_no < NR_CANDIDATES)
 		return candidates[batch_no];
-	if (batch_no % SAMPLE_EVERY == 0)
-		return candidates[(batch_no / SAMPLE_EVERY) % NR_CANDIDATES];
-	return GW_CODEC_AUTO;
+	if (batch_no % SAMPLE_EVERY)
+		return GW_CODEC_AUTO;
+	id = candidates[(batch_no / SAMPLE_EVERY) % NR_CANDIDATES];
+	return id == GW_CODEC_LZ4 && !lz4_in_play(a, link_ns_per_byte) ? GW_CODEC_AUTO : id;
 }
 
 bool gw_codec_auto_wants_probe(const struct gw_codec_auto *a, double link_ns_per_byte,
 			       uint64_t batch_no)
 {
-	return gw_codec_auto_link_is_slow(a, link_ns_per_byte) && sample_for(batch_no) == GW_CODEC_AUTO;
+	return gw_codec_auto_link_is_slow(a, link_ns_per_byte) &&
+	       sample_for(a, link_ns_per_byte, batch_no) == GW_CODEC_AUTO;
 }
 
 enum gw_codec_id gw_codec_auto_pick(const struct gw_codec_auto *a, double link_ns_per_byte,
@@ -79,17 +107,20 @@ enum gw_codec_id gw_codec_auto_pick(const struct gw_codec_auto *a, double link_n
 
 	if (!gw_codec_auto_link_is_slow(a, link_ns_per_byte))
 		return GW_CODEC_NONE;
-	sample = sample_for(batch_no);
+	sample = sample_for(a, link_ns_per_byte, batch_no);
 	if (sample != GW_CODEC_AUTO)
 		return sample;
 	if (probe_ratio >= 0) {
-		if (probe_ratio > PROBE_INCOMPRESSIBLE)
+		if (probe_ratio > GW_AUTO_PROBE_INCOMPRESSIBLE)
 			return GW_CODEC_NONE;
 		scale = probe_ratio / a->est[GW_CODEC_LZ4].ratio;
 	}
 	for (unsigned i = 0; i < NR_CANDIDATES; i++) {
 		enum gw_codec_id id = candidates[i];
 		double ratio = a->est[id].ratio * scale;
+
+		if (id == GW_CODEC_LZ4 && !lz4_in_play(a, link_ns_per_byte))
+			continue;
 		double wire = (ratio < 1.0 ? ratio : 1.0) * link_ns_per_byte;
 		double cost = a->est[id].ns_per_byte > wire ? a->est[id].ns_per_byte : wire;
 

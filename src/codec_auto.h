@@ -10,14 +10,17 @@
  * compression cost (or unknown: 0) sends raw, so the first batch always
  * goes raw and measures the link and no codec is set up on a fast link.
  * On a slow link the first two batches try lz4 then zstd, and every 16th
- * tries one of them in turn, whatever the model says. Other slow-link
- * batches look at a probe: lz4 over GW_AUTO_PROBE_SLICES pages taken
- * evenly across the batch (GW_AUTO_PROBE_BYTES in all); a probe ratio
- * above 0.95 sends raw, otherwise both codecs' ratios are scaled by probe /
- * lz4's ratio estimate. Pages spread over the batch, not its first ones:
- * guest RAM mixes page kinds, and two random pages at a batch's start sent
- * a ninth of the mix benchmark's batches raw (auto's ratio 1.54 where zstd
- * alone made 1.71).
+ * tries one of them in turn, whatever the model says, except lz4 while it
+ * cannot be picked (zstd keeps up with the link, at no worse a ratio).
+ * Other slow-link batches look at a probe: lz4 over GW_AUTO_PROBE_SLICES
+ * pages taken evenly across the batch (GW_AUTO_PROBE_BYTES in all); a
+ * probe ratio above 0.95 sends raw, otherwise both codecs' ratios are
+ * scaled by probe / lz4's ratio estimate. Pages spread over the batch, not
+ * its first ones: guest RAM mixes page kinds, and two random pages at a
+ * batch's start sent a ninth of the mix benchmark's batches raw (auto's
+ * ratio 1.54 where zstd alone made 1.71); with 4 pages, 1 batch in 60 of
+ * mix (a third of its data pages random) still went raw, with 8 pages 1 in
+ * 400.
  *
  * Threads: one struct gw_codec_auto per channel, owned by its thread.
  */
@@ -29,14 +32,17 @@
 #include <stdint.h>
 #include <godwit/params.h>
 
-#define GW_AUTO_PROBE_SLICES 4		/* pages in a probe, spread over the batch */
+#define GW_AUTO_PROBE_SLICES 8		/* pages in a probe, spread over the batch */
 #define GW_AUTO_PROBE_BYTES (GW_AUTO_PROBE_SLICES * 4096)	/* probed batches are at least twice this */
+#define GW_AUTO_PROBE_INCOMPRESSIBLE 0.95	/* probe ratio above which a batch goes raw */
+
+struct gw_codec_estimate {
+	double ns_per_byte;		/* compression cost per raw byte, smoothed */
+	double ratio;			/* output / input, smoothed */
+};
 
 struct gw_codec_auto {
-	struct {
-		double ns_per_byte;	/* compression cost per raw byte, smoothed */
-		double ratio;		/* output / input, smoothed */
-	} est[GW_CODEC__COUNT];		/* lz4 and zstd are used */
+	struct gw_codec_estimate est[GW_CODEC__COUNT];	/* lz4 and zstd are used */
 	double link_ns_per_byte;	/* measured cost per wire byte, 0 = unknown */
 	int zstd_level;			/* GW_AUTO_ZSTD_LEVEL_FAST or _RATIO (gw_codec_auto_tune) */
 	uint64_t slow_batches;		/* batches seen on a slow link */
@@ -53,11 +59,11 @@ struct gw_codec_auto {
 int gw_codec_auto_level(const struct gw_codec_auto *a, enum gw_codec_id id, int default_level);
 /*
  * zstd's level for the coming batches, from the estimates: the ratio level
- * while compressing at the fast level costs under a third of the time the
- * link takes for its output (the ratio level's cost then stays well under
- * it), back to the fast level once compressing costs more than 0.7 of it.
- * On a busy machine the fast level keeps zstd from becoming the bottleneck,
- * which made auto choose lz4 and lose ratio. True when the level changed
+ * while compressing at the fast level costs under 1/1.9 of the time the
+ * link takes for its output (the ratio level's cost then stays under 0.84
+ * of it), back to the fast level once compressing costs more than 0.9 of
+ * it. On a busy machine the fast level keeps zstd from becoming the
+ * bottleneck, which made auto choose lz4 and lose ratio. True when the level changed
  * (the caller makes a new context; the estimates adapt from the next sample).
  */
 bool gw_codec_auto_tune(struct gw_codec_auto *a, double link_ns_per_byte);

@@ -271,17 +271,23 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw
 {
 	struct gw_codec_auto *a = &po->autoc;
 	double probe = -1;
+	enum gw_codec_id id;
 	uint64_t batch_no;
 
 	if (po->codec != GW_CODEC_AUTO)
 		return po->codec;
-	if (!gw_codec_auto_link_is_slow(a, link))
+	if (!gw_codec_auto_link_is_slow(a, link)) {
+		po->tally.fast_link++;
 		return GW_CODEC_NONE;	/* no codec is even set up on a fast link */
+	}
 	batch_no = a->slow_batches++;
-	if (gw_codec_auto_tune(a, link) && po->ctx[GW_CODEC_ZSTD]) {
+	if (gw_codec_auto_tune(a, link)) {
+		po->tally.level_changes++;
 		/* zstd's level changed: a new context at the new level on its next use */
-		gw_codec_get(GW_CODEC_ZSTD)->ctx_free(po->ctx[GW_CODEC_ZSTD]);
-		po->ctx[GW_CODEC_ZSTD] = NULL;
+		if (po->ctx[GW_CODEC_ZSTD]) {
+			gw_codec_get(GW_CODEC_ZSTD)->ctx_free(po->ctx[GW_CODEC_ZSTD]);
+			po->ctx[GW_CODEC_ZSTD] = NULL;
+		}
 	}
 	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
 		size_t step = raw_len / GW_AUTO_PROBE_SLICES / PAGE * PAGE;	/* page starts, mostly */
@@ -296,7 +302,24 @@ static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw
 		if (got > 0)
 			probe = (double)got / GW_AUTO_PROBE_BYTES;
 	}
-	return gw_codec_auto_pick(a, link, batch_no, probe);
+	id = gw_codec_auto_pick(a, link, batch_no, probe);
+	if (id == GW_CODEC_NONE && probe > GW_AUTO_PROBE_INCOMPRESSIBLE)
+		po->tally.probe_raw++;
+	else if (id == GW_CODEC_NONE)
+		po->tally.model_raw++;
+	return id;
+}
+
+static void tally_sent(struct gw_pages_out *po, enum gw_codec_id id, bool smaller)
+{
+	if (!smaller)
+		po->tally.not_smaller++;
+	else if (id == GW_CODEC_LZ4)
+		po->tally.lz4++;
+	else if (po->autoc.zstd_level == GW_AUTO_ZSTD_LEVEL_RATIO)
+		po->tally.zstd_ratio++;
+	else
+		po->tally.zstd_fast++;
 }
 
 /*
@@ -311,6 +334,10 @@ static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, doub
 	uint64_t t0;
 	void *ctx;
 	ssize_t n;
+
+	/* auto on a fast link copies nothing (gw_pages_out_copies): its data goes as it lies */
+	if (po->codec == GW_CODEC_AUTO && !f->raw_bytes && f->nr_normal)
+		po->tally.fast_link++;
 
 	f->data_bytes = f->raw_bytes;
 	f->ph.codec = GW_WIRE_CODEC_NONE;
@@ -331,6 +358,8 @@ static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, doub
 		pc->iov[0] = (struct iovec){ pb->comp, (size_t)n };
 		f->data_bytes = (size_t)n;
 	}
+	if (po->codec == GW_CODEC_AUTO)
+		tally_sent(po, id, n > 0 && (size_t)n < f->raw_bytes);
 	return 0;
 }
 

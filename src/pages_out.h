@@ -104,6 +104,20 @@ struct gw_pages_buf {
 };
 #define GW_PAGES_OUT_BUFS 2
 
+/*
+ * compress=auto, per channel: batches with data by what they became, for
+ * the codec_auto log line (an operator asks why auto chose as it did).
+ */
+struct gw_auto_tally {
+	uint64_t fast_link;		/* raw: the link is no slower than lz4 */
+	uint64_t probe_raw;		/* raw: the probe said incompressible */
+	uint64_t model_raw;		/* raw: no codec was cheaper */
+	uint64_t not_smaller;		/* compressed, sent raw: no smaller */
+	uint64_t lz4;			/* sent with lz4 */
+	uint64_t zstd_fast, zstd_ratio;	/* sent with zstd at its fast / ratio level */
+	uint64_t level_changes;		/* zstd level switches (gw_codec_auto_tune) */
+};
+
 struct gw_pages_out {
 	enum gw_codec_id codec;		/* configured: a codec or GW_CODEC_AUTO */
 	int level;			/* configured level, 0 = each codec's default */
@@ -111,6 +125,7 @@ struct gw_pages_out {
 	void *ctx[GW_CODEC__COUNT];	/* created on first use */
 	struct gw_xbzrle_cache *xb;	/* NULL: XBZRLE off */
 	struct gw_codec_auto autoc;
+	struct gw_auto_tally tally;	/* compress=auto: what its batches became */
 	uint8_t probe_in[GW_AUTO_PROBE_BYTES];		/* auto's probe: pages spread over a batch */
 	uint8_t probe[GW_AUTO_PROBE_BYTES + 1024];	/* auto's probe output */
 };
