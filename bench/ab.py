@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""A/B comparison in one run: the same migration with several godwit builds
+and settings, interleaved (A, B, C, A, B, C, ...) so that background load
+hits every configuration alike; median [min-max] per configuration.
+
+Every run is one bench.py migration (fresh processes, prepared RAM content,
+verification on): the configurations are the cross product of the builds,
+--codecs and --channels.
+
+  bench/ab.py OLD_BUILD build --codecs auto --link 1gbit            # a change, same settings
+  bench/ab.py build --codecs none,lz4,zstd,auto --link 1gbit        # codecs, one build
+  bench/ab.py OLD build --accel kvm --memory 64G --fill none --dst-memory --runs 5
+  bench/ab.py build --channels 2,4 --runs 7                         # 2 against 4 channels
+"""
+import argparse
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench as B  # noqa: E402
+
+LINKS = {"loopback": (None, None), "10gbit": ("10gbit", 201), "1gbit": ("1gbit", 202)}
+
+
+def spread(vals, spec):
+    v = sorted(x for x in vals if x is not None)
+    if not v:
+        return "-"
+    return (spec + " [" + spec + "-" + spec + "]") % (statistics.median(v), v[0], v[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("builds", nargs="+", help="build directories (each holds tools/godwit)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each configuration (default 3)")
+    ap.add_argument("--link", default="loopback", choices=sorted(LINKS))
+    ap.add_argument("--memory", default="1G")
+    ap.add_argument("--fill", default="mix", help="mix, none, zero, random, text or sparse:SIZE")
+    ap.add_argument("--codecs", default="none")
+    ap.add_argument("--channels", default="1")
+    ap.add_argument("--accel", default="soft", choices=["soft", "kvm"])
+    ap.add_argument("--dst-memory", action="store_true",
+                    help="make the destination with the guest's size, not preallocated (QEMU -m); "
+                         "default: preallocated (-mem-prealloc)")
+    ap.add_argument("--extra", default="", help="more migrate options for every run, one string")
+    ap.add_argument("--keep-logs", default=None, help="directory: each build's logs under its index")
+    ap.add_argument("--io-timeout-ms", type=int, default=60000)
+    args = ap.parse_args()
+
+    mem = B.parse_size(args.memory)
+    benches = []
+    for i, build in enumerate(args.builds):
+        ns = argparse.Namespace(build=build, out="/tmp/gw-ab", quick=False, io_timeout_ms=args.io_timeout_ms,
+                                migrate_timeout_s=600, timelines=None, no_dst_prealloc=False,
+                                keep_logs=os.path.join(args.keep_logs, str(i)) if args.keep_logs else None)
+        b = B.Bench(ns)
+        if not b.godwit:
+            sys.stderr.write("ab: no godwit under %s\n" % build)
+            return 77
+        benches.append(b)
+    rate, subnet = LINKS[args.link]
+    link = B.Link(args.link, rate, subnet) if rate else B.Link("loopback")
+    cfgs = [(i, codec, int(ch)) for i in range(len(benches)) for codec in args.codecs.split(",")
+            for ch in args.channels.split(",")]
+    dst_extra = ["--max-memory", str(mem + 64 * B.MIB)]
+    if args.dst_memory:
+        dst_extra += ["--memory", str(mem)]
+    recs = {c: [] for c in cfgs}
+    link.setup()
+    try:
+        for _ in range(args.runs):
+            for c in cfgs:
+                i, codec, ch = c
+                recs[c].append(benches[i].migrate(
+                    link, "ab", mem, args.fill, "idle", ch, codec, extra=args.extra.split(),
+                    src_extra=[] if args.fill == "none" else ["--prealloc"],
+                    dst_prealloc=not args.dst_memory, dst_extra=dst_extra, accel=args.accel))
+    finally:
+        link.teardown()
+    print("%s, %s %s, %s VM, %d interleaved runs each, median [min-max]\n" %
+          (args.link, B.size_str(mem), args.fill, args.accel, args.runs))
+    rows = []
+    for c in cfgs:
+        i, codec, ch = c
+        rs = recs[c]
+        ratio = [((r.get("stats") or {}).get("ram") or {}).get("compression-ratio") for r in rs]
+        ok = sum(1 for r in rs if r.get("verified") and not r.get("error"))
+        rows.append([args.builds[i], codec, ch, spread([r.get("total-ms") for r in rs], "%.0f"),
+                     spread([r.get("downtime-ms") for r in rs], "%.2f"),
+                     spread([r.get("setup-ms") for r in rs], "%.1f"), spread(ratio, "%.3f"),
+                     "%d/%d" % (ok, len(rs))])
+    print(B.table(["build", "codec", "ch", "total ms", "downtime ms", "setup ms", "ratio", "verified"], rows))
+    return 0 if all(r.get("verified") and not r.get("error") for rs in recs.values() for r in rs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
