@@ -8,7 +8,8 @@
 # path tables (limits, mix RAM x channels, send paths), each with a header,
 # a separator and one row per migration (the limits table: one row of
 # limits), and every migration row reports a completed, verified migration.
-# It also writes one JSON line per migration. No figure (time, rate, ratio)
+# It also writes one JSON line per migration; bench/ab.py runs its cross
+# product of builds and channels, one verified row each. No figure (time, rate, ratio)
 # is judged, and iperf3 is not needed (its columns stay empty without it).
 #
 # Loopback only: the shaped links are netns_migrate.sh's, and the bench's
@@ -59,4 +60,11 @@ total=$(grep -c '^| ' "$T/out.md")
 tables=$(grep -c '^## ' "$T/out.md")
 # Every table has one header row; the limits table one row of limits; the rest are migrations.
 [ "$lines" -eq $((total - tables - 1)) ] || bad "$lines JSON lines for $((total - tables - 1)) table rows"
-pass "bench smoke: $tables tables, $lines migrations"
+
+# bench/ab.py: one row per configuration (builds x codecs x channels), each verified.
+"$root/bench/ab.py" "$build" "$build" --memory 64M --channels 1,2 --runs 1 >"$T/ab.md" 2>"$T/ab.log"
+rc=$?
+[ "$rc" = 0 ] || { cat "$T/ab.md" "$T/ab.log" >&2; fail "bench/ab.py exited $rc"; }
+n=$(grep -c '| 1/1 |$' "$T/ab.md")
+[ "$n" -eq 4 ] || { cat "$T/ab.md" >&2; fail "bench/ab.py: $n verified rows, want 4"; }
+pass "bench smoke: $tables tables, $lines migrations; ab.py 4 configurations"
