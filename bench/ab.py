@@ -56,10 +56,12 @@ def main():
                                 migrate_timeout_s=600, timelines=None, no_dst_prealloc=False,
                                 keep_logs=os.path.join(args.keep_logs, str(i)) if args.keep_logs else None)
         b = B.Bench(ns)
+        benches.append(b)
         if not b.godwit:
             sys.stderr.write("ab: no godwit under %s\n" % build)
+            for made in benches:
+                made.cleanup()
             return 77
-        benches.append(b)
     rate, subnet = LINKS[args.link]
     link = B.Link(args.link, rate, subnet) if rate else B.Link("loopback")
     cfgs = [(i, codec, int(ch)) for i in range(len(benches)) for codec in args.codecs.split(",")
@@ -79,6 +81,8 @@ def main():
                     dst_prealloc=not args.dst_memory, dst_extra=dst_extra, accel=args.accel))
     finally:
         link.teardown()
+        for b in benches:
+            b.cleanup()	# the prepared RAM files in /dev/shm, the processes, the temporary directory
     print("%s, %s %s, %s VM, %d interleaved runs each, median [min-max]\n" %
           (args.link, B.size_str(mem), args.fill, args.accel, args.runs))
     rows = []

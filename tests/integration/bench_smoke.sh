@@ -62,7 +62,7 @@ tables=$(grep -c '^## ' "$T/out.md")
 [ "$lines" -eq $((total - tables - 1)) ] || bad "$lines JSON lines for $((total - tables - 1)) table rows"
 
 # bench/ab.py: one row per configuration (builds x codecs x channels), each verified.
-"$root/bench/ab.py" "$build" "$build" --memory 64M --channels 1,2 --runs 1 >"$T/ab.md" 2>"$T/ab.log"
+"$root/bench/ab.py" "$build" "$build" --memory 32M --channels 1,2 --runs 1 >"$T/ab.md" 2>"$T/ab.log"
 rc=$?
 [ "$rc" = 0 ] || { cat "$T/ab.md" "$T/ab.log" >&2; fail "bench/ab.py exited $rc"; }
 n=$(grep -c '| 1/1 |$' "$T/ab.md")
