@@ -138,7 +138,12 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 		uint64_t region = b.first_page / batch_pages;
 
 		b.discard = discard;
-		if (!discard && s->dirty.ops->clear) {
+		/*
+		 * Re-arm before the read, except in the final round: the guest is
+		 * paused and tracking ends (collect_last re-arms nothing), so a
+		 * KVM_CLEAR_DIRTY_LOG per batch there would only add to the downtime.
+		 */
+		if (!discard && s->dirty.ops->clear && !__atomic_load_n(&s->dirty_final, __ATOMIC_RELAXED)) {
 			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages, b.mask);
 			if (ret)
 				return gw_fail(s, "round", ret, false, "dirty clear: %s", strerror(-ret));
