@@ -41,6 +41,8 @@ def main():
     ap.add_argument("--codecs", default="none")
     ap.add_argument("--channels", default="1")
     ap.add_argument("--accel", default="soft", choices=["soft", "kvm"])
+    ap.add_argument("--workload", default="idle",
+                    help="the guest's workload (an idle guest maps the prepared RAM file; others fill their RAM)")
     ap.add_argument("--dst-memory", action="store_true",
                     help="make the destination with the guest's size, not preallocated (QEMU -m); "
                          "default: preallocated (-mem-prealloc)")
@@ -76,26 +78,28 @@ def main():
             for c in cfgs:
                 i, codec, ch = c
                 recs[c].append(benches[i].migrate(
-                    link, "ab", mem, args.fill, "idle", ch, codec, extra=args.extra.split(),
+                    link, "ab", mem, args.fill, args.workload, ch, codec, extra=args.extra.split(),
                     src_extra=[] if args.fill == "none" else ["--prealloc"],
                     dst_prealloc=not args.dst_memory, dst_extra=dst_extra, accel=args.accel))
     finally:
         link.teardown()
         for b in benches:
             b.cleanup()	# the prepared RAM files in /dev/shm, the processes, the temporary directory
-    print("%s, %s %s, %s VM, %d interleaved runs each, median [min-max]\n" %
-          (args.link, B.size_str(mem), args.fill, args.accel, args.runs))
+    print("%s, %s %s, %s, %s VM, %d interleaved runs each, median [min-max]\n" %
+          (args.link, B.size_str(mem), args.fill, args.workload, args.accel, args.runs))
     rows = []
     for c in cfgs:
         i, codec, ch = c
         rs = recs[c]
         ratio = [((r.get("stats") or {}).get("ram") or {}).get("compression-ratio") for r in rs]
         ok = sum(1 for r in rs if r.get("verified") and not r.get("error"))
+        final_send = [((r.get("stats") or {}).get("downtime-breakdown") or {}).get("final-send") for r in rs]
         rows.append([args.builds[i], codec, ch, spread([r.get("total-ms") for r in rs], "%.0f"),
-                     spread([r.get("downtime-ms") for r in rs], "%.2f"),
+                     spread([r.get("downtime-ms") for r in rs], "%.2f"), spread(final_send, "%.3f"),
                      spread([r.get("setup-ms") for r in rs], "%.1f"), spread(ratio, "%.3f"),
                      "%d/%d" % (ok, len(rs))])
-    print(B.table(["build", "codec", "ch", "total ms", "downtime ms", "setup ms", "ratio", "verified"], rows))
+    print(B.table(["build", "codec", "ch", "total ms", "downtime ms", "final send ms", "setup ms", "ratio",
+                   "verified"], rows))
     return 0 if all(r.get("verified") and not r.get("error") for rs in recs.values() for r in rs) else 1
 
 
