@@ -292,8 +292,8 @@ static int kvm_log_clear(struct gw_dirty *d, unsigned block, uint64_t first, uin
 	b = &l->blk[block];
 	if (first >= b->nr_pages || count > b->nr_pages - first)
 		return -EINVAL;
-	if (!count)
-		return 0;
+	if (!count || (!l->initially_set && !gw_bitmap_any_in_range(&b->reported, first, count)))
+		return 0;	/* nothing collect reported here, and no page is unarmed */
 	start = first / 64 * 64;
 	end = (first + count + 63) / 64 * 64;
 	if (end > b->nr_pages)
