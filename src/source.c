@@ -384,6 +384,7 @@ static int send_extents(struct gw_session *s, unsigned block, const struct gw_bi
 static int start_tracking(struct gw_session *s)
 {
 	enum gw_dirty_backend_id want = (enum gw_dirty_backend_id)gw_param(s, GW_PARAM_DIRTY_BACKEND);
+	uint64_t t0_ns = gw_now_ns();
 	int ret = gw_dirty_select(&s->dirty, &s->vm, want);
 
 	if (ret)
@@ -394,6 +395,8 @@ static int start_tracking(struct gw_session *s)
 		return gw_fail(s, "setup", ret, false, "dirty tracking %s: %s",
 			       s->dirty.ops->name, strerror(-ret));
 	s->dirty_started = true;
+	gw_log(GW_LOG_INFO, "mig", "tracking_started", "backend=%s us=%llu", s->dirty.ops->name,
+	       (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->stats.dirty_backend, sizeof(s->stats.dirty_backend), "%s", s->dirty.ops->name);
 	pthread_mutex_unlock(&s->lock);
@@ -486,20 +489,32 @@ static void hints_start(struct gw_session *s, struct src_ctx *c)
 
 static int setup(struct gw_session *s, struct src_ctx *c, bool local)
 {
+	uint64_t t0_ns = gw_now_ns(), t1_ns = 0, t2_ns = 0, t3_ns = 0;
 	int ret = handshake(s);
 
 	if (!ret)
 		ret = src_start_ctl_reader(s);
-	if (!ret && !local)
-		ret = open_channels(s);
-	if (!ret && !local)
-		ret = setup_round0(s, c);
 	if (!ret && !local) {
+		t1_ns = gw_now_ns();
+		ret = open_channels(s);
+	}
+	if (!ret && !local) {
+		t2_ns = gw_now_ns();
+		ret = setup_round0(s, c);
+	}
+	if (!ret && !local) {
+		t3_ns = gw_now_ns();
 		hints_start(s, c);
 		ret = announce_round0(s, c);
 	}
 	if (ret)
 		return ret;
+	if (!local)
+		gw_log(GW_LOG_INFO, "mig", "setup_done",
+		       "handshake_us=%llu channels_us=%llu tracking_scan_us=%llu announce_us=%llu",
+		       (unsigned long long)((t1_ns - t0_ns) / 1000), (unsigned long long)((t2_ns - t1_ns) / 1000),
+		       (unsigned long long)((t3_ns - t2_ns) / 1000),
+		       (unsigned long long)((gw_now_ns() - t3_ns) / 1000));
 	pthread_mutex_lock(&s->lock);
 	s->stats.setup_time_ns = gw_now_ns() - s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);

