@@ -118,10 +118,12 @@ static bool block_mapped(const struct gw_ram_block *b, int pagemap_fd)
 	return pagemap_fd >= 0 && gw_mapped_count(pagemap_fd, b->host, nr) == (int64_t)nr;
 }
 
-/* The receive layout over the blocks the VMM built. */
+/*
+ * The receive layout over the blocks the VMM built. The write path of each
+ * block (choose_write_paths) is decided later, once the channels are in.
+ */
 static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 {
-	int pm = gw_pagemap_open();
 	int ret = 0;
 
 	if (s->vm.nr_blocks != want->nr_blocks)
@@ -138,22 +140,12 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 		db->fd = (s->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
 		db->fd_offset_bytes = b->fd_offset_bytes;
 		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
-		/*
-		 * Not with postcopy allowed: the populate thread unmaps the
-		 * RAM ahead of a switch (userfaultfd then places every page
-		 * once), and writes through the mapping would fault it back.
-		 */
-		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
-				!(s->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
+		db->map_write = false;
 		if (gw_bitmap_init(&db->written, db->nr_pages) || gw_bitmap_init(&db->stale, db->nr_pages)) {
 			ret = gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
 			break;
 		}
-		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
-		       db->fd < 0 || db->map_write ? "mapping" : "file");
 	}
-	if (pm >= 0)
-		close(pm);
 	if (ret)
 		return ret;
 	s->layout = (struct gw_dst_layout){ .nr_blocks = s->vm.nr_blocks, .blocks = s->dblk,
@@ -394,6 +386,34 @@ static int admit_channel(struct gw_session *s, struct gw_admitted *c)
 	return (int)idx;
 }
 
+/*
+ * Each block's write path, before the first page arrives. Asking the page
+ * tables costs 4-5 ms per GiB mapped here: done after the channels are
+ * acknowledged, it runs while the source starts its dirty tracking, not
+ * while it waits for HELLO_ACK or a CHAN_ACK.
+ */
+static void choose_write_paths(struct gw_session *s)
+{
+	int pm = gw_pagemap_open();
+
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+		struct gw_dst_block *db = &s->dblk[i];
+
+		/*
+		 * Not with postcopy allowed: the populate thread unmaps the
+		 * RAM ahead of a switch (userfaultfd then places every page
+		 * once), and writes through the mapping would fault it back.
+		 */
+		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
+				!(s->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
+		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
+		       db->fd < 0 || db->map_write ? "mapping" : "file");
+	}
+	if (pm >= 0)
+		close(pm);
+}
+
 int dst_accept_channels(struct gw_session *s)
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
@@ -417,7 +437,10 @@ int dst_accept_channels(struct gw_session *s)
 		if (ret)
 			return gw_fail(s, "setup", ret, false, "channel %d ack", idx);
 	}
-	return ret ? ret : gw_channels_start(s, gw_channel_recv_main);
+	if (ret)
+		return ret;
+	choose_write_paths(s);
+	return gw_channels_start(s, gw_channel_recv_main);
 }
 
 void dst_layout_release(struct gw_session *s)
