@@ -331,12 +331,11 @@ int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 	src_fault_delay_go(s);
 	/* Active before GO leaves: the destination's first PC_STATS may beat our next line. */
 	__atomic_store_n(&s->pc_state, GW_PC_ACTIVE, __ATOMIC_RELEASE);
-	ret = src_send_go(s, &sent);
+	ret = src_send_go(s, c, &sent);
 	if (!sent) {
 		__atomic_store_n(&s->pc_state, GW_PC_PREPARED, __ATOMIC_RELEASE);
 		return ret;
 	}
-	c->t.go = gw_now_ns();
 	if (ret)
 		ret = gw_fail(s, "handover", ret, false, "sending GO: %s", strerror(-ret));
 	else

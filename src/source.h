@@ -126,7 +126,7 @@ int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t fla
 /* Testing: the src-delay-go fault point. */
 void src_fault_delay_go(struct gw_session *s);
 /* GO, unless an error was recorded first (decided under s->lock). *@sent says whether it left. */
-int src_send_go(struct gw_session *s, bool *sent);
+int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent);
 /*
  * When the destination resumed: its clock when shared (*@measured true),
  * else estimated from ours.

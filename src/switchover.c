@@ -205,8 +205,14 @@ static int check_alive_before_go(struct gw_session *s)
 		       "the VM stays here");
 }
 
-/* GO, unless an error (cancel included) was recorded first: decided under one lock. */
-int src_send_go(struct gw_session *s, bool *sent)
+/*
+ * GO, unless an error (cancel included) was recorded first: decided under
+ * one lock. c->t.go is stamped just before the send: the destination may
+ * resume before this thread runs again (on a busy host it can wait a
+ * scheduler tick after the send), and a stamp taken after the send would
+ * come later than the resume it is compared with (src_resume_time).
+ */
+int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent)
 {
 	int ret = check_alive_before_go(s);
 
@@ -221,6 +227,7 @@ int src_send_go(struct gw_session *s, bool *sent)
 	*sent = !ret;
 	if (ret)
 		return ret;
+	c->t.go = gw_now_ns();
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_GO, NULL);
 	gw_log(GW_LOG_INFO, "mig", "go_sent", "ok=%d", ret == 0);
 	return ret;
@@ -300,10 +307,9 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	int ret;
 
 	src_fault_delay_go(s);
-	ret = src_send_go(s, &sent);
+	ret = src_send_go(s, c, &sent);
 	if (!sent)
 		return ret;
-	c->t.go = gw_now_ns();
 	if (!ret)
 		ret = src_wait_mbox(s, GW_MSG_RESUMED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	t_rx = gw_now_ns();
