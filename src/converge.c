@@ -22,6 +22,8 @@ void gw_converge_init(struct gw_converge *c, uint32_t page_size_bytes)
 	c->rate_bps = 0;
 	c->wire_bytes_per_page = page_size_bytes;
 	c->fixed_cost_ns = 2000000;	/* 2 ms until measured */
+	c->in_flight_bytes = 0;
+	c->in_flight_rate_bps = 0;
 }
 
 void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint64_t pages)
@@ -44,13 +46,18 @@ void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint6
 
 uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages)
 {
-	double bytes = (double)dirty_pages * c->wire_bytes_per_page;
+	double bytes = (double)dirty_pages * c->wire_bytes_per_page + (double)c->in_flight_bytes;
+	double in_flight_ns = 0;
 
-	if (!dirty_pages)
+	if (!dirty_pages && !c->in_flight_bytes)
 		return c->fixed_cost_ns;
 	if (!c->rate_bps)
 		return bytes <= GW_CONVERGE_MIN_RATE_BYTES ? c->fixed_cost_ns : UINT64_MAX;
-	return (uint64_t)(bytes * 1e9 / (double)c->rate_bps) + c->fixed_cost_ns;
+	if (c->in_flight_rate_bps) {	/* the destination's own pace for what it holds */
+		bytes -= (double)c->in_flight_bytes;
+		in_flight_ns = (double)c->in_flight_bytes * 1e9 / (double)c->in_flight_rate_bps;
+	}
+	return (uint64_t)(bytes * 1e9 / (double)c->rate_bps + in_flight_ns) + c->fixed_cost_ns;
 }
 
 bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_t limit_us)

@@ -281,6 +281,9 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		gw_events_release(s);
 		return ret ? ret : 1;
 	case GW_MSG_PING:	/* answered at once: the source measures the round trip */
+		m->ping.backlog_bytes = 0;
+		for (unsigned i = 0; i < s->nr_channels; i++)
+			m->ping.backlog_bytes += gw_conn_queued_bytes(&s->chans[i].conn, true);
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PONG, &m->ping);
 		return ret ? gw_fail(s, "receive", ret, false, "sending PONG: %s", strerror(-ret)) : 0;
 	case GW_MSG_ERROR:

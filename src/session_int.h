@@ -102,6 +102,8 @@ struct gw_session {
 	uint32_t round;			/* atomic: current round, read by channel threads */
 	bool same_clock;		/* the peer runs on this kernel: its CLOCK_MONOTONIC is ours */
 	uint64_t ping_rtt_ns;		/* lock: source, smoothed PING -> PONG, 0 = none yet */
+	uint64_t pong_token;		/* lock: source, the token of the last PONG (cond on arrival) */
+	uint64_t peer_backlog_bytes;	/* lock: source, that PONG's backlog_bytes */
 
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;

@@ -98,7 +98,10 @@ static void mbox_put(struct gw_session *s, int type, const union gw_msg *m)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* A PONG: one round-trip sample of the control connection, smoothed 7/8. */
+/*
+ * A PONG: one round-trip sample of the control connection, smoothed 7/8,
+ * and the destination's receive backlog (src_in_flight_bytes waits for it).
+ */
 static void pong(struct gw_session *s, const struct gw_msg_ping *m)
 {
 	uint64_t now = gw_now_ns(), rtt;
@@ -108,6 +111,9 @@ static void pong(struct gw_session *s, const struct gw_msg_ping *m)
 	rtt = now - m->token;
 	pthread_mutex_lock(&s->lock);
 	s->ping_rtt_ns = s->ping_rtt_ns ? (s->ping_rtt_ns * 7 + rtt) / 8 : rtt;
+	s->pong_token = m->token;
+	s->peer_backlog_bytes = m->backlog_bytes;
+	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -252,7 +258,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 {
 	memset(h, 0, sizeof(*h));
-	h->min_version = 1;
+	h->min_version = GW_WIRE_VERSION;
 	h->max_version = GW_WIRE_VERSION;
 	memcpy(h->id, s->mig_id, sizeof(h->id));
 	memcpy(h->boot_id, s->boot_id, sizeof(h->boot_id));
@@ -657,6 +663,8 @@ static void src_reset(struct gw_session *s, bool local)
 	pthread_mutex_lock(&s->lock);
 	s->mbox_seen = 0;
 	s->ping_rtt_ns = 0;
+	s->pong_token = 0;
+	s->peer_backlog_bytes = 0;
 	s->pc_resume_url[0] = 0;
 	pthread_mutex_unlock(&s->lock);
 }

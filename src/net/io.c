@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 #include <sys/time.h>
 #include <unistd.h>
 #include <godwit/log.h>
@@ -150,6 +152,15 @@ int gw_conn_peer_alive(struct gw_conn *c)
 	if (c->sock->poll(&pfd, 1, 0) < 0)
 		return errno == EINTR ? 0 : -errno;
 	return pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL) ? -ECONNRESET : 0;
+}
+
+uint64_t gw_conn_queued_bytes(const struct gw_conn *c, bool inbound)
+{
+	int n = 0;
+
+	if (c->fd < 0 || !c->sock->kernel || ioctl(c->fd, inbound ? SIOCINQ : SIOCOUTQ, &n) < 0 || n < 0)
+		return 0;
+	return (uint64_t)n;
 }
 
 /* io_int.h */

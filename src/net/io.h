@@ -111,6 +111,13 @@ void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns);
  * it closed or reset the connection (a FIN or an error is queued).
  */
 int gw_conn_peer_alive(struct gw_conn *c);
+/*
+ * Bytes the kernel holds for the connection: @inbound, received and not yet
+ * read (SIOCINQ); else written and not yet acknowledged by the peer, or for
+ * a UNIX socket not yet read by it (SIOCOUTQ). 0 when the transport cannot
+ * tell (not a kernel socket). Any thread: a query of the fd only.
+ */
+uint64_t gw_conn_queued_bytes(const struct gw_conn *c, bool inbound);
 
 /*
  * Send one frame: payload gathered from @iov. 0 or -errno (-EPIPE,

@@ -44,8 +44,8 @@ static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
 	[GW_MSG_FDS]        = { gw_msg_fds_encode, gw_msg_fds_decode, gw_msg_fds_size, 4 + GW_MAX_RAM_BLOCKS * 4 },
 	[GW_MSG_VERIFY]     = { gw_msg_verify_encode, gw_msg_verify_decode, NULL, 24 },
 	[GW_MSG_VERIFIED]   = { gw_msg_verified_encode, gw_msg_verified_decode, NULL, 40 },
-	[GW_MSG_PING]       = { gw_msg_ping_encode, gw_msg_ping_decode, NULL, 8 },
-	[GW_MSG_PONG]       = { gw_msg_ping_encode, gw_msg_ping_decode, NULL, 8 },
+	[GW_MSG_PING]       = { gw_msg_ping_encode, gw_msg_ping_decode, NULL, 16 },
+	[GW_MSG_PONG]       = { gw_msg_ping_encode, gw_msg_ping_decode, NULL, 16 },
 	/* Postcopy: wire/msg_postcopy.c. */
 	[GW_MSG_PC_PREPARE] = { gw_msg_go_encode, gw_msg_go_decode, NULL, 0 },
 	[GW_MSG_PC_PREPARED] = { gw_pc_prepared_encode, gw_pc_prepared_decode, NULL, 8 },

@@ -171,9 +171,14 @@ struct gw_msg_verified {
 	uint64_t snapshot_faults;	/* guest writes that waited for a chunk's hash */
 };
 
-/* PING and PONG: le64 token (the source's clock when it sent the PING). */
+/*
+ * PING and PONG: le64 token (the source's clock when it sent the PING),
+ * le64 backlog_bytes (PONG: data the destination's kernel holds for its
+ * channels, received and not yet read; PING: 0, not checked).
+ */
 struct gw_msg_ping {
 	uint64_t token;
+	uint64_t backlog_bytes;
 };
 
 /*

@@ -346,12 +346,14 @@ int gw_msg_verified_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_l
 int gw_msg_ping_encode(struct gw_wbuf *w, const void *msg)
 {
 	gw_put_le64(w, ((const struct gw_msg_ping *)msg)->token);
+	gw_put_le64(w, ((const struct gw_msg_ping *)msg)->backlog_bytes);
 	return gw_wbuf_done(w);
 }
 
 int gw_msg_ping_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	((struct gw_msg_ping *)msg)->token = gw_get_le64(r);
+	((struct gw_msg_ping *)msg)->backlog_bytes = gw_get_le64(r);
 	(void)why, (void)why_len;
 	return 0;
 }

@@ -82,7 +82,7 @@ static int send_frame(struct gw_conn *c, uint16_t type, const uint8_t *payload, 
 /* HELLO, HELLO_ACK, CHAN_HELLO, CHAN_ACK. 0 or -1. */
 static int open_migration(struct gw_conn *ctl, struct gw_conn *data, uint8_t flags, uint8_t codec)
 {
-	struct gw_msg_hello h = { .min_version = 1, .max_version = 1, .page_size_bytes = 4096,
+	struct gw_msg_hello h = { .min_version = GW_WIRE_VERSION, .max_version = GW_WIRE_VERSION, .page_size_bytes = 4096,
 				  .nr_channels = 1, .batch_pages = 128, .nr_blocks = 1 };
 	struct gw_msg_chan_hello ch = { .index = 0 };
 	uint8_t buf[256];

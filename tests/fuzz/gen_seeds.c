@@ -58,7 +58,7 @@ static void msg_seed(uint16_t type, const void *m)
 static void hello(struct gw_msg_hello *h, unsigned blocks, uint32_t flags)
 {
 	memset(h, 0, sizeof(*h));
-	h->min_version = h->max_version = 1;
+	h->min_version = h->max_version = GW_WIRE_VERSION;
 	memcpy(h->id, "fuzz-migration!", 16);
 	h->page_size_bytes = 4096;
 	h->nr_channels = flags & GW_HELLO_LOCAL ? 0 : 2;
@@ -88,7 +88,7 @@ static void msg_seeds(void)
 	msg_seed(GW_MSG_HELLO, &m);
 	hello(&m.hello, 3, GW_HELLO_XBZRLE);
 	msg_seed(GW_MSG_HELLO, &m);
-	m.hello_ack = (struct gw_msg_hello_ack){ .version = 1, .flags = GW_HELLO_VERIFY };
+	m.hello_ack = (struct gw_msg_hello_ack){ .version = GW_WIRE_VERSION, .flags = GW_HELLO_VERIFY };
 	msg_seed(GW_MSG_HELLO_ACK, &m);
 	memset(&m, 0, sizeof(m));
 	m.chan_hello.index = 1;

@@ -4,7 +4,9 @@
  * expected downtime (ns) = dirty pages * wire bytes per page / rate (bytes/s)
  * * 1e9 + fixed cost; with no measured rate it is the fixed cost for at most
  * 64 KiB (one socket write) and UINT64_MAX (never fits) above;
- * with nothing dirty it is the fixed cost. A round's rate weighs in
+ * with nothing dirty it is the fixed cost. Bytes in flight (sent, not yet
+ * taken in by the destination) count as bytes still to send, dirty pages
+ * or not. A round's rate weighs in
  * proportion to its length, half from 100 ms on; tiny rounds (< 64 KiB)
  * and zero-length rounds do not move it at all.
  */
@@ -55,6 +57,21 @@ int main(void)
 	e = gw_converge_expected_ns(&c, 1);
 	TEST_CHECK(near_ns(e, 4096 + FIXED_NS, 2), "one page -> %llu ns", (unsigned long long)e);
 	TEST_CHECK(gw_converge_expected_ns(&c, 0) == FIXED_NS, "zero dirty with a rate");
+	/* In flight: 40 MB at 1 GB/s is 40 ms, with or without dirty pages. */
+	{
+		struct gw_converge f = c;
+
+		f.in_flight_bytes = 40000000;
+		e = gw_converge_expected_ns(&f, 0);
+		TEST_CHECK(near_ns(e, 40 * MS + FIXED_NS, 1000), "40 MB in flight -> %llu ns", (unsigned long long)e);
+		e = gw_converge_expected_ns(&f, 65536);
+		TEST_CHECK(near_ns(e, 268435456ull + 40 * MS + FIXED_NS, 1000), "256 MiB + 40 MB -> %llu ns",
+			   (unsigned long long)e);
+		TEST_CHECK(!gw_converge_fits(&f, 65536, 300000), "no longer fits 300 ms");
+		TEST_CHECK(!gw_converge_fits(&f, 0, 30000), "in flight alone over 30 ms");
+		f.rate_bps = 0;
+		TEST_CHECK(gw_converge_expected_ns(&f, 0) == UINT64_MAX, "40 MB in flight, no rate -> unknown");
+	}
 
 	/* Rounds at 2 GB/s: 1 ms weighs 1/200, 10 ms 1/20, 100 ms and more 1/2. */
 	{

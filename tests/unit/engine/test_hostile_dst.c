@@ -128,7 +128,7 @@ static int hs_recv(struct env *e, struct gw_conn *c, void *buf, size_t cap, ssiz
 static void hello_default(struct env *e, struct gw_msg_hello *m)
 {
 	memset(m, 0, sizeof(*m));
-	m->min_version = m->max_version = 1;
+	m->min_version = m->max_version = GW_WIRE_VERSION;
 	memcpy(m->id, e->id, sizeof(m->id));
 	m->page_size_bytes = PAGE;
 	m->nr_channels = 1;

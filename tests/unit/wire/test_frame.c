@@ -123,7 +123,7 @@ static void test_hdr_codec(void)
 	/* Little-endian on the wire, magic "GWM1". */
 	gw_frame_hdr_encode(hdr, GW_MSG_ROUND, 16, 7);
 	TEST_CHECK(!memcmp(hdr, "GWM1", 4), "magic bytes");
-	TEST_CHECK(hdr[4] == 1 && hdr[5] == 0 && hdr[6] == GW_MSG_ROUND && hdr[7] == 0, "version/type LE");
+	TEST_CHECK(hdr[4] == GW_WIRE_VERSION && hdr[5] == 0 && hdr[6] == GW_MSG_ROUND && hdr[7] == 0, "version/type LE");
 	TEST_CHECK(hdr[12] == 16 && hdr[16] == 7, "len/seq LE");
 
 	gw_frame_hdr_encode(hdr, GW_MSG_ROUND, 16, 0);
