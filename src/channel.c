@@ -654,6 +654,8 @@ static int recv_one(struct gw_channel *ch)
 	}
 	switch (h.type) {
 	case GW_MSG_PAGES:
+		if (gw_fault_armed(s, GW_FAULT_DST_SLOW))
+			gw_fault_sleep_us(s);
 		if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && gw_round(s) == 0 &&
 		    ch->conn.bytes_recv >= gw_fault_arg(s))
 			gw_fault_die(s, GW_FAULT_DST_ROUND0);

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "fault.h"
 #include "session_int.h"
 
@@ -24,6 +25,7 @@ static const char *const gw_fault_names[GW_FAULT__COUNT] = {
 	[GW_FAULT_DST_CORRUPT_PAGE] = "dst-corrupt-page",
 	[GW_FAULT_SRC_PC_CUT] = "src-pc-cut",
 	[GW_FAULT_DST_PC_CUT] = "dst-pc-cut",
+	[GW_FAULT_DST_SLOW] = "dst-slow",
 };
 
 void gw_fault_init(struct gw_session *s)
@@ -66,6 +68,14 @@ void gw_fault_die(struct gw_session *s, enum gw_fault_point point)
 		return;
 	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=%s action=die", gw_fault_names[point]);
 	raise(SIGKILL);
+}
+
+void gw_fault_sleep_us(const struct gw_session *s)
+{
+	uint64_t us = gw_fault_arg(s);
+	struct timespec ts = { .tv_sec = (time_t)(us / 1000000), .tv_nsec = (long)(us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
 }
 
 void gw_fault_stall(struct gw_session *s)

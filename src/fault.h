@@ -22,6 +22,9 @@
  *   src-pc-cut       postcopy: once ARG pages were pushed, cut every connection
  *   dst-pc-cut       postcopy: once ARG pages were placed, cut every connection
  *                    (as a broken link would: both sides pause for a recovery)
+ *   dst-slow         sleep ARG us before each PAGES frame is read (a
+ *                    destination slower than the link: data piles up in the
+ *                    socket buffers)
  * "die" is raise(SIGKILL): the process vanishes as with kill -9.
  */
 #ifndef GW_FAULT_H
@@ -47,6 +50,7 @@ enum gw_fault_point {
 	GW_FAULT_DST_CORRUPT_PAGE,
 	GW_FAULT_SRC_PC_CUT,
 	GW_FAULT_DST_PC_CUT,
+	GW_FAULT_DST_SLOW,
 	GW_FAULT__COUNT
 };
 
@@ -60,6 +64,8 @@ uint64_t gw_fault_arg(const struct gw_session *s);
 void gw_fault_die(struct gw_session *s, enum gw_fault_point point);
 /* Stop here until the session fails (a destination that stops reading). */
 void gw_fault_stall(struct gw_session *s);
+/* Sleep the armed point's argument, in microseconds. */
+void gw_fault_sleep_us(const struct gw_session *s);
 #define GW_FAULT_ON 1
 #else
 static inline void gw_fault_init(struct gw_session *s) { (void)s; }
@@ -68,6 +74,7 @@ static inline bool gw_fault_armed(const struct gw_session *s, enum gw_fault_poin
 static inline uint64_t gw_fault_arg(const struct gw_session *s) { (void)s; return 0; }
 static inline void gw_fault_die(struct gw_session *s, enum gw_fault_point point) { (void)s; (void)point; }
 static inline void gw_fault_stall(struct gw_session *s) { (void)s; }
+static inline void gw_fault_sleep_us(const struct gw_session *s) { (void)s; }
 #define GW_FAULT_ON 0
 #endif
 

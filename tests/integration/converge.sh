@@ -15,6 +15,11 @@
 #   balloon          a guest that freed most of its memory and keeps freeing
 #                    and reallocating pages (free-page hints) migrates three
 #                    times in a row, verified by digests and by its own check.
+#   slow-dst         a destination slower than the link (the test build's
+#                    dst-slow fault: 2 ms before each PAGES frame) holds MBs
+#                    in its socket buffers when the rest fits: the source
+#                    counts them, waits for them (switch_deferred) instead of
+#                    reading them in the pause, and completes, verified.
 #   breakdown        (every case that completes) the downtime breakdown adds
 #                    up to the downtime.
 # The dirty rate is the workload's fixed rate and the link a fixed cap, both
@@ -130,5 +135,16 @@ balloon)
 		wait "$DST_PID" "$SRC_PID" 2>/dev/null
 	done
 	pass "balloon: three migrations verified" ;;
+slow-dst)
+	GODWIT=${GODWIT_FI:?GODWIT_FI must point at the fault-injection build}
+	DST_FAULT=dst-slow:2000 start_dst tcp:127.0.0.1:0
+	start_src --memory 256M --fill mix --workload verify:rate=2000
+	migrate --channels 2 || fail "migrate exit $?: $(tail -n 3 "$T/mig.err")"
+	check_completed "$T/mig.json"
+	dst_check
+	deferred=$(grep -m1 "switch_deferred" "$T/src.log") || fail "no switch_deferred: the bytes in flight were not counted"
+	bytes=$(sed -n 's/.* in_flight_bytes=\([0-9]*\).*/\1/p' <<<"$deferred")
+	[ "${bytes:-0}" -gt 1048576 ] || fail "in flight: '$deferred'"
+	pass "slow-dst: $(sed 's/.*switch_deferred //' <<<"$deferred"); downtime $(jget "$T/mig.json" "'%.1f ms' % d['downtime']")" ;;
 *) fail "case $case" ;;
 esac
