@@ -449,6 +449,12 @@ static void pace_round(uint64_t t0_ns)
  * byte moving between the two kernels meanwhile may count twice: never
  * less than there is.
  */
+/* @a + @b, at most UINT64_MAX: the peer's figure comes off the wire. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
 static uint64_t in_flight_bytes(struct gw_session *s)
 {
 	struct gw_msg_ping ping = { .token = gw_now_ns() };
@@ -461,14 +467,14 @@ static uint64_t in_flight_bytes(struct gw_session *s)
 	peer = s->peer_backlog_bytes;
 	pthread_mutex_unlock(&s->lock);
 	if (gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping))
-		return out + peer;	/* a broken connection fails the migration elsewhere */
+		return add_sat(out, peer);	/* a broken connection fails the migration elsewhere */
 	pthread_mutex_lock(&s->lock);
 	while (s->pong_token != ping.token && !s->err.code &&
 	       pthread_cond_timedwait(&s->cond, &s->lock, &deadline) != ETIMEDOUT)
 		;
 	peer = s->peer_backlog_bytes;
 	pthread_mutex_unlock(&s->lock);
-	return out + peer;
+	return add_sat(out, peer);
 }
 
 /*
