@@ -12,6 +12,7 @@ verification on): the configurations are the cross product of the builds,
   bench/ab.py build --codecs none,lz4,zstd,auto --link 1gbit        # codecs, one build
   bench/ab.py OLD build --accel kvm --memory 64G --fill none --dst-memory --runs 5
   bench/ab.py build --channels 2,4 --runs 7                         # 2 against 4 channels
+  bench/ab.py build --channels 1,2 --tcp --runs 7                   # each run against TCP, same bytes
 """
 import argparse
 import os
@@ -47,6 +48,9 @@ def main():
                     help="make the destination with the guest's size, not preallocated (QEMU -m); "
                          "default: preallocated (-mem-prealloc)")
     ap.add_argument("--extra", default="", help="more migrate options for every run, one string")
+    ap.add_argument("--tcp", action="store_true",
+                    help="after each migration, fresh iperf3 processes move its non-zero bytes over as many "
+                         "TCP streams as it had channels: a baseline per run")
     ap.add_argument("--keep-logs", default=None, help="directory: each build's logs under its index")
     ap.add_argument("--io-timeout-ms", type=int, default=60000)
     args = ap.parse_args()
@@ -81,6 +85,8 @@ def main():
                     link, "ab", mem, args.fill, args.workload, ch, codec, extra=args.extra.split(),
                     src_extra=[] if args.fill == "none" else ["--prealloc"],
                     dst_prealloc=not args.dst_memory, dst_extra=dst_extra, accel=args.accel))
+                if args.tcp:
+                    B.same_bytes_baseline(link, recs[c][-1])
     finally:
         link.teardown()
         for b in benches:
@@ -97,9 +103,11 @@ def main():
         rows.append([args.builds[i], codec, ch, spread([r.get("total-ms") for r in rs], "%.0f"),
                      spread([r.get("downtime-ms") for r in rs], "%.2f"), spread(final_send, "%.3f"),
                      spread([r.get("setup-ms") for r in rs], "%.1f"), spread(ratio, "%.3f"),
-                     "%d/%d" % (ok, len(rs))])
+                     "%d/%d" % (ok, len(rs)), spread([r.get("host-steal-ms") for r in rs], "%.0f")] +
+                    ([spread([r.get("tcp-same-ms") for r in rs], "%.0f"),
+                      spread([r.get("tcp-same-ratio") for r in rs], "%.2f")] if args.tcp else []))
     print(B.table(["build", "codec", "ch", "total ms", "downtime ms", "final send ms", "setup ms", "ratio",
-                   "verified"], rows))
+                   "verified", "host steal ms"] + (["TCP same bytes ms", "TCP ms ÷ total ms"] if args.tcp else []), rows))
     return 0 if all(r.get("verified") and not r.get("error") for rs in recs.values() for r in rs) else 1
 
 

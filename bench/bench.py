@@ -117,11 +117,41 @@ def iperf(link, seconds, streams=1):
     """Receiver-side rate src -> dst in bits per second, or None (twice tried)."""
     if not shutil.which("iperf3"):
         return None
-    bps = iperf_once(link, seconds, streams)
-    return bps if bps is not None else iperf_once(link, seconds, streams)
+    res = iperf_once(link, ["-t", str(seconds)], streams, seconds + 30)
+    res = res or iperf_once(link, ["-t", str(seconds)], streams, seconds + 30)
+    return res[0] if res else None
 
 
-def iperf_once(link, seconds, streams=1):
+def tcp_same_bytes(link, nbytes, streams=1):
+    """Milliseconds that fresh iperf3 processes take to move NBYTES over
+    STREAMS TCP streams of LINK, receiver side, or None.
+
+    The baseline for a migration of the same non-zero bytes, run right after
+    it: a 3-second iperf3 rate hides the start of a transfer (slow start, the
+    socket buffers' first allocations) that a 0.3-second migration pays, and
+    the rate of this host's loopback moves by a third from minute to minute.
+    """
+    if not shutil.which("iperf3") or not nbytes:
+        return None
+    res = iperf_once(link, ["-n", str(int(nbytes))], streams, 120)
+    return res[1] * 1000.0 if res else None
+
+
+def same_bytes_baseline(link, rec):
+    """After migration REC: its non-zero bytes over as many TCP streams as it
+    had channels (rec["tcp-same-ms"]), and the ratio of the two times
+    (rec["tcp-same-ratio"]: TCP ms / migration ms, 1.0 = as fast as TCP)."""
+    st = rec.get("stats") or {}
+    streams = rec.get("channels") or 1
+    ms = tcp_same_bytes(link, (st.get("ram") or {}).get("normal", 0) * PAGE_BYTES, streams)
+    total = st.get("total-time")
+    rec["tcp-same-ms"] = ms
+    rec["tcp-same-ratio"] = ms / total if ms and total else None
+
+
+def iperf_once(link, length, streams, timeout_s):
+    """(bits per second, seconds) at the receiver for one iperf3 run of
+    LENGTH (["-t", S] or ["-n", BYTES]), or None."""
     port = 5299
     srv = subprocess.Popen(link.wrap(["iperf3", "-s", "-1", "-B", link.dst_addr, "-p", str(port)],
                                      "dst"),
@@ -134,8 +164,8 @@ def iperf_once(link, seconds, streams=1):
         res = None
         for _ in range(30):
             r = subprocess.run(link.wrap(["iperf3", "-c", link.dst_addr, "-p", str(port),
-                                          "-t", str(seconds), "-P", str(streams), "-J"], "src"),
-                               capture_output=True, text=True, timeout=seconds + 30)
+                                          "-P", str(streams), "-J"] + length, "src"),
+                               capture_output=True, text=True, timeout=timeout_s)
             try:
                 res = json.loads(r.stdout)
             except ValueError:
@@ -148,7 +178,8 @@ def iperf_once(link, seconds, streams=1):
         if res is None:
             log("iperf3 on %s failed: %s" % (link.name, err))
             return None
-        return float(res["end"]["sum_received"]["bits_per_second"])
+        rx = res["end"]["sum_received"]
+        return float(rx["bits_per_second"]), float(rx["seconds"])
     except (subprocess.TimeoutExpired, ValueError, KeyError) as e:
         log("iperf3 on %s: no rate (%s: %s)" % (link.name, type(e).__name__, e))
         return None
@@ -170,6 +201,16 @@ def proc_cpu_s(pid):
         with open("/proc/%d/stat" % pid) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def host_steal_s():
+    """CPU time the hypervisor gave to others while this machine's CPUs wanted
+    it (/proc/stat steal, all CPUs, 10 ms resolution), or None."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
 
@@ -386,12 +427,14 @@ class Bench:
                 rec["timeline"] = os.path.join(self.args.timelines, "%03d-%s-%s.csv" % (
                     self.nrun, group, link.name))
                 mig += ["--timeline", rec["timeline"]]
-            dcpu0 = proc_cpu_s(dst.pid)
+            dcpu0, steal0 = proc_cpu_s(dst.pid), host_steal_s()
             t0 = time.monotonic()
             r = subprocess.run(mig, capture_output=True, text=True,
                                timeout=self.args.migrate_timeout_s)
             wall = time.monotonic() - t0
-            dcpu1 = proc_cpu_s(dst.pid)
+            dcpu1, steal1 = proc_cpu_s(dst.pid), host_steal_s()
+            rec["host-steal-ms"] = (steal1 - steal0) * 1000.0 if steal0 is not None and steal1 is not None \
+                else None
             try:
                 st = json.loads(r.stdout)
             except ValueError:

@@ -18,7 +18,11 @@ Tables:
   work       cost with the work, not the RAM size
 Per run: total ms, non-zero GB/s (normal pages x 4 KiB / total time) and its
 ratio to one TCP stream, CPU seconds per GiB of guest RAM moved on each
-side, per-stage ns per page on each side (all channels summed).
+side, per-stage ns per page on each side (all channels summed). Over
+loopback each migration is followed by its own baseline: fresh iperf3
+processes moving the same non-zero bytes over as many TCP streams as the
+migration had channels ("TCP same bytes"), and the ratio of the two times
+is taken run by run (TCP ms / migration ms: 1.0 = as fast as TCP alone).
 """
 
 import json
@@ -77,10 +81,11 @@ def figures(rec, tcp1):
     secs = (st.get("total-time") or 0) / 1000.0
     nz = ram.get("normal", 0) * 4096 / secs if secs else None
     return dict(total=rec.get("total-ms"), nz=nz, nz_tcp=nz * 8 / tcp1 if nz and tcp1 else None,
+                same=rec.get("tcp-same-ms"), same_ratio=rec.get("tcp-same-ratio"),
                 cpu_src=per_gib(rec.get("src-cpu-seconds"), rec),
                 cpu_dst=per_gib(rec.get("dst-cpu-seconds"), rec),
                 src_st=st.get("stage-ns-per-page") or {}, dst_st=ds.get("stage-ns-per-page") or {},
-                ok=bool(rec.get("verified")), downtime=rec.get("downtime-ms"))
+                ok=bool(rec.get("verified")), downtime=rec.get("downtime-ms"), steal=rec.get("host-steal-ms"))
 
 
 def stages(recs_f, key, names, h):
@@ -95,16 +100,20 @@ def row(h, label, recs, tcp1):
         h.spread([f["downtime"] for f in fs], "%.1f"),
         h.spread([f["nz"] / 1e9 if f["nz"] else None for f in fs], "%.2f"),
         h.spread([f["nz_tcp"] for f in fs], "%.2f"),
+        h.spread([f["same"] for f in fs], "%.0f"),
+        h.spread([f["same_ratio"] for f in fs], "%.2f"),
         h.spread([f["cpu_src"] for f in fs], "%.2f"),
         h.spread([f["cpu_dst"] for f in fs], "%.2f"),
         stages(fs, "src_st", ["read", "classify", "compress", "send", "settle"], h),
         stages(fs, "dst_st", ["recv", "check", "decompress", "apply"], h),
-        ("yes (%d/%d)" if ok == len(fs) else "NO (%d/%d verified)") % (ok, len(fs))]
+        ("yes (%d/%d)" if ok == len(fs) else "NO (%d/%d verified)") % (ok, len(fs)),
+        h.spread([f["steal"] for f in fs], "%.0f")]
 
 
-COLS = ["total ms", "downtime ms", "non-zero GB/s", "÷ 1 TCP stream", "CPU s/GiB src",
+COLS = ["total ms", "downtime ms", "non-zero GB/s", "÷ 1 TCP stream", "TCP same bytes ms",
+        "TCP same bytes ms ÷ total ms", "CPU s/GiB src",
         "CPU s/GiB dst", "src ns/page read/classify/compress/send/settle",
-        "dst ns/page recv/check/decompress/apply", "verified"]
+        "dst ns/page recv/check/decompress/apply", "verified", "host steal ms"]
 
 
 def interleave(b, link, configs, reps, mk):
@@ -135,9 +144,12 @@ def run(b, links, dp, args, h):
 
     def mig(c, extra_src=(), extra=(), codec="none", link=lo, fill="mix", mapped=True, extra_dst=()):
         # mapped: the source maps its prepared RAM first, as a guest that ran has it mapped
-        return b.migrate(link, "datapath", c["memory"], fill, "idle", c.get("channels", 1), codec,
-                         extra=list(extra), src_extra=(["--prealloc"] if mapped else []) + list(extra_src),
-                         dst_prealloc=c.get("prealloc", True), iperf_bps=tcp1, dst_extra=list(extra_dst))
+        rec = b.migrate(link, "datapath", c["memory"], fill, "idle", c.get("channels", 1), codec,
+                        extra=list(extra), src_extra=(["--prealloc"] if mapped else []) + list(extra_src),
+                        dst_prealloc=c.get("prealloc", True), iperf_bps=tcp1, dst_extra=list(extra_dst))
+        if link is lo:
+            h.same_bytes_baseline(lo, rec)
+        return rec
 
     res = interleave(b, lo, dp["loop"], dp["reps"], mig)
     rows = [row(h, [h.size_str(c["memory"]), c["channels"], "yes" if c["prealloc"] else "no"], res[i], tcp1)
