@@ -24,6 +24,7 @@
 #include "util/crc32c.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
+#include "util/thread_name.h"
 
 #define ACCEPT_BURST 16			/* connections accepted per wake-up */
 #define LOG_REFUSALS_PER_S 20		/* refusal lines a second; the rest are counted */
@@ -665,8 +666,10 @@ struct gw_admit *gw_admit_start(const struct gw_admit_config *cfg)
 	/* Accepts never block the loop: the listening socket is non-blocking. */
 	a->sock->set_nonblock(a->listen_fd, true);
 	ret = -pthread_create(&a->thread, NULL, acceptor_main, a);
-	if (!ret)
+	if (!ret) {
+		gw_thread_name(a->thread, "gw-accept");
 		return a;
+	}
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 fail:

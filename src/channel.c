@@ -10,6 +10,7 @@
 #include "channel.h"
 #include "mem/mapped.h"
 #include "session_int.h"
+#include "util/thread_name.h"
 
 /* ---------------- source ---------------- */
 
@@ -394,6 +395,8 @@ void *gw_channel_send_main(void *arg)
 	gw_log_set_side(s->side);
 	ret = -pthread_create(&ch->send_thread, NULL, send_main, ch);
 	sender = !ret;
+	if (sender)
+		gw_thread_name(ch->send_thread, "gw-src-ch%u-tx", ch->index);
 	if (ret)
 		gw_fail(s, "setup", ret, false, "channel %u: send thread", ch->index);
 	while (!ret && queue_pop(ch, &b)) {
@@ -777,6 +780,7 @@ int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
 
 		if (ret)
 			return gw_fail(s, "setup", ret, false, "channel thread");
+		gw_thread_name(s->chans[i].thread, "gw-%s-ch%u", s->role == GW_ROLE_SOURCE ? "src" : "dst", i);
 		s->chans[i].thread_started = true;
 	}
 	return 0;

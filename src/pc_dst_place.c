@@ -7,6 +7,7 @@
  * taken before the page is written, so a late copy is dropped.
  */
 #include "pc_dst_int.h"
+#include "util/thread_name.h"
 
 /* ---- placement: each page once ---- */
 
@@ -357,6 +358,7 @@ int pcd_start_receivers(struct gw_pc_dst *pc)
 		gw_conn_set_recv_timeout(r->conn, 0);	/* liveness: control pings */
 		if (pthread_create(&r->thread, NULL, recv_main, r))
 			return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy receiver thread");
+		gw_thread_name(r->thread, "gw-pc-rx%u", i);
 		r->started = true;
 	}
 	return 0;

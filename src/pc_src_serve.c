@@ -6,6 +6,7 @@
  * pc_src_int.h.
  */
 #include "pc_src_int.h"
+#include "util/thread_name.h"
 
 /* ---- the postcopy phase ---- */
 
@@ -196,11 +197,13 @@ int pcs_start_threads(struct gw_session *s, struct gw_pc_src *pc)
 {
 	if (pthread_create(&pc->server, NULL, server_main, pc))
 		return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy server thread");
+	gw_thread_name(pc->server, "gw-pc-serve");
 	pc->server_started = true;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		pc->push[i] = (struct pc_pusher){ .pc = pc, .index = i };
 		if (pthread_create(&pc->push[i].thread, NULL, pusher_main, &pc->push[i]))
 			return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy pusher thread");
+		gw_thread_name(pc->push[i].thread, "gw-pc-push%u", i);
 		pc->push[i].started = true;
 	}
 	return 0;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include "dest.h"
+#include "util/thread_name.h"
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -150,6 +151,7 @@ void dst_populate_start(struct gw_session *s)
 		job_free(job);
 		return;
 	}
+	gw_thread_name(s->populate_thread, "gw-populate");
 	s->populate_running = true;
 }
 

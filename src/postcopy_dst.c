@@ -38,6 +38,7 @@
  * lock guards the digest sum; the fault account has its own lock.
  */
 #include "pc_dst_int.h"
+#include "util/thread_name.h"
 
 /* ---- small helpers ---- */
 
@@ -230,6 +231,7 @@ int dst_pc_prepare(struct gw_session *s)
 	pcd_stop_listening(s);
 	if (pthread_create(&s->pcd->handler, NULL, pcd_handler_main, s->pcd))
 		return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy fault handler thread");
+	gw_thread_name(s->pcd->handler, "gw-pc-fault");
 	s->pcd->handler_started = true;
 	ret = pcd_start_receivers(s->pcd);
 	if (ret)
@@ -349,6 +351,8 @@ void dst_pc_resumed(struct gw_session *s)
 	       pc->nr_vcpus);
 	/* Best effort: without it the faults map the same pages, one by one. */
 	pc->mapper_started = pthread_create(&pc->mapper, NULL, pcd_mapper_main, pc) == 0;
+	if (pc->mapper_started)
+		gw_thread_name(pc->mapper, "gw-pc-map");
 }
 
 

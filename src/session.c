@@ -16,6 +16,7 @@
 #include "channel.h"
 #include "net/tls.h"
 #include "session_int.h"
+#include "util/thread_name.h"
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque)
@@ -295,6 +296,8 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	s->running = true;
 	s->thread_joined = false;
 	ret = -pthread_create(&s->thread, NULL, fn, s);
+	if (!ret)
+		gw_thread_name(s->thread, "gw-mig-%s", s->role == GW_ROLE_SOURCE ? "src" : "dst");
 	if (ret) {
 		s->running = false;
 		s->thread_joined = true;

@@ -18,6 +18,7 @@
 #include "postcopy.h"
 #include "net/tls.h"
 #include "source.h"
+#include "util/thread_name.h"
 
 uint64_t src_wire_bytes(struct gw_session *s)
 {
@@ -470,6 +471,7 @@ int src_start_ctl_reader(struct gw_session *s)
 	gw_conn_set_idle_timeout(&s->ctl, 0);
 	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s))
 		return gw_fail(s, "setup", -EAGAIN, false, "control reader thread");
+	gw_thread_name(s->ctl_reader, "gw-src-ctl");
 	s->ctl_reader_started = true;
 	return 0;
 }

@@ -400,6 +400,7 @@ struct api_server *api_server_start(const char *path, api_handler_fn fn, void *o
 		snprintf(err, err_len, "cannot start the API thread: %s", strerror(-ret));
 		goto fail_unlink;
 	}
+	(void)pthread_setname_np(srv->thread, "gw-api");
 	return srv;
 
 fail_unlink:

@@ -454,6 +454,7 @@ struct qmp_server *qmp_server_start(const char *path, const struct qmp_command *
 		snprintf(err, err_len, "cannot start the QMP thread: %s", strerror(-ret));
 		goto fail;
 	}
+	(void)pthread_setname_np(srv->thread, "gw-qmp");
 	return srv;
 fail:
 	if (srv->listen_fd >= 0) {

@@ -135,6 +135,7 @@ int run_watcher_start(struct run_state *rs)
 
 	if (ret)
 		return -ret;
+	(void)pthread_setname_np(rs->watcher, "gw-watch");
 	rs->watcher_started = true;
 	return 0;
 }

@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include "content.h"
 #include "fill.h"
+#include "lifecycle.h"
 
 _Static_assert(VMM_PAGE_BYTES == GW_PAGE_BYTES, "content.h and the engine disagree on the page size");
 
@@ -283,6 +284,7 @@ int vmm_fill_ram(const struct gw_vm_info *info, enum vmm_fill fill, uint64_t see
 	for (unsigned i = 1; i < nr_threads; i++) {
 		if (pthread_create(&threads[nr_started], NULL, fill_worker, &job) != 0)
 			break;
+		vmm_thread_name(threads[nr_started], "vm-fill%u", i);
 		nr_started++;
 	}
 	fill_worker(&job);

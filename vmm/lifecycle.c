@@ -5,6 +5,8 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include "lifecycle.h"
 
 int vmm_life_pause(const struct vmm_life *l)
@@ -94,4 +96,15 @@ int vmm_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
 	ret = pthread_create(t, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return ret;
+}
+
+void vmm_thread_name(pthread_t t, const char *fmt, ...)
+{
+	char name[16];	/* TASK_COMM_LEN */
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+	(void)pthread_setname_np(t, name);
 }

@@ -62,5 +62,11 @@ int vmm_life_load_state(const struct vmm_life *l, struct gw_state *st);
 void vmm_thread_attr_normal(pthread_attr_t *attr);
 /* pthread_create with those attributes: 0 or the error number. */
 int vmm_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/*
+ * Name thread @t for top -H, perf and gdb ("vcpu0", "vm-fill1"): at most
+ * 15 characters are kept. Best effort, called by the creator.
+ */
+__attribute__((format(printf, 2, 3)))
+void vmm_thread_name(pthread_t t, const char *fmt, ...);
 
 #endif

@@ -34,6 +34,7 @@
 #include "util/fdio.h"
 #include "mem/populated.h"
 #include "mem/zero.h"
+#include "util/thread_name.h"
 
 #define CHUNK_BYTES GW_DIGEST_CHUNK_BYTES
 #define GROUP_BYTES (64u << 20)
@@ -376,6 +377,7 @@ static int digest_run(const struct gw_vm_info *vm, unsigned nr_threads,
 	for (unsigned i = 1; i < nr_threads; i++) {
 		if (pthread_create(&threads[nr_started], NULL, digest_worker, job) != 0)
 			break;
+		gw_thread_name(threads[nr_started], "gw-digest%u", i);
 		nr_started++;
 	}
 	digest_worker(job);

@@ -64,6 +64,7 @@
 #include <linux/kvm.h>
 #include <godwit/log.h>
 #include "mem/dirty.h"
+#include "util/thread_name.h"
 
 #define REAP_PERIOD_MS 10
 #define FULL_SLACK_ENTRIES 16		/* a harvest this close to the ring size: overflow feared */
@@ -293,6 +294,7 @@ static int kvm_ring_start(struct gw_dirty *d)
 	ret = -pthread_create(&k->reaper, NULL, reaper_main, d);
 	if (ret)
 		goto fail;
+	gw_thread_name(k->reaper, "gw-kvm-reap");
 	k->reaper_started = true;
 	return 0;
 fail:

@@ -57,6 +57,7 @@
 #include "mem/compat/uffd.h"
 #include "mem/dirty.h"
 #include "mem/populated.h"
+#include "util/thread_name.h"
 
 #define UFFD_WP_FEATURES (UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_HUGETLBFS_SHMEM)
 #define SCAN_VEC_LEN 4096		/* page_region entries per ioctl (96 KiB) */
@@ -548,6 +549,8 @@ static ssize_t uffd_wp_collect_last(struct gw_dirty *d, struct gw_bitmap *out)
 	for (; !ret && started < LAST_THREADS - 1 && j.nr > 1; started++)
 		if (pthread_create(&helpers[started], NULL, last_worker, &j))
 			break;
+		else
+			gw_thread_name(helpers[started], "gw-wp-last%u", started);
 	if (!ret)
 		last_worker(&j);
 	for (unsigned i = 0; i < started; i++)

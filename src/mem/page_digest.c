@@ -10,6 +10,7 @@
 #include "mem/populated.h"
 #include "mem/zero.h"
 #include "util/fdio.h"
+#include "util/thread_name.h"
 
 #define PAGE GW_PAGE_BYTES
 #define WINDOW_PAGES 64u		/* one pread of 256 KiB */
@@ -140,6 +141,8 @@ int gw_page_digest_ram(const struct gw_vm_info *vm, unsigned nr_threads,
 	for (; !ret && started < nr_threads; started++)
 		if (pthread_create(&wk[started].thread, NULL, ram_worker_main, &wk[started]))
 			break;
+		else
+			gw_thread_name(wk[started].thread, "gw-pdigest%u", started);
 	if (!ret)
 		ram_worker_main(&wk[0]);
 	for (unsigned i = 1; i < started; i++)

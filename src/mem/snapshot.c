@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "mem/compat/uffd.h"
 #include "mem/snapshot.h"
+#include "util/thread_name.h"
 
 #define CHUNK GW_DIGEST_CHUNK_BYTES
 #define NR_LOCKS 64
@@ -275,6 +276,7 @@ int gw_snapshot_new(const struct gw_vm_info *vm, struct gw_snapshot **out)
 		gw_snapshot_free(sn);
 		return ret;
 	}
+	gw_thread_name(sn->handler, "gw-snap-wp");
 	sn->handler_started = true;
 	*out = sn;
 	return 0;

@@ -114,6 +114,7 @@ int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu))
 			soft_vcpus_stop(vm);	/* the ones started */
 			return -ret;
 		}
+		vmm_thread_name(v->thread, "vcpu%u", i);
 		v->thread_started = true;
 		pthread_mutex_lock(&vm->lock);
 		vm->nr_threads++;
