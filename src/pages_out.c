@@ -15,6 +15,18 @@
 /* Raw stream bound: every entry a normal page or an XBZRLE record (le16 + delta). */
 #define RAW_CAP (GW_WIRE_MAX_BATCH_PAGES * (PAGE + 2))
 #define XBZRLE_MAX_DELTA (PAGE / 2)	/* a bigger delta goes as a normal page */
+/*
+ * Classify asks for the cache lines of the page this many pages ahead of
+ * the one it reads. The hardware prefetchers stop at 4 KiB boundaries, so
+ * without it each page starts with a cold miss on its first line (and a TLB
+ * miss), which the zero check waits for. Measured on 1 GiB of mix content
+ * read cold through the mapping (zero check, copy, CRC32C of non-zero
+ * pages), 3 passes: no prefetch 271-294 ns/page; first line only 285-335;
+ * the whole page 1 ahead 175-200, 2 ahead 163-186, 4 ahead 165-191,
+ * 16 ahead 190-203.
+ */
+#define PREFETCH_AHEAD_PAGES 2
+#define CACHE_LINE_BYTES 64
 
 int gw_pages_out_init(struct gw_pages_out *po, enum gw_codec_id codec, int level,
 		      size_t xbzrle_cache_bytes)
@@ -98,6 +110,25 @@ static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struc
 static bool bit(const uint64_t *m, uint64_t i)
 {
 	return m && (m[i / 64] >> (i % 64) & 1);
+}
+
+/*
+ * Region page @idx + PREFETCH_AHEAD_PAGES, when classify will read it
+ * through the mapping: its lines on their way to the cache. A prefetch
+ * never faults; pages not mapped here are read by pread instead. Inlined
+ * by force: GCC 12's IPA finds a function of prefetches without side
+ * effects and drops every call to it (no prefetcht0 left in the object).
+ */
+static inline __attribute__((always_inline)) void prefetch_ahead(const struct gw_ram_view *ram, const struct gw_batch *b, uint64_t idx)
+{
+	uint64_t next = idx + PREFETCH_AHEAD_PAGES;
+	const uint8_t *p;
+
+	if (b->discard || next >= b->nr_pages || (ram->fd >= 0 && !bit(ram->mapped, next)))
+		return;
+	p = ram->host + (b->first_page + next) * PAGE;
+	for (unsigned off = 0; off < PAGE; off += CACHE_LINE_BYTES)
+		__builtin_prefetch(p + off);
 }
 
 /* ---- stage 1: read ---- */
@@ -202,6 +233,7 @@ static void stage_classify(struct gw_pages_out *po, struct gw_pages_buf *pb,
 			enum gw_page_kind kind = GW_PAGE_NORMAL;
 			uint32_t crc = 0;
 
+			prefetch_ahead(ram, b, idx);
 			if (b->discard || gw_is_zero(src, PAGE)) {
 				uint8_t *old = po->xb ? gw_xbzrle_cache_get(po->xb, key) : NULL;
 
