@@ -13,6 +13,7 @@ verification on): the configurations are the cross product of the builds,
   bench/ab.py OLD build --accel kvm --memory 64G --fill none --dst-memory --runs 5
   bench/ab.py build --channels 2,4 --runs 7                         # 2 against 4 channels
   bench/ab.py build --channels 1,2 --tcp --runs 7                   # each run against TCP, same bytes
+  bench/ab.py build --memory 1G,4G,6G --runs 3                      # time per GiB as the RAM grows
 """
 import argparse
 import os
@@ -37,7 +38,8 @@ def main():
     ap.add_argument("builds", nargs="+", help="build directories (each holds tools/godwit)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each configuration (default 3)")
     ap.add_argument("--link", default="loopback", choices=sorted(LINKS))
-    ap.add_argument("--memory", default="1G")
+    ap.add_argument("--memory", default="1G",
+                    help="guest RAM, or several sizes separated by commas (interleaved like the rest)")
     ap.add_argument("--fill", default="mix", help="mix, none, zero, random, text or sparse:SIZE")
     ap.add_argument("--codecs", default="none")
     ap.add_argument("--channels", default="1")
@@ -55,7 +57,7 @@ def main():
     ap.add_argument("--io-timeout-ms", type=int, default=60000)
     args = ap.parse_args()
 
-    mem = B.parse_size(args.memory)
+    mems = [B.parse_size(m) for m in args.memory.split(",")]
     benches = []
     for i, build in enumerate(args.builds):
         ns = argparse.Namespace(build=build, out="/tmp/gw-ab", quick=False, io_timeout_ms=args.io_timeout_ms,
@@ -70,17 +72,17 @@ def main():
             return 77
     rate, subnet = LINKS[args.link]
     link = B.Link(args.link, rate, subnet) if rate else B.Link("loopback")
-    cfgs = [(i, codec, int(ch)) for i in range(len(benches)) for codec in args.codecs.split(",")
-            for ch in args.channels.split(",")]
-    dst_extra = ["--max-memory", str(mem + 64 * B.MIB)]
-    if args.dst_memory:
-        dst_extra += ["--memory", str(mem)]
+    cfgs = [(i, codec, int(ch), mem) for i in range(len(benches)) for codec in args.codecs.split(",")
+            for ch in args.channels.split(",") for mem in mems]
     recs = {c: [] for c in cfgs}
     link.setup()
     try:
         for _ in range(args.runs):
             for c in cfgs:
-                i, codec, ch = c
+                i, codec, ch, mem = c
+                dst_extra = ["--max-memory", str(mem + 64 * B.MIB)]
+                if args.dst_memory:
+                    dst_extra += ["--memory", str(mem)]
                 recs[c].append(benches[i].migrate(
                     link, "ab", mem, args.fill, args.workload, ch, codec, extra=args.extra.split(),
                     src_extra=[] if args.fill == "none" else ["--prealloc"],
@@ -92,22 +94,25 @@ def main():
         for b in benches:
             b.cleanup()	# the prepared RAM files in /dev/shm, the processes, the temporary directory
     print("%s, %s %s, %s, %s VM, %d interleaved runs each, median [min-max]\n" %
-          (args.link, B.size_str(mem), args.fill, args.workload, args.accel, args.runs))
+          (args.link, ",".join(B.size_str(m) for m in mems), args.fill, args.workload, args.accel, args.runs))
     rows = []
     for c in cfgs:
-        i, codec, ch = c
+        i, codec, ch, mem = c
         rs = recs[c]
         ratio = [((r.get("stats") or {}).get("ram") or {}).get("compression-ratio") for r in rs]
         ok = sum(1 for r in rs if r.get("verified") and not r.get("error"))
         final_send = [((r.get("stats") or {}).get("downtime-breakdown") or {}).get("final-send") for r in rs]
-        rows.append([args.builds[i], codec, ch, spread([r.get("total-ms") for r in rs], "%.0f"),
+        rows.append([args.builds[i], B.size_str(mem), codec, ch, spread([r.get("total-ms") for r in rs], "%.0f"),
+                     spread([r.get("total-ms") * B.GIB / mem if r.get("total-ms") else None for r in rs], "%.0f"),
                      spread([r.get("downtime-ms") for r in rs], "%.2f"), spread(final_send, "%.3f"),
                      spread([r.get("setup-ms") for r in rs], "%.1f"), spread(ratio, "%.3f"),
-                     "%d/%d" % (ok, len(rs)), spread([r.get("host-steal-ms") for r in rs], "%.0f")] +
+                     spread([r.get("host-steal-ms") for r in rs], "%.0f")] +
                     ([spread([r.get("tcp-same-ms") for r in rs], "%.0f"),
-                      spread([r.get("tcp-same-ratio") for r in rs], "%.2f")] if args.tcp else []))
-    print(B.table(["build", "codec", "ch", "total ms", "downtime ms", "final send ms", "setup ms", "ratio",
-                   "verified", "host steal ms"] + (["TCP same bytes ms", "TCP ms ÷ total ms"] if args.tcp else []), rows))
+                      spread([r.get("tcp-same-ratio") for r in rs], "%.2f")] if args.tcp else []) +
+                    ["%d/%d" % (ok, len(rs))])
+    print(B.table(["build", "RAM", "codec", "ch", "total ms", "ms per GiB", "downtime ms", "final send ms", "setup ms",
+                   "ratio", "host steal ms"] + (["TCP same bytes ms", "TCP ms ÷ total ms"] if args.tcp else []) +
+                  ["verified"], rows))
     return 0 if all(r.get("verified") and not r.get("error") for rs in recs.values() for r in rs) else 1
 
 

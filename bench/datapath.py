@@ -106,14 +106,14 @@ def row(h, label, recs, tcp1):
         h.spread([f["cpu_dst"] for f in fs], "%.2f"),
         stages(fs, "src_st", ["read", "classify", "compress", "send", "settle"], h),
         stages(fs, "dst_st", ["recv", "check", "decompress", "apply"], h),
-        ("yes (%d/%d)" if ok == len(fs) else "NO (%d/%d verified)") % (ok, len(fs)),
-        h.spread([f["steal"] for f in fs], "%.0f")]
+        h.spread([f["steal"] for f in fs], "%.0f"),
+        ("yes (%d/%d)" if ok == len(fs) else "NO (%d/%d verified)") % (ok, len(fs))]
 
 
 COLS = ["total ms", "downtime ms", "non-zero GB/s", "÷ 1 TCP stream", "TCP same bytes ms",
         "TCP same bytes ms ÷ total ms", "CPU s/GiB src",
         "CPU s/GiB dst", "src ns/page read/classify/compress/send/settle",
-        "dst ns/page recv/check/decompress/apply", "verified", "host steal ms"]
+        "dst ns/page recv/check/decompress/apply", "host steal ms", "verified"]
 
 
 def interleave(b, link, configs, reps, mk):
