@@ -49,10 +49,12 @@ fuzz:
 	ninja -C $(FUZZ_BUILD) $(addprefix tests/fuzz/,fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session gen_seeds)
 	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
-# make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures.
+# make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures;
+# then godwit against QEMU on the same RAM (bench/vs_qemu.py, bench-report/vs-qemu.md).
 bench: all
 	@scripts/deps.sh bench
 	bench/run.sh $(BUILD) --micro --report $(BUILD)/bench-report
+	bench/vs_qemu.py $(BUILD) >$(BUILD)/bench-report/vs-qemu.md && cat $(BUILD)/bench-report/vs-qemu.md
 
 # make install [PREFIX=/usr] [DESTDIR=/tmp/stage]: binary, library, headers, pkg-config, docs.
 install: all
