@@ -67,4 +67,15 @@ rc=$?
 [ "$rc" = 0 ] || { cat "$T/ab.md" "$T/ab.log" >&2; fail "bench/ab.py exited $rc"; }
 n=$(grep -c '| 1/1 |$' "$T/ab.md")
 [ "$n" -eq 4 ] || { cat "$T/ab.md" >&2; fail "bench/ab.py: $n verified rows, want 4"; }
-pass "bench smoke: $tables tables, $lines migrations; ab.py 4 configurations"
+
+# bench/vs_qemu.py, where QEMU is installed (scripts/deps.sh bench): both tools complete.
+vs=", vs_qemu.py not run (no qemu-system-x86_64)"
+if command -v qemu-system-x86_64 >/dev/null 2>&1; then
+	"$root/bench/vs_qemu.py" "$build" --memory 32M --channels 1,2 --runs 1 >"$T/vs.md" 2>"$T/vs.log"
+	rc=$?
+	[ "$rc" = 0 ] || { cat "$T/vs.md" "$T/vs.log" >&2; fail "bench/vs_qemu.py exited $rc"; }
+	n=$(grep -c '| 1/1\( verified\)\? |$' "$T/vs.md")
+	[ "$n" -eq 4 ] || { cat "$T/vs.md" >&2; fail "bench/vs_qemu.py: $n completed rows, want 4"; }
+	vs=", vs_qemu.py 4 rows"
+fi
+pass "bench smoke: $tables tables, $lines migrations; ab.py 4 configurations$vs"
