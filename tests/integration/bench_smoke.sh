@@ -9,7 +9,8 @@
 # a separator and one row per migration (the limits table: one row of
 # limits), and every migration row reports a completed, verified migration.
 # It also writes one JSON line per migration; bench/ab.py runs its cross
-# product of builds and channels, one verified row each. No figure (time, rate, ratio)
+# product of builds and channels, one verified row each; where QEMU is
+# installed, bench/vs_qemu.py completes with both tools. No figure (time, rate, ratio)
 # is judged, and iperf3 is not needed (its columns stay empty without it).
 #
 # Loopback only: the shaped links are netns_migrate.sh's, and the bench's
