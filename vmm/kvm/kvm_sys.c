@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <godwit/log.h>
 #include "kvm/kvm_internal.h"
+#include "prealloc.h"
 
 #define KVM_TSS_GPA 0xfffbd000ull	/* where kvmtool and QEMU put it: below the BIOS */
 
@@ -218,14 +219,14 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 	void *host;
 	int ret;
 
-	*fresh = fd < 0;
-	if (fd < 0) {
+	bool own = fd < 0;
+
+	*fresh = own;
+	if (own) {
 		fd = ram_fd(vm, name, bytes, fresh, why, why_len);
 		if (fd < 0)
 			return fd;
 		fd_offset = 0;
-		if (vm->prealloc && *fresh && fallocate(fd, 0, 0, (off_t)bytes) < 0)
-			gw_log(GW_LOG_WARN, "kvm", "prealloc_failed", "block=%s err=%d", name, errno);
 	}
 	host = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)fd_offset);
 	if (host == MAP_FAILED) {
@@ -233,6 +234,20 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 		kvm_why(why, why_len, "mmap of block %s: %s", name, strerror(-ret));
 		close(fd);
 		return ret;
+	}
+	if (own && vm->prealloc) {
+		uint64_t t0 = gw_now_ns();
+
+		ret = vmm_prealloc_ram(host, bytes);
+		if (ret) {
+			kvm_why(why, why_len, "preallocating block %s (%" PRIu64 " bytes): %s", name, bytes,
+				strerror(-ret));
+			munmap(host, bytes);
+			close(fd);
+			return ret;
+		}
+		gw_log(GW_LOG_INFO, "kvm", "ram_prealloc", "block=%s bytes=%" PRIu64 " ms=%.1f fresh=%d", name,
+		       bytes, (gw_now_ns() - t0) / 1e6, *fresh);
 	}
 	memset(b, 0, sizeof(*b));
 	snprintf(b->name, sizeof(b->name), "%s", name);

@@ -9,8 +9,8 @@
  * local migration maps the source's fds instead of its own memory.
  *
  * Threads: every function here runs under the VM's ctl, before vCPU threads
- * exist or with them parked (see soft_internal.h); prealloc_ram() borrows
- * one helper thread for its duration.
+ * exist or with them parked (see soft_internal.h); vmm_prealloc_ram()
+ * borrows one helper thread for its duration.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,11 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <godwit/log.h>
+#include "prealloc.h"
 #include "soft/soft_internal.h"
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 unsigned soft_block_of(const struct soft_vm *vm, uint64_t page)
 {
@@ -57,44 +54,6 @@ void soft_ram_free(struct soft_vm *vm)
 	}
 	vm->info.nr_blocks = 0;
 	vm->ram_pages = 0;
-}
-
-struct prealloc_part {
-	uint8_t *host;
-	uint64_t len_bytes;
-	int err;			/* 0 or -errno */
-};
-
-static void *prealloc_worker(void *arg)
-{
-	struct prealloc_part *p = arg;
-
-	p->err = madvise(p->host, p->len_bytes, MADV_POPULATE_WRITE) ? -errno : 0;
-	return NULL;
-}
-
-/*
- * --prealloc: allocate and zero every page now, with two threads, like
- * QEMU's -mem-prealloc. A destination created ahead of the migrate command
- * then writes into memory that is already backed: on virtualised hosts the
- * first touch of a page costs far more than the copy into it.
- */
-static int prealloc_ram(uint8_t *host, uint64_t size_bytes)
-{
-	struct prealloc_part part[2];
-	pthread_t t;
-	uint64_t half = size_bytes / 2 / SOFT_PAGE_BYTES * SOFT_PAGE_BYTES;
-	bool threaded;
-
-	part[0] = (struct prealloc_part){ host, half, 0 };
-	part[1] = (struct prealloc_part){ host + half, size_bytes - half, 0 };
-	threaded = half && pthread_create(&t, NULL, prealloc_worker, &part[0]) == 0;
-	if (!threaded)
-		prealloc_worker(&part[0]);
-	prealloc_worker(&part[1]);
-	if (threaded)
-		pthread_join(t, NULL);
-	return part[0].err ? part[0].err : part[1].err;
 }
 
 /* The --memory-file, at least @size_bytes long. The fd, or -errno with a reason. */
@@ -163,7 +122,7 @@ static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_byte
 	if (!vm->prealloc)
 		return host;
 	t0 = gw_now_ns();
-	*ret = prealloc_ram(host, size_bytes);
+	*ret = vmm_prealloc_ram(host, size_bytes);
 	if (*ret) {
 		snprintf(err, err_len, "preallocating %" PRIu64 " bytes: %s", size_bytes,
 			 strerror(-*ret));
