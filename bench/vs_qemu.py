@@ -28,7 +28,8 @@ Figures: total-time and downtime as each reports them (query-migrate names).
 They do not measure the same span: godwit's downtime runs from the source's
 pause to the destination's resume, QEMU's from the source's stop to the end
 of its migration thread's work, without the destination's load and start.
-CPU seconds of each side's process over the migration.
+CPU seconds of each side's process over the migration (godwit's include the
+RAM digests of both sides after the resume unless --godwit-extra --no-verify).
 
   bench/vs_qemu.py build                                  # 1 GiB mix, 1/2/4 channels, 5 runs
   bench/vs_qemu.py build --memory 4G --channels 1,2 --runs 3
@@ -198,6 +199,9 @@ def main():
     ap.add_argument("--fill", default="mix")
     ap.add_argument("--channels", default="1,2,4")
     ap.add_argument("--downtime-limit", type=int, default=300, metavar="MS", help="both sides (default 300)")
+    ap.add_argument("--godwit-extra", default="", metavar="OPTIONS",
+                    help="more godwit migrate options, one string (e.g. --no-verify: godwit's CPU figures "
+                         "otherwise include the RAM digests it takes on both sides after the resume)")
     ap.add_argument("--accel", default="soft", choices=["soft", "kvm"], help="godwit's VM backend")
     ap.add_argument("--dst-memory", action="store_true",
                     help="destinations not preallocated (godwit --memory, QEMU prealloc=off)")
@@ -225,7 +229,7 @@ def main():
         for _ in range(args.runs):
             for c in chans:
                 r = b.migrate(link, "vs-qemu", mem, args.fill, "idle", c, "none", src_extra=["--prealloc"],
-                              extra=["--downtime-limit", str(args.downtime_limit)],
+                              extra=["--downtime-limit", str(args.downtime_limit)] + args.godwit_extra.split(),
                               dst_prealloc=not args.dst_memory, dst_extra=dst_extra, accel=args.accel)
                 recs[("godwit", c)].append(r)
                 n += 1
