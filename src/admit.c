@@ -22,9 +22,9 @@
 #include "net/io.h"
 #include "net/transport.h"
 #include "util/crc32c.h"
+#include "util/thread_name.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
-#include "util/thread_name.h"
 
 #define ACCEPT_BURST 16			/* connections accepted per wake-up */
 #define LOG_REFUSALS_PER_S 20		/* refusal lines a second; the rest are counted */

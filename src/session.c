@@ -296,12 +296,12 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	s->running = true;
 	s->thread_joined = false;
 	ret = -pthread_create(&s->thread, NULL, fn, s);
-	if (!ret)
-		gw_thread_name(s->thread, "gw-mig-%s", s->role == GW_ROLE_SOURCE ? "src" : "dst");
 	if (ret) {
 		s->running = false;
 		s->thread_joined = true;
 		s->status = GW_STATUS_NONE;
+	} else {
+		gw_thread_name(s->thread, "gw-mig-%s", s->role == GW_ROLE_SOURCE ? "src" : "dst");
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;

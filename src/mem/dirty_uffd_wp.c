@@ -546,11 +546,11 @@ static ssize_t uffd_wp_collect_last(struct gw_dirty *d, struct gw_bitmap *out)
 		return -EINVAL;
 	for (unsigned i = 0; !ret && i < d->vm->nr_blocks; i++)
 		ret = list_block(&j, d->priv, i);
-	for (; !ret && started < LAST_THREADS - 1 && j.nr > 1; started++)
+	for (; !ret && started < LAST_THREADS - 1 && j.nr > 1; started++) {
 		if (pthread_create(&helpers[started], NULL, last_worker, &j))
 			break;
-		else
-			gw_thread_name(helpers[started], "gw-wp-last%u", started);
+		gw_thread_name(helpers[started], "gw-wp-last%u", started);
+	}
 	if (!ret)
 		last_worker(&j);
 	for (unsigned i = 0; i < started; i++)

@@ -138,11 +138,11 @@ int gw_page_digest_ram(const struct gw_vm_info *vm, unsigned nr_threads,
 		nr_threads = MAX_THREADS;
 	for (unsigned i = 0; i < nr_threads; i++)
 		wk[i].job = job;
-	for (; !ret && started < nr_threads; started++)
+	for (; !ret && started < nr_threads; started++) {
 		if (pthread_create(&wk[started].thread, NULL, ram_worker_main, &wk[started]))
 			break;
-		else
-			gw_thread_name(wk[started].thread, "gw-pdigest%u", started);
+		gw_thread_name(wk[started].thread, "gw-pdigest%u", started);
+	}
 	if (!ret)
 		ram_worker_main(&wk[0]);
 	for (unsigned i = 1; i < started; i++)

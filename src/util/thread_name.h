@@ -4,7 +4,7 @@
  * /proc/PID/task/TID/comm and gdb show which of godwit's threads spends
  * the CPU (the channel's prep thread or its sender, the fault handler, a
  * digest worker) instead of a column of identical process names. The
- * kernel keeps 15 characters; every name here fits ("gw-src-ch15-tx").
+ * kernel keeps 15 characters; every name here fits (the longest, "gw-src-ch63-tx").
  * A name is set by the thread that creates the thread, right after
  * pthread_create; failing to set one changes nothing else.
  */

@@ -216,10 +216,9 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 {
 	unsigned bi = vm->info.nr_blocks;
 	struct gw_ram_block *b = &vm->info.blocks[bi];
+	bool own = fd < 0;
 	void *host;
 	int ret;
-
-	bool own = fd < 0;
 
 	*fresh = own;
 	if (own) {

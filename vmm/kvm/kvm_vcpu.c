@@ -402,7 +402,7 @@ int kvm_vcpus_start(struct kvm_vm *vm, bool parked)
 			kvm_pause_leave(&vm->pause);
 			break;
 		}
-		vmm_thread_name(v->thread, "vcpu%u", (unsigned)i);
+		vmm_thread_name(v->thread, "vcpu%u", i);
 		v->started = true;
 	}
 	pthread_attr_destroy(&attr);
