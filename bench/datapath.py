@@ -11,7 +11,8 @@ the row says no. Verification is on (the default): the digests are taken
 after resume and cost no downtime.
 
 Tables:
-  limits     iperf3 1 and 2 streams, limits_bench
+  limits     iperf3 1 and 2 streams, limits_bench (classify's user work with and
+             without its prefetch among them)
   loopback   mix RAM x channels x destination preallocated or not
   paths      send paths (copy, live, pread, zero-copy) on one channel
   links      the 10gbit and 1gbit veth links, codecs
@@ -135,11 +136,13 @@ def run(b, links, dp, args, h):
     h.log("datapath limits: tcp1 %s tcp2 %s Gbit/s, %s" % (h.gbit(tcp1), h.gbit(tcp2), lim))
     parts.append("## Data path: limits measured in this run (loopback)\n")
     parts.append(h.table(["one TCP stream", "two TCP streams", "memcpy", "pread (memfd)",
-                          "cold read + CRC32C", "CRC32C (hot)", "zero detection"],
+                          "cold read + CRC32C", "CRC32C (hot)", "zero detection",
+                          "classify, no prefetch", "classify, prefetch"],
                          [["%s Gbit/s (%s GB/s)" % (h.gbit(tcp1), h.fmt(tcp1 / 8e9 if tcp1 else None, "%.2f")),
                            "%s Gbit/s" % h.gbit(tcp2)] +
                           ["%s GB/s" % h.fmt(lim.get(k), "%.2f") for k in
-                           ("memcpy-gbps", "pread-gbps", "read-crc-gbps", "crc-hot-gbps", "zero-gbps")]]))
+                           ("memcpy-gbps", "pread-gbps", "read-crc-gbps", "crc-hot-gbps", "zero-gbps",
+                            "classify-gbps", "classify-prefetch-gbps")]]))
     parts.append("")
 
     def mig(c, extra_src=(), extra=(), codec="none", link=lo, fill="mix", mapped=True, extra_dst=()):
