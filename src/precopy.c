@@ -439,6 +439,12 @@ static void pace_round(uint64_t t0_ns)
 	nanosleep(&ts, NULL);
 }
 
+/* @a + @b, at most UINT64_MAX: the peer's figure comes off the wire. */
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
+}
+
 /*
  * Data sent and not yet taken in by the destination: what our kernel holds
  * unacknowledged on the channels (SIOCOUTQ) and what the destination's
@@ -449,12 +455,6 @@ static void pace_round(uint64_t t0_ns)
  * byte moving between the two kernels meanwhile may count twice: never
  * less than there is.
  */
-/* @a + @b, at most UINT64_MAX: the peer's figure comes off the wire. */
-static uint64_t add_sat(uint64_t a, uint64_t b)
-{
-	return b > UINT64_MAX - a ? UINT64_MAX : a + b;
-}
-
 static uint64_t in_flight_bytes(struct gw_session *s)
 {
 	struct gw_msg_ping ping = { .token = gw_now_ns() };
@@ -496,8 +496,12 @@ static void drain_in_flight(struct gw_session *s, struct src_ctx *c, uint64_t by
 		bytes = in_flight_bytes(s);
 		t_ns = gw_now_ns();
 	}
-	if (bytes < bytes0 && t_ns > t0_ns)
-		c->conv.in_flight_rate_bps = (uint64_t)((__uint128_t)(bytes0 - bytes) * 1000000000ull / (t_ns - t0_ns));
+	if (bytes < bytes0 && t_ns > t0_ns) {
+		/* Saturated: bytes0 is the peer's figure, up to UINT64_MAX. */
+		__uint128_t bps = (__uint128_t)(bytes0 - bytes) * 1000000000ull / (t_ns - t0_ns);
+
+		c->conv.in_flight_rate_bps = bps > UINT64_MAX ? UINT64_MAX : (uint64_t)bps;
+	}
 	gw_log(GW_LOG_INFO, "mig", "switch_deferred",
 	       "round=%u in_flight_bytes=%llu left_bytes=%llu drain_us=%llu in_flight_rate_bps=%llu",
 	       gw_round(s), (unsigned long long)bytes0, (unsigned long long)bytes,

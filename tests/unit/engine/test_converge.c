@@ -6,7 +6,7 @@
  * 64 KiB (one socket write) and UINT64_MAX (never fits) above;
  * with nothing dirty it is the fixed cost. Bytes in flight (sent, not yet
  * taken in by the destination) count as bytes still to send, dirty pages
- * or not. A round's rate weighs in
+ * or not, at the destination's own pace once it was measured. A round's rate weighs in
  * proportion to its length, half from 100 ms on; tiny rounds (< 64 KiB)
  * and zero-length rounds do not move it at all.
  */
@@ -69,6 +69,15 @@ int main(void)
 			   (unsigned long long)e);
 		TEST_CHECK(!gw_converge_fits(&f, 65536, 300000), "no longer fits 300 ms");
 		TEST_CHECK(!gw_converge_fits(&f, 0, 30000), "in flight alone over 30 ms");
+		/* The destination's own pace for what it holds: 40 MB at 0.5 GB/s is 80 ms. */
+		f.in_flight_rate_bps = 500000000;
+		e = gw_converge_expected_ns(&f, 0);
+		TEST_CHECK(near_ns(e, 80 * MS + FIXED_NS, 1000), "40 MB at its own pace -> %llu ns",
+			   (unsigned long long)e);
+		e = gw_converge_expected_ns(&f, 65536);
+		TEST_CHECK(near_ns(e, 268435456ull + 80 * MS + FIXED_NS, 1000), "256 MiB + 40 MB at its pace -> %llu ns",
+			   (unsigned long long)e);
+		f.in_flight_rate_bps = 0;
 		f.rate_bps = 0;
 		TEST_CHECK(gw_converge_expected_ns(&f, 0) == UINT64_MAX, "40 MB in flight, no rate -> unknown");
 	}
