@@ -24,10 +24,13 @@ Both sides get what a user comparing them would set up:
               /dev/kvm works, else TCG
   verified    godwit compares RAM digests after the resume (not inside its
               total time); QEMU has no such check
-Figures: total-time and downtime as each reports them (query-migrate names).
-They do not measure the same span: godwit's downtime runs from the source's
-pause to the destination's resume, QEMU's from the source's stop to the end
-of its migration thread's work, without the destination's load and start.
+Figures measure the same span on both: downtime from the source's pause to
+the destination's resume (godwit's own figure; for QEMU the source's STOP
+event to the destination's RESUME event, QMP timestamps on one host clock),
+total from the migrate command to that resume (QEMU's total-time plus what
+its downtime figure leaves out). QEMU's own query-migrate figures, which end
+at the source's completion, before the destination has loaded and started,
+are printed beside them.
 CPU seconds of each side's process over the migration (godwit's include the
 RAM digests of both sides after the resume unless --godwit-extra --no-verify).
 
@@ -61,7 +64,7 @@ def spread(vals, spec):
 
 
 class Qmp:
-    """A QMP client: one command at a time, events skipped."""
+    """A QMP client: one command at a time; events are kept (self.events)."""
 
     def __init__(self, path, timeout_s=30):
         deadline = time.monotonic() + timeout_s
@@ -77,6 +80,7 @@ class Qmp:
                 time.sleep(0.05)
         self.sock.settimeout(timeout_s)
         self.f = self.sock.makefile("rw")
+        self.events = []
         json.loads(self.f.readline())  # greeting
         self.cmd("qmp_capabilities")
 
@@ -89,10 +93,18 @@ class Qmp:
                 raise RuntimeError("QMP: %s: connection closed" % name)
             msg = json.loads(line)
             if "event" in msg:
+                self.events.append(msg)
                 continue
             if "error" in msg:
                 raise RuntimeError("QMP %s: %s" % (name, msg["error"].get("desc")))
             return msg.get("return")
+
+    def event_s(self, name):
+        """Host wall-clock time, in seconds, of the first event NAME seen, or None."""
+        for e in self.events:
+            if e["event"] == name:
+                return e["timestamp"]["seconds"] + e["timestamp"]["microseconds"] / 1e6
+        return None
 
     def close(self):
         self.sock.close()
@@ -161,12 +173,27 @@ def qemu_migrate(tmp, memory, ramfile, channels, prealloc, accel, downtime_limit
                 raise RuntimeError("QEMU destination never ran")
             time.sleep(0.01)
         cpu1 = [B.proc_cpu_s(p.pid) for p in procs]
-        rec.update({"status": st.get("status"), "total-ms": st.get("total-time"),
-                    "downtime-ms": st.get("downtime"), "setup-ms": st.get("setup-time"),
+        # Downtime as godwit measures it: the source's STOP to the destination's
+        # RESUME (event timestamps, one host clock), not query-migrate's figure,
+        # which ends before the destination has loaded and started.
+        while dst.event_s("RESUME") is None and time.monotonic() < deadline:
+            dst.cmd("query-status")
+            time.sleep(0.01)
+        stop_s, resume_s = src.event_s("STOP"), dst.event_s("RESUME")
+        down = (resume_s - stop_s) * 1000.0 if stop_s and resume_s else None
+        # godwit's total-time ends at the resume too: extend QEMU's, which ends
+        # at the source's completion, by what its downtime figure left out.
+        late = max(0.0, down - st["downtime"]) if down is not None and st.get("downtime") is not None else None
+        rec.update({"status": st.get("status"),
+                    "total-ms": st["total-time"] + late if late is not None and st.get("total-time") else None,
+                    "downtime-ms": down, "reported-total-ms": st.get("total-time"),
+                    "reported-downtime-ms": st.get("downtime"), "setup-ms": st.get("setup-time"),
                     "ram": st.get("ram") or {},
                     "src-cpu-seconds": cpu1[0] - cpu0[0], "dst-cpu-seconds": cpu1[1] - cpu0[1]})
         if st.get("status") != "completed":
             rec["error"] = "QEMU migration %s: %s" % (st.get("status"), st.get("error-desc"))
+        elif down is None or rec["total-ms"] is None:
+            rec["error"] = "QEMU: no STOP (source) or RESUME (destination) event, or no total-time"
     except (RuntimeError, OSError, ValueError) as e:
         rec["error"] = str(e)
     finally:
@@ -255,6 +282,7 @@ def main():
             ok = sum(1 for r in rs if not r.get("error"))
             rows.append([who, c, spread([r.get("total-ms") for r in rs], "%.0f"),
                          spread([r.get("downtime-ms") for r in rs], "%.1f"),
+                         spread([r.get("reported-downtime-ms") for r in rs], "%.0f") if who == "QEMU" else "",
                          spread([r.get("setup-ms") for r in rs], "%.1f"),
                          spread([r.get("src-cpu-seconds") for r in rs], "%.2f"),
                          spread([r.get("dst-cpu-seconds") for r in rs], "%.2f"),
@@ -262,7 +290,8 @@ def main():
                          spread(ratio, "%.2f") if who == "godwit" else "",
                          "%d/%d" % (ok, len(rs)) + (" verified" if who == "godwit" and
                                                       all(r.get("verified") for r in rs) else "")])
-    print(B.table(["", "ch", "total ms", "downtime ms", "setup ms", "CPU s src", "CPU s dst", "non-zero pages sent",
+    print(B.table(["", "ch", "total ms (to the resume)", "downtime ms (pause to resume)",
+                   "QEMU's own downtime figure ms", "setup ms", "CPU s src", "CPU s dst", "non-zero pages sent",
                    "QEMU total ÷ godwit total (run by run)", "completed"], rows))
     return 0 if all(not r.get("error") for rs in recs.values() for r in rs) else 1
 
