@@ -19,7 +19,8 @@ Both sides get what a user comparing them would set up:
               is left fits 300 ms at its measured rate, and sends the rest
               while the guest is stopped; godwit goes on with rounds while the
               expected downtime keeps falling (docs/architecture.md#convergence)
-  guest       godwit: the VM of --accel (soft or kvm), idle workload; QEMU:
+  guest       godwit: the VM of --accel (kvm where /dev/kvm works, as QEMU's,
+              else soft), idle workload; QEMU:
               -M pc with SeaBIOS and no boot device (it idles), KVM when
               /dev/kvm works, else TCG
   verified    godwit compares RAM digests after the resume (not inside its
@@ -229,7 +230,8 @@ def main():
     ap.add_argument("--godwit-extra", default="", metavar="OPTIONS",
                     help="more godwit migrate options, one string (e.g. --no-verify: godwit's CPU figures "
                          "otherwise include the RAM digests it takes on both sides after the resume)")
-    ap.add_argument("--accel", default="soft", choices=["soft", "kvm"], help="godwit's VM backend")
+    ap.add_argument("--accel", default=None, choices=["soft", "kvm"],
+                    help="godwit's VM backend (default: kvm where /dev/kvm works, as QEMU's, else soft)")
     ap.add_argument("--dst-memory", action="store_true",
                     help="destinations not preallocated (godwit --memory, QEMU prealloc=off)")
     args = ap.parse_args()
@@ -245,6 +247,7 @@ def main():
         b.cleanup()
         return 77
     qaccel = "kvm" if kvm_usable() else "tcg"
+    args.accel = args.accel or ("kvm" if qaccel == "kvm" else "soft")
     chans = [int(c) for c in args.channels.split(",")]
     link = B.Link("loopback")
     recs = {(who, c): [] for c in chans for who in ("godwit", "qemu")}
