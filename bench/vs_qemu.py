@@ -27,7 +27,8 @@ Both sides get what a user comparing them would set up:
               total time); QEMU has no such check
 Figures measure the same span on both: downtime from the source's pause to
 the destination's resume (godwit's own figure; for QEMU the source's STOP
-event to the destination's RESUME event, QMP timestamps on one host clock),
+event to the destination's RESUME event, QMP timestamps on one host clock,
+or QEMU's own figure where that is larger: its clock starts before STOP),
 total from the migrate command to that resume (QEMU's total-time plus what
 its downtime figure leaves out). QEMU's own query-migrate figures, which end
 at the source's completion, before the destination has loaded and started,
@@ -180,8 +181,12 @@ def qemu_migrate(tmp, memory, ramfile, channels, prealloc, accel, downtime_limit
         while dst.event_s("RESUME") is None and time.monotonic() < deadline:
             dst.cmd("query-status")
             time.sleep(0.01)
+        # The STOP event leaves once the vCPUs are stopped, after QEMU's own
+        # downtime clock started: the larger of the two spans, never less.
         stop_s, resume_s = src.event_s("STOP"), dst.event_s("RESUME")
         down = (resume_s - stop_s) * 1000.0 if stop_s and resume_s else None
+        if down is not None and st.get("downtime") is not None:
+            down = max(down, float(st["downtime"]))
         # godwit's total-time ends at the resume too: extend QEMU's, which ends
         # at the source's completion, by what its downtime figure left out.
         late = max(0.0, down - st["downtime"]) if down is not None and st.get("downtime") is not None else None
@@ -293,10 +298,14 @@ def main():
                          spread(ratio, "%.2f") if who == "godwit" else "",
                          "%d/%d" % (ok, len(rs)) + (" verified" if who == "godwit" and
                                                       all(r.get("verified") for r in rs) else "")])
+    errors = ["%s, %d channels, run %d: %s" % (who, c, i + 1, r["error"])
+              for (who, c), rs in sorted(recs.items()) for i, r in enumerate(rs) if r.get("error")]
     print(B.table(["", "ch", "total ms (to the resume)", "downtime ms (pause to resume)",
                    "QEMU's own downtime figure ms", "setup ms", "CPU s src", "CPU s dst", "non-zero pages sent",
                    "QEMU total ÷ godwit total (run by run)", "completed"], rows))
-    return 0 if all(not r.get("error") for rs in recs.values() for r in rs) else 1
+    if errors:
+        print("\nNot completed:\n" + "\n".join("- " + e for e in errors))
+    return 0 if not errors else 1
 
 
 if __name__ == "__main__":
