@@ -169,6 +169,11 @@ def qemu_migrate(tmp, memory, ramfile, channels, prealloc, accel, downtime_limit
             if time.monotonic() > deadline:
                 raise RuntimeError("QEMU migration did not end in 600 s")
             time.sleep(0.01)
+        # QEMU 7.2 sets "completed" a moment before it fills in total-time and
+        # downtime (migration_calculate_complete): read again until they are there.
+        while st.get("status") == "completed" and not st.get("total-time") and time.monotonic() < deadline:
+            time.sleep(0.01)
+            st = src.cmd("query-migrate")
         # The destination runs once its incoming side is done: wait for it.
         while dst.cmd("query-status").get("status") not in ("running", "postmigrate"):
             if time.monotonic() > deadline:
@@ -199,7 +204,9 @@ def qemu_migrate(tmp, memory, ramfile, channels, prealloc, accel, downtime_limit
         if st.get("status") != "completed":
             rec["error"] = "QEMU migration %s: %s" % (st.get("status"), st.get("error-desc"))
         elif down is None or rec["total-ms"] is None:
-            rec["error"] = "QEMU: no STOP (source) or RESUME (destination) event, or no total-time"
+            rec["error"] = "QEMU: STOP at %s, RESUME at %s, total-time %s, downtime %s; events %s / %s" % (
+                stop_s, resume_s, st.get("total-time"), st.get("downtime"),
+                [e["event"] for e in src.events], [e["event"] for e in dst.events])
     except (RuntimeError, OSError, ValueError) as e:
         rec["error"] = str(e)
     finally:
