@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "admit.h"
-#include "channel.h"
+#include "net/admit.h"
+#include "pipe/channel.h"
 #include "net/tls.h"
-#include "session_int.h"
+#include "core/session_int.h"
 #include "util/thread_name.h"
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,

@@ -44,7 +44,7 @@
 #include "net/io.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
-#include "state.h"
+#include "util/state.h"
 #include "codec/xbzrle.h"
 #include "test_util.h"
 #include "test_vm.h"

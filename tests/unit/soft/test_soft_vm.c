@@ -29,7 +29,7 @@
 #include <zstd.h>
 #include "mem/digest.h"
 #include "mem/populated.h"
-#include "state.h"
+#include "util/state.h"
 #include "vmm.h"
 #include "test_util.h"
 
