@@ -312,10 +312,8 @@ static int refuse_quiet(struct gw_session *s, const char *why)
 {
 	pthread_mutex_lock(&s->lock);
 	if (!s->running) {
-		memset(&s->err, 0, sizeof(s->err));
-		__atomic_store_n(&s->err.code, -EINVAL, __ATOMIC_RELEASE);
-		snprintf(s->err.phase, sizeof(s->err.phase), "request");
-		snprintf(s->err.msg, sizeof(s->err.msg), "%s", why);
+		memset(&s->err, 0, sizeof(s->err));	/* a request refused before: replaced */
+		gw_error_set_locked(s, GW_PHASE_REQUEST, -EINVAL, "%s", why);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return -EINVAL;

@@ -11,26 +11,50 @@
 #include <string.h>
 #include "core/session_int.h"
 
+static const char *const phase_names[GW_PHASE__COUNT] = {
+	[GW_PHASE_NONE] = "", [GW_PHASE_REQUEST] = "request", [GW_PHASE_LISTEN] = "listen",
+	[GW_PHASE_CANCEL] = "cancel", [GW_PHASE_SETUP] = "setup", [GW_PHASE_ROUND] = "round",
+	[GW_PHASE_FINAL] = "final", [GW_PHASE_HANDOVER] = "handover", [GW_PHASE_SEND] = "send",
+	[GW_PHASE_RECEIVE] = "receive", [GW_PHASE_CONTROL] = "control",
+	[GW_PHASE_POSTCOPY] = "postcopy",
+};
+
+const char *gw_phase_name(enum gw_phase phase)
+{
+	return (unsigned)phase < GW_PHASE__COUNT ? phase_names[phase] : "?";
+}
+
 /* Record the first error; caller holds s->lock. True if this one was first. */
-static bool fail_record_locked(struct gw_session *s, const char *phase, int code,
+static bool fail_record_locked(struct gw_session *s, enum gw_phase phase, int code,
 			       bool from_peer, const char *msg)
 {
 	if (s->err.code)
 		return false;
 	__atomic_store_n(&s->err.code, code, __ATOMIC_RELEASE);
 	s->err.from_peer = from_peer;
-	snprintf(s->err.phase, sizeof(s->err.phase), "%s", phase);
+	s->err.phase = phase;
 	snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
 	pthread_cond_broadcast(&s->cond);
 	return true;
 }
 
+bool gw_error_set_locked(struct gw_session *s, enum gw_phase phase, int code, const char *fmt, ...)
+{
+	char msg[sizeof(s->err.msg)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return fail_record_locked(s, phase, code, false, msg);
+}
+
 /* After the first error: log it, tell the peer why, wake blocked threads. */
-static void fail_notify(struct gw_session *s, const char *phase, int code, bool from_peer,
+static void fail_notify(struct gw_session *s, enum gw_phase phase, int code, bool from_peer,
 			const char *msg)
 {
 	gw_log(GW_LOG_ERROR, "mig", "error", "phase=%s code=%d reason=\"%s\"%s",
-	       phase, code, msg, from_peer ? " from=peer" : "");
+	       gw_phase_name(phase), code, msg, from_peer ? " from=peer" : "");
 	if (!from_peer)
 		gw_conn_send_error(&s->ctl, code, msg);	/* -EPIPE when not connected */
 	gw_session_shutdown_conns(s);
@@ -47,10 +71,10 @@ void gw_abandon_postcopy(struct gw_session *s)
 	bool first;
 
 	pthread_mutex_lock(&s->lock);
-	first = s->running && fail_record_locked(s, "postcopy", -ECANCELED, false, msg);
+	first = s->running && fail_record_locked(s, GW_PHASE_POSTCOPY, -ECANCELED, false, msg);
 	pthread_mutex_unlock(&s->lock);
 	if (first)
-		fail_notify(s, "postcopy", -ECANCELED, false, msg);
+		fail_notify(s, GW_PHASE_POSTCOPY, -ECANCELED, false, msg);
 }
 
 int gw_session_abandon(struct gw_session *s)
@@ -83,7 +107,7 @@ static bool link_errno(int code)
  * it needs, so both wait for a recovery (postcopy_src.c, postcopy_dst.c).
  * True when @code was taken that way.
  */
-static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code, const char *msg)
+static bool postcopy_link_lost(struct gw_session *s, enum gw_phase phase, int code, const char *msg)
 {
 	int none = 0;
 
@@ -92,7 +116,8 @@ static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code
 		return false;
 	if (__atomic_compare_exchange_n(&s->pc_broken, &none, code, false, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE)) {
-		gw_log(GW_LOG_WARN, "mig", "postcopy_link_lost", "phase=%s code=%d reason=\"%s\"", phase, code, msg);
+		gw_log(GW_LOG_WARN, "mig", "postcopy_link_lost", "phase=%s code=%d reason=\"%s\"",
+		       gw_phase_name(phase), code, msg);
 		pthread_mutex_lock(&s->lock);
 		snprintf(s->stats.postcopy_reason, sizeof(s->stats.postcopy_reason), "link lost: %.*s",
 			 (int)sizeof(s->stats.postcopy_reason) - 20, msg);
@@ -103,16 +128,11 @@ static bool postcopy_link_lost(struct gw_session *s, const char *phase, int code
 	return true;
 }
 
-int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
-	    const char *fmt, ...)
+/* gw_fail's body: @from_peer when the peer reported it (no ERROR sent back). */
+static int fail(struct gw_session *s, enum gw_phase phase, int code, bool from_peer, const char *msg)
 {
-	char msg[512];
 	bool first;
-	va_list ap;
 
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (code >= 0)
 		code = -EIO;
 	if (!from_peer && postcopy_link_lost(s, phase, code, msg))
@@ -121,11 +141,22 @@ int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
 	first = fail_record_locked(s, phase, code, from_peer, msg);
 	pthread_mutex_unlock(&s->lock);
 	if (!first) {
-		gw_debug("mig", "error_dropped", "phase=%s reason=\"%s\"", phase, msg);
+		gw_debug("mig", "error_dropped", "phase=%s reason=\"%s\"", gw_phase_name(phase), msg);
 		return code;
 	}
 	fail_notify(s, phase, code, from_peer, msg);
 	return code;
+}
+
+int gw_fail(struct gw_session *s, enum gw_phase phase, int code, const char *fmt, ...)
+{
+	char msg[sizeof(s->err.msg)];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return fail(s, phase, code, false, msg);
 }
 
 int gw_failed(struct gw_session *s)
@@ -135,9 +166,12 @@ int gw_failed(struct gw_session *s)
 	return code ? code : __atomic_load_n(&s->pc_broken, __ATOMIC_ACQUIRE);
 }
 
-int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m)
+int gw_fail_from_peer(struct gw_session *s, enum gw_phase phase, const struct gw_msg_error *m)
 {
-	return gw_fail(s, phase, gw_wire_err_to_errno(m->code), true, "peer: %s", m->reason);
+	char msg[sizeof(s->err.msg)];
+
+	snprintf(msg, sizeof(msg), "peer: %.*s", (int)sizeof(msg) - 8, m->reason);
+	return fail(s, phase, gw_wire_err_to_errno(m->code), true, msg);
 }
 
 void gw_error_get(struct gw_session *s, struct gw_error *out)
@@ -178,14 +212,14 @@ int gw_session_cancel(struct gw_session *s)
 	/* A destination no source reached yet: stopping it is no failure. */
 	idle = s->role == GW_ROLE_DEST && !s->t_start_ns;
 	__atomic_store_n(&s->cancelled, true, __ATOMIC_RELEASE);
-	first = fail_record_locked(s, idle ? "listen" : "cancel", -ECANCELED, false,
+	first = fail_record_locked(s, idle ? GW_PHASE_LISTEN : GW_PHASE_CANCEL, -ECANCELED, false,
 				   idle ? idle_msg : msg);
 	pthread_mutex_unlock(&s->lock);
 	if (first && idle) {
 		gw_log(GW_LOG_INFO, "mig", "incoming_stopped", "reason=\"%s\"", idle_msg);
 		gw_session_shutdown_conns(s);
 	} else if (first) {
-		fail_notify(s, "cancel", -ECANCELED, false, msg);
+		fail_notify(s, GW_PHASE_CANCEL, -ECANCELED, false, msg);
 	}
 	return 0;
 }

@@ -47,10 +47,32 @@ enum gw_pc_state {
 	GW_PC_DONE,			/* every page placed */
 };
 
+/*
+ * Where a migration was when its first error happened. Internal: the name
+ * (gw_phase_name) is what leaves the engine, in the statistics and the log.
+ */
+enum gw_phase {
+	GW_PHASE_NONE,
+	GW_PHASE_REQUEST,	/* a request refused before anything started */
+	GW_PHASE_LISTEN,	/* a destination stopped before any source came */
+	GW_PHASE_CANCEL,
+	GW_PHASE_SETUP,		/* handshake, channels, tracking */
+	GW_PHASE_ROUND,		/* precopy rounds */
+	GW_PHASE_FINAL,		/* paused: the last pages and the state */
+	GW_PHASE_HANDOVER,	/* READY, GO, RESUMED */
+	GW_PHASE_SEND,		/* a source channel */
+	GW_PHASE_RECEIVE,	/* a destination channel */
+	GW_PHASE_CONTROL,	/* the control connection */
+	GW_PHASE_POSTCOPY,
+	GW_PHASE__COUNT
+};
+/* "setup", "round", ...; "?" out of range. */
+const char *gw_phase_name(enum gw_phase phase);
+
 /* The first error of a migration: recorded once, never overwritten. */
 struct gw_error {
 	int code;			/* -errno, 0 = none; stored atomically under lock */
-	char phase[32];			/* "setup", "round", "final", "handover", ... */
+	enum gw_phase phase;
 	char msg[512];
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
@@ -198,12 +220,19 @@ static inline uint32_t gw_round(const struct gw_session *s)
 }
 
 /*
- * Record the first error (later ones are logged and dropped) and wake every
- * thread blocked on a socket. Unless @from_peer, the reason is also sent to
- * the peer on the control connection. Returns @code.
+ * Record the first error (later ones are logged and dropped), send its reason
+ * to the peer on the control connection and wake every thread blocked on a
+ * socket. Returns @code (-EIO for a non-negative one).
  */
-int gw_fail(struct gw_session *s, const char *phase, int code, bool from_peer,
-	    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int gw_fail(struct gw_session *s, enum gw_phase phase, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/*
+ * The one way to set the sticky error by hand, caller holding s->lock: true
+ * if it was the first (then the caller logs and notifies as it needs); no
+ * ERROR is sent and nothing is woken here.
+ */
+bool gw_error_set_locked(struct gw_session *s, enum gw_phase phase, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 /*
  * The sticky error code, 0 when none; during postcopy also a broken link
  * (s->pc_broken) until a recovery. Cheap: threads poll it per batch.
@@ -217,7 +246,7 @@ void gw_abandon_postcopy(struct gw_session *s);
 /* A copy of the sticky error, taken under the lock. */
 void gw_error_get(struct gw_session *s, struct gw_error *out);
 /* Turn a received ERROR message into the sticky error (from the peer). */
-int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_msg_error *m);
+int gw_fail_from_peer(struct gw_session *s, enum gw_phase phase, const struct gw_msg_error *m);
 /* Text for an errno met on a connection, from @who's side ("source", "destination"). */
 const char *gw_conn_err_text(int err, const char *who);
 

@@ -97,7 +97,7 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	out->status = s->status;
 	out->error_code = s->err.code;
 	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
-	snprintf(out->error_phase, sizeof(out->error_phase), "%s", s->err.phase);
+	snprintf(out->error_phase, sizeof(out->error_phase), "%s", gw_phase_name(s->err.phase));
 	t_start_ns = s->t_start_ns;
 	if (s->role == GW_ROLE_DEST)
 		gw_dst_stats_locked(s, out);

@@ -44,11 +44,11 @@ static int join_channels(struct gw_session *s, uint64_t total_pages)
 		return ret;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		if (!s->chans[i].end_seen)
-			return gw_fail(s, "final", -EPROTO, false, "channel %u ended without CHAN_END", i);
+			return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "channel %u ended without CHAN_END", i);
 		pages += s->chans[i].pages;
 	}
 	if (pages != total_pages)
-		return gw_fail(s, "final", -EPROTO, false, "COMPLETE says %llu pages, channels received %llu",
+		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE says %llu pages, channels received %llu",
 			       (unsigned long long)total_pages, (unsigned long long)pages);
 	return 0;
 }
@@ -58,10 +58,10 @@ static int load_state(struct gw_session *s, struct gw_state *st)
 	int ret;
 
 	if (gw_fault_armed(s, GW_FAULT_DST_REFUSE_STATE))
-		return gw_fail(s, "final", -ENOEXEC, false, "device state refused: fault injection");
+		return gw_fail(s, GW_PHASE_FINAL, -ENOEXEC, "device state refused: fault injection");
 	ret = s->ops->load_state(s->opaque, st);
 	if (ret)
-		return gw_fail(s, "final", -ENOEXEC, false, "device state refused: %s",
+		return gw_fail(s, GW_PHASE_FINAL, -ENOEXEC, "device state refused: %s",
 			       st->reject_reason[0] ? st->reject_reason : strerror(-ret));
 	return 0;
 }
@@ -81,7 +81,7 @@ static int no_stale_pages(struct gw_session *s)
 			continue;
 		p = gw_bitmap_next_set(&db->stale, 0);
 		if (p < db->nr_pages)
-			return gw_fail(s, "final", -EBADMSG, false, "page %llu of block %u failed its CRC "
+			return gw_fail(s, GW_PHASE_FINAL, -EBADMSG, "page %llu of block %u failed its CRC "
 				       "and was not sent again", (unsigned long long)p, i);
 	}
 	return 0;
@@ -97,12 +97,12 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	/* COMPLETE to the resume is the critical path: rt-priority (dropped before resume). */
 	gw_thread_critical(s, "switchover");
 	if (m->nr_channels != s->nr_channels)
-		return gw_fail(s, "final", -EPROTO, false, "COMPLETE for %u channels, %u open",
+		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE for %u channels, %u open",
 			       m->nr_channels, s->nr_channels);
 	if (!d->have_state)
-		return gw_fail(s, "final", -EPROTO, false, "COMPLETE before STATE");
+		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE before STATE");
 	if (!(m->flags & GW_COMPLETE_POSTCOPY) != !s->pcd)
-		return gw_fail(s, "final", -EPROTO, false, "COMPLETE %s postcopy after %s",
+		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE %s postcopy after %s",
 			       s->pcd ? "without" : "with", s->pcd ? "PC_PREPARE" : "no PC_PREPARE");
 	ret = join_channels(s, m->total_pages);
 	if (!ret)
@@ -120,7 +120,7 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	ready.load_ns = gw_now_ns() - t0;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_READY, &ready);
 	if (ret)
-		return gw_fail(s, "handover", ret, false, "sending READY: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_HANDOVER, ret, "sending READY: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "mig", "ready_sent", "load_us=%llu", (unsigned long long)(ready.load_ns / 1000));
 	gw_fault_die(s, GW_FAULT_DST_AFTER_READY);
 	return 0;
@@ -186,11 +186,11 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	gw_conn_set_idle_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	type = gw_conn_recv_msg(&s->ctl, &m, buf, sizeof(buf), NULL, 0);
 	if (type < 0)
-		return gw_fail(s, "handover", type, false, "waiting for GO: %s", gw_conn_err_text(type, "source"));
+		return gw_fail(s, GW_PHASE_HANDOVER, type, "waiting for GO: %s", gw_conn_err_text(type, "source"));
 	if (type == GW_MSG_ERROR)
-		return gw_fail_from_peer(s, "handover", &m.error);
+		return gw_fail_from_peer(s, GW_PHASE_HANDOVER, &m.error);
 	if (type != GW_MSG_GO)
-		return gw_fail(s, "handover", -EPROTO, false, "expected GO, got %s",
+		return gw_fail(s, GW_PHASE_HANDOVER, -EPROTO, "expected GO, got %s",
 			       gw_frame_type_name((uint16_t)type));
 	t_go = gw_now_ns();
 	gw_fault_die(s, GW_FAULT_DST_AFTER_GO);
@@ -212,13 +212,13 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	gw_log(GW_LOG_INFO, "mig", "vm_resume", "where=destination ok=%d go_to_resume_us=%llu",
 	       ret == 0, (unsigned long long)(resumed.go_to_resume_ns / 1000));
 	if (ret)
-		return gw_fail(s, "handover", ret, false, "resuming the VM failed: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_HANDOVER, ret, "resuming the VM failed: %s", strerror(-ret));
 	if (s->pcd)
 		dst_pc_resumed(s);
 	/* The VM runs here now: a lost RESUMED does not change that (postcopy: a recovery follows). */
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_RESUMED, &resumed);
 	if (ret && s->pcd)
-		gw_fail(s, "handover", ret, false, "sending RESUMED: %s", strerror(-ret));
+		gw_fail(s, GW_PHASE_HANDOVER, ret, "sending RESUMED: %s", strerror(-ret));
 	else if (ret)
 		gw_log(GW_LOG_WARN, "mig", "resumed_not_sent", "reason=\"source gone after GO\"");
 	return 0;
@@ -230,7 +230,7 @@ static int on_round(struct gw_session *s, struct dst_ctx *d, const struct gw_msg
 
 	/* Round 0 first, then strictly increasing. */
 	if (d->round_seen ? m->round <= cur : m->round != 0)
-		return gw_fail(s, "receive", -EPROTO, false, "ROUND %u after round %u", m->round, cur);
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "ROUND %u after round %u", m->round, cur);
 	if (!d->round_seen)
 		dst_populate_start(s);
 	d->round_seen = true;
@@ -260,9 +260,9 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 	switch (type) {
 	case GW_MSG_EXTENTS:
 		ret = d->round_seen ? -EPROTO : dst_extents_add(s, &m->extents);
-		return ret ? gw_fail(s, "receive", ret, false, "bad EXTENTS frame") : 0;
+		return ret ? gw_fail(s, GW_PHASE_RECEIVE, ret, "bad EXTENTS frame") : 0;
 	case GW_MSG_PC_PREPARE:
-		return d->have_state ? gw_fail(s, "receive", -EPROTO, false, "PC_PREPARE after STATE") :
+		return d->have_state ? gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE after STATE") :
 		       dst_pc_prepare(s);
 	case GW_MSG_PC_DIRTY:
 		return dst_pc_dirty(s, &m->pc_map);
@@ -285,11 +285,11 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		for (unsigned i = 0; i < s->nr_channels; i++)
 			m->ping.backlog_bytes += gw_conn_queued_bytes(&s->chans[i].conn, true);
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PONG, &m->ping);
-		return ret ? gw_fail(s, "receive", ret, false, "sending PONG: %s", strerror(-ret)) : 0;
+		return ret ? gw_fail(s, GW_PHASE_RECEIVE, ret, "sending PONG: %s", strerror(-ret)) : 0;
 	case GW_MSG_ERROR:
-		return gw_fail_from_peer(s, "receive", &m->error);
+		return gw_fail_from_peer(s, GW_PHASE_RECEIVE, &m->error);
 	default:
-		return gw_fail(s, "receive", -EPROTO, false, "unexpected %s frame on control",
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "unexpected %s frame on control",
 			       gw_frame_type_name((uint16_t)type));
 	}
 }
@@ -376,7 +376,7 @@ static int control_loop(struct gw_session *s)
 	d.buf = malloc(d.cap);
 	d.state = calloc(1, sizeof(*d.state));
 	if (!d.buf || !d.state || !m) {
-		ret = gw_fail(s, "receive", -ENOMEM, false, "no memory");
+		ret = gw_fail(s, GW_PHASE_RECEIVE, -ENOMEM, "no memory");
 		goto out;
 	}
 	gw_state_init(d.state);
@@ -392,11 +392,11 @@ static int control_loop(struct gw_session *s)
 		m->state.st = d.have_state ? NULL : d.state;	/* a second STATE is refused */
 		type = gw_conn_recv_msg(&s->ctl, m, d.buf, d.cap, why, sizeof(why));
 		if (type == -ETIMEDOUT && !gw_failed(s))
-			ret = gw_fail(s, "receive", type, false, "the source sent nothing for %lld ms on any "
+			ret = gw_fail(s, GW_PHASE_RECEIVE, type, "the source sent nothing for %lld ms on any "
 				      "connection: the migration stalled", (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 		else if (type < 0)
 			ret = gw_failed(s) ? gw_failed(s) :
-				gw_fail(s, "receive", type, false, "control connection: %s%s%s",
+				gw_fail(s, GW_PHASE_RECEIVE, type, "control connection: %s%s%s",
 					gw_conn_err_text(type, "source"), why[0] ? ": " : "", why);
 		else
 			ret = control_one(s, &d, type, m);
@@ -473,7 +473,7 @@ static void dst_end(struct gw_session *s, int ret)
 		status = GW_STATUS_CANCELLED;
 	else if (ret)
 		gw_log(GW_LOG_ERROR, "mig", "mig_failed",
-		       "status=failed phase=%s reason=\"%s\" vm=not_resumed", err.phase, err.msg);
+		       "status=failed phase=%s reason=\"%s\" vm=not_resumed", gw_phase_name(err.phase), err.msg);
 	pthread_mutex_lock(&s->lock);
 	if (!ret)
 		gw_log(GW_LOG_INFO, "mig", "mig_done", "status=completed total_ms=%.3f",

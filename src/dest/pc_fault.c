@@ -67,7 +67,7 @@ void pcd_flush_requests(struct gw_pc_dst *pc)
 			continue;	/* kept in requested: sent again by the recovery */
 		ret = gw_conn_send_msg(&s->preempt, GW_MSG_PC_REQ, &m);
 		if (ret) {
-			gw_fail(s, "postcopy", ret, false, "sending a page request: %s", strerror(-ret));
+			gw_fail(s, GW_PHASE_POSTCOPY, ret, "sending a page request: %s", strerror(-ret));
 			return;
 		}
 		__atomic_fetch_add(&pc->requests, m.count, __ATOMIC_RELAXED);
@@ -93,7 +93,7 @@ static void on_fault(struct gw_pc_dst *pc, const struct gw_uffd_fault *f)
 			settle_trusted(pc, f->block, f->page, &pc->handler_sum);
 		ret = gw_uffd_post_resolve(pc->uffd, f->block, f->page, f->minor);
 		if (ret)
-			gw_fail(s, "postcopy", ret, false, "mapping page %llu of block %u: %s",
+			gw_fail(s, GW_PHASE_POSTCOPY, ret, "mapping page %llu of block %u: %s",
 				(unsigned long long)f->page, f->block, strerror(-ret));
 		gw_pc_faults_local(&pc->faults, vcpu, t, gw_now_ns());
 		return;
@@ -134,7 +134,7 @@ static void tick(struct gw_pc_dst *pc, uint64_t *last_stats_ns)
 		waited = now - pc->t_link_up_ns;	/* waits from before a recovery count from it */
 	pthread_mutex_unlock(&pc->req_lock);
 	if (up && waited > timeout_ns && !gw_failed(s))
-		gw_fail(s, "postcopy", -ETIMEDOUT, false, "a page request unanswered for %llu ms",
+		gw_fail(s, GW_PHASE_POSTCOPY, -ETIMEDOUT, "a page request unanswered for %llu ms",
 			(unsigned long long)(waited / 1000000));
 	if (now - *last_stats_ns < STATS_MS * 1000000ull)
 		return;
@@ -145,7 +145,7 @@ static void tick(struct gw_pc_dst *pc, uint64_t *last_stats_ns)
 
 		pcd_figures(pc, &m);
 		if (gw_conn_send_msg(&s->ctl, GW_MSG_PC_STATS, &m))
-			gw_fail(s, "postcopy", -EPIPE, false, "sending postcopy statistics");
+			gw_fail(s, GW_PHASE_POSTCOPY, -EPIPE, "sending postcopy statistics");
 	}
 }
 

@@ -21,7 +21,7 @@ static void fault_cut(struct gw_pc_dst *pc, uint64_t placed)
 		return;
 	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=dst-pc-cut placed=%llu action=cut",
 	       (unsigned long long)placed);
-	gw_fail(s, "postcopy", -ECONNRESET, false, "fault injection: every connection cut");
+	gw_fail(s, GW_PHASE_POSTCOPY, -ECONNRESET, "fault injection: every connection cut");
 }
 
 /*
@@ -58,7 +58,7 @@ static int place_run(struct dst_recv *r, unsigned block, uint64_t page, uint64_t
 		return 0;
 	ret = src ? gw_uffd_post_place(pc->uffd, block, page, nr, src) : gw_uffd_post_zero(pc->uffd, block, page, nr);
 	if (ret)
-		return gw_fail(pc->s, "postcopy", ret == -EEXIST ? -EIO : ret, false,
+		return gw_fail(pc->s, GW_PHASE_POSTCOPY, ret == -EEXIST ? -EIO : ret,
 			       "placing pages %llu..%llu of block %u: %s", (unsigned long long)page,
 			       (unsigned long long)(page + nr - 1), block, strerror(-ret));
 	pcd_placed(r, block, page, nr, src);
@@ -154,20 +154,20 @@ static int frame_allowed(struct dst_recv *r, const struct gw_pages_plan *plan)
 	unsigned b = plan->ph.block;
 
 	if (plan->nr_xbzrle)
-		return gw_fail(s, "postcopy", -EPROTO, false, "XBZRLE entry after the postcopy switch");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "XBZRLE entry after the postcopy switch");
 	for (uint32_t i = 0; i < plan->ph.nr_entries; i++) {
 		uint64_t p = entry_page(r->in, i);
 
 		if (r->preempt && !gw_bitmap_test_atomic(&pc->requested[b], p))
-			return gw_fail(s, "postcopy", -EPROTO, false,
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO,
 				       "page %llu of block %u on the preempt connection was never requested "
 				       "(or answered twice)", (unsigned long long)p, b);
 		if (!r->preempt && !gw_bitmap_test(&pc->untrusted[b], p))
-			return gw_fail(s, "postcopy", -EPROTO, false,
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO,
 				       "pushed page %llu of block %u is not one the destination lacks",
 				       (unsigned long long)p, b);
 		if (!r->preempt && gw_bitmap_test_atomic(&pc->pushed[b], p))
-			return gw_fail(s, "postcopy", -EPROTO, false, "page %llu of block %u pushed twice",
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "page %llu of block %u pushed twice",
 				       (unsigned long long)p, b);
 	}
 	return 0;
@@ -185,7 +185,7 @@ static int frame_consume(struct dst_recv *r, const struct gw_pages_plan *plan)
 			     gw_bitmap_test_and_set_atomic(&pc->pushed[b], p);
 
 		if (twice)
-			return gw_fail(pc->s, "postcopy", -EPROTO, false, "page %llu of block %u twice in one frame",
+			return gw_fail(pc->s, GW_PHASE_POSTCOPY, -EPROTO, "page %llu of block %u twice in one frame",
 				       (unsigned long long)p, b);
 		if (r->preempt)
 			gw_bitmap_clear_atomic(&pc->requested[b], p);
@@ -199,18 +199,18 @@ static int refuse_entries(struct dst_recv *r, const struct gw_msg_pages_hdr *ph,
 	struct gw_session *s = r->pc->s;
 
 	if (ph->block >= s->layout.nr_blocks)
-		return gw_fail(s, "postcopy", err, false, "PAGES for block %u of %u", ph->block, s->layout.nr_blocks);
+		return gw_fail(s, GW_PHASE_POSTCOPY, err, "PAGES for block %u of %u", ph->block, s->layout.nr_blocks);
 	for (uint32_t i = 0; i < ph->nr_entries; i++) {
 		uint64_t e = gw_le64_get((const uint8_t *)&r->in->entries[i]);
 
 		if (gw_page_entry_page(e) >= s->layout.blocks[ph->block].nr_pages)
-			return gw_fail(s, "postcopy", err, false, "page %llu outside block %u (%llu pages)",
+			return gw_fail(s, GW_PHASE_POSTCOPY, err, "page %llu outside block %u (%llu pages)",
 				       (unsigned long long)gw_page_entry_page(e), ph->block,
 				       (unsigned long long)s->layout.blocks[ph->block].nr_pages);
 		if (gw_page_entry_kind(e) == GW_PAGE_XBZRLE)
-			return gw_fail(s, "postcopy", err, false, "XBZRLE entry after the postcopy switch");
+			return gw_fail(s, GW_PHASE_POSTCOPY, err, "XBZRLE entry after the postcopy switch");
 	}
-	return gw_fail(s, "postcopy", err, false, "malformed PAGES entries");
+	return gw_fail(s, GW_PHASE_POSTCOPY, err, "malformed PAGES entries");
 }
 
 /*
@@ -232,22 +232,22 @@ static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t
 	int ret, n;
 
 	if (h->len < GW_PAGES_HDR_BYTES)
-		return gw_fail(s, "postcopy", -EPROTO, false, "PAGES frame of %u bytes", h->len);
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "PAGES frame of %u bytes", h->len);
 	ret = gw_conn_recv_iov(r->conn, iov, 1, crc);
 	if (ret)
 		return ret;
 	if (gw_msg_pages_hdr_decode(phbuf, h->len, &ph))
-		return gw_fail(s, "postcopy", -EPROTO, false, "malformed PAGES sub-header");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "malformed PAGES sub-header");
 	page_crc = ph.flags & GW_PAGES_F_PAGE_CRC;
 	if (ph.flags & GW_PAGES_F_SETTLE_NEXT)
-		return gw_fail(s, "postcopy", -EPROTO, false, "PAGES frame sent from live memory after the switch");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "PAGES frame sent from live memory after the switch");
 	iov[0] = (struct iovec){ r->in->entries, (size_t)ph.nr_entries * GW_PAGES_ENTRY_BYTES };
 	iov[1] = (struct iovec){ r->in->crcs, gw_pages_crc_bytes(&ph) };
 	ret = gw_conn_recv_iov(r->conn, iov, 2, crc);
 	if (ret)
 		return ret;
 	if (page_crc && gw_conn_recv_check(h, *crc))
-		return gw_fail(s, "postcopy", -EBADMSG, false, "checksum mismatch on a postcopy PAGES frame");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EBADMSG, "checksum mismatch on a postcopy PAGES frame");
 	ret = gw_pages_in_check(r->in, &s->layout, &ph, &plan);
 	if (ret)
 		return refuse_entries(r, &ph, ret);
@@ -259,23 +259,23 @@ static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t
 	if (ret)
 		return ret;
 	if (!page_crc && gw_conn_recv_check(h, *crc))
-		return gw_fail(s, "postcopy", -EBADMSG, false, "checksum mismatch on a postcopy PAGES frame");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EBADMSG, "checksum mismatch on a postcopy PAGES frame");
 	plan.direct = false;
 	ret = gw_pages_in_decompress(r->in, &plan, &raw);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "cannot decompress a postcopy PAGES frame");
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "cannot decompress a postcopy PAGES frame");
 	ret = gw_pages_in_verify(r->in, &plan, raw);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "PAGES data does not match its entries");
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "PAGES data does not match its entries");
 	if (plan.nr_bad)
-		return gw_fail(s, "postcopy", -EBADMSG, false, "%u page(s) of a postcopy PAGES frame for block %u "
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EBADMSG, "%u page(s) of a postcopy PAGES frame for block %u "
 			       "fail their CRC", plan.nr_bad, plan.ph.block);
 	ret = frame_consume(r, &plan);
 	if (ret)
 		return ret;
 	n = gw_pages_in_plan_writes(r->in, &plan, raw);
 	if (n < 0)
-		return gw_fail(s, "postcopy", n, false, "PAGES data does not match its entries");
+		return gw_fail(s, GW_PHASE_POSTCOPY, n, "PAGES data does not match its entries");
 	return place_frame(r, plan.ph.block, n);
 }
 
@@ -307,16 +307,16 @@ static void *recv_main(void *arg)
 			if (!ret)
 				ret = gw_conn_recv_check(&h, crc);
 			if (!ret && !gw_msg_decode(GW_MSG_ERROR, buf, h.len, &m, NULL, 0))
-				gw_fail_from_peer(s, "postcopy", &m.error);
+				gw_fail_from_peer(s, GW_PHASE_POSTCOPY, &m.error);
 		} else if (!ret) {
-			ret = gw_fail(s, "postcopy", -EPROTO, false, "unexpected %s on a postcopy %s connection",
+			ret = gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "unexpected %s on a postcopy %s connection",
 				      gw_frame_type_name(h.type), r->preempt ? "preempt" : "data");
 		}
 		/* Every page here: the source closing a data connection is its business. */
 		if (ret && !__atomic_load_n(&pc->remaining, __ATOMIC_ACQUIRE))
 			break;
 		if (ret && !gw_failed(s))
-			gw_fail(s, "postcopy", ret, false, "%s connection %u: %s", r->preempt ? "preempt" : "data",
+			gw_fail(s, GW_PHASE_POSTCOPY, ret, "%s connection %u: %s", r->preempt ? "preempt" : "data",
 				r->index, gw_conn_err_text(ret, "source"));
 	}
 	pthread_mutex_lock(&pc->lock);
@@ -353,11 +353,11 @@ int pcd_start_receivers(struct gw_pc_dst *pc)
 		*r = (struct dst_recv){ .pc = pc, .conn = pre ? &s->preempt : &s->chans[i].conn,
 					.in = pre ? &pc->preempt_in : &s->chans[i].in, .preempt = pre, .index = i };
 		if (gw_mutex_init_pi(&r->placing))
-			return gw_fail(s, "postcopy", -ENOMEM, false, "postcopy receiver lock");
+			return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "postcopy receiver lock");
 		r->placing_init = true;
 		gw_conn_set_recv_timeout(r->conn, 0);	/* liveness: control pings */
 		if (pthread_create(&r->thread, NULL, recv_main, r))
-			return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy receiver thread");
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EAGAIN, "postcopy receiver thread");
 		gw_thread_name(r->thread, "gw-pc-rx%u", i);
 		r->started = true;
 	}

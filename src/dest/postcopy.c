@@ -190,7 +190,7 @@ static int channels_ended(struct gw_session *s)
 	ret = gw_failed(s);
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++)
 		if (!s->chans[i].end_seen)
-			return gw_fail(s, "postcopy", -EPROTO, false, "PC_PREPARE but channel %u ended without CHAN_END", i);
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "PC_PREPARE but channel %u ended without CHAN_END", i);
 	return ret;
 }
 
@@ -202,7 +202,7 @@ int dst_pc_prepare(struct gw_session *s)
 	int ret;
 
 	if (!(s->hello_flags & GW_HELLO_POSTCOPY) || s->pcd)
-		return gw_fail(s, "receive", -EPROTO, false, "PC_PREPARE %s",
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE %s",
 			       s->pcd ? "twice" : "without postcopy in HELLO");
 	ret = channels_ended(s);
 	if (ret)
@@ -212,13 +212,13 @@ int dst_pc_prepare(struct gw_session *s)
 	dst_populate_stop(s);
 	ret = pc_alloc(s);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "no memory for postcopy");
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "no memory for postcopy");
 	__atomic_store_n(&s->pc_state, GW_PC_PREPARED, __ATOMIC_RELEASE);
 	/* The verification snapshot's userfaultfd gives the RAM up to ours. */
 	gw_snapshot_disable(s->snap);
 	ret = gw_uffd_post_open(&s->vm, &s->pcd->uffd, &s->pcd->user_only);
 	if (ret)
-		return gw_fail(s, "postcopy", ret == -EOPNOTSUPP ? -EOPNOTSUPP : ret, false,
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret == -EOPNOTSUPP ? -EOPNOTSUPP : ret,
 			       "cannot put guest RAM under userfaultfd: %s", strerror(-ret));
 	t_registered = gw_now_ns();
 	if (s->pcd->user_only)
@@ -226,11 +226,11 @@ int dst_pc_prepare(struct gw_session *s)
 		       "reason=\"no CAP_SYS_PTRACE: faults from inside the kernel (KVM) are not trapped\"");
 	ret = pcd_admit_data(s, 1ull << s->nr_channels, why, sizeof(why));
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "preempt connection: %s", why);
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "preempt connection: %s", why);
 	/* The first listener is done: a recovery may listen on the same address. */
 	pcd_stop_listening(s);
 	if (pthread_create(&s->pcd->handler, NULL, pcd_handler_main, s->pcd))
-		return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy fault handler thread");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EAGAIN, "postcopy fault handler thread");
 	gw_thread_name(s->pcd->handler, "gw-pc-fault");
 	s->pcd->handler_started = true;
 	ret = pcd_start_receivers(s->pcd);
@@ -246,7 +246,7 @@ int dst_pc_prepare(struct gw_session *s)
 	done.prepare_ns = gw_now_ns() - t0;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_PC_PREPARED, &done);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "sending PC_PREPARED: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "sending PC_PREPARED: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "mig", "postcopy_prepared", "prepare_us=%llu channels_us=%llu register_us=%llu",
 	       (unsigned long long)(done.prepare_ns / 1000), (unsigned long long)((t_joined - t0) / 1000),
 	       (unsigned long long)((t_registered - t_joined) / 1000));
@@ -260,18 +260,18 @@ int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
 	uint64_t words;
 
 	if (!pc || pc->complete || gw_pc_state(s) != GW_PC_PREPARED)
-		return gw_fail(s, "receive", -EPROTO, false, "PC_DIRTY outside the postcopy switch");
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_DIRTY outside the postcopy switch");
 	if (m->block >= s->vm.nr_blocks)
-		return gw_fail(s, "receive", -EPROTO, false, "PC_DIRTY for block %u of %u", m->block, s->vm.nr_blocks);
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_DIRTY for block %u of %u", m->block, s->vm.nr_blocks);
 	u = &pc->untrusted[m->block];
 	words = gw_bitmap_words(u);
 	if (m->first_page / 64 + m->nr_words > words)
-		return gw_fail(s, "receive", -ERANGE, false, "PC_DIRTY beyond block %u", m->block);
+		return gw_fail(s, GW_PHASE_RECEIVE, -ERANGE, "PC_DIRTY beyond block %u", m->block);
 	for (uint32_t i = 0; i < m->nr_words; i++) {
 		uint64_t w = gw_msg_pc_map_word(m, i), at = m->first_page / 64 + i;
 
 		if (at == words - 1 && u->nr_bits % 64 && (w >> (u->nr_bits % 64)))
-			return gw_fail(s, "receive", -ERANGE, false, "PC_DIRTY names pages beyond block %u", m->block);
+			return gw_fail(s, GW_PHASE_RECEIVE, -ERANGE, "PC_DIRTY names pages beyond block %u", m->block);
 		u->words[at] |= w;
 	}
 	return 0;
@@ -282,7 +282,7 @@ int dst_pc_complete(struct gw_session *s)
 	struct gw_pc_dst *pc = s->pcd;
 
 	if (!pc || pc->complete)
-		return gw_fail(s, "final", -EPROTO, false, "COMPLETE for postcopy without PC_PREPARE");
+		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE for postcopy without PC_PREPARE");
 	pc->verify = (s->hello_flags & GW_HELLO_VERIFY) != 0;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		struct gw_bitmap *u = &pc->untrusted[i];
@@ -294,7 +294,7 @@ int dst_pc_complete(struct gw_session *s)
 			uint64_t bad = __atomic_load_n(&db->stale.words[w], __ATOMIC_RELAXED) & ~u->words[w];
 
 			if (bad)
-				return gw_fail(s, "final", -EBADMSG, false, "page %llu of block %u failed its CRC "
+				return gw_fail(s, GW_PHASE_FINAL, -EBADMSG, "page %llu of block %u failed its CRC "
 					       "and is not in the map of pages to fetch",
 					       (unsigned long long)(w * 64 + (unsigned)__builtin_ctzll(bad)), i);
 		}
@@ -308,7 +308,7 @@ int dst_pc_complete(struct gw_session *s)
 			int ret = gw_uffd_post_zap(pc->uffd, i, p, end - p);
 
 			if (ret)
-				return gw_fail(s, "final", ret, false, "dropping stale pages: %s", strerror(-ret));
+				return gw_fail(s, GW_PHASE_FINAL, ret, "dropping stale pages: %s", strerror(-ret));
 			p = gw_bitmap_next_set(u, end);
 		}
 	}
@@ -423,7 +423,7 @@ int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
 {
 	struct gw_pc_dst *pc = s->pcd;
 	union gw_msg *m = malloc(sizeof(*m));
-	int ret = m ? 0 : gw_fail(s, "postcopy", -ENOMEM, false, "no memory");
+	int ret = m ? 0 : gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory");
 
 	/* The source pings every half second: silence past the I/O timeout is a dead link. */
 	gw_conn_set_recv_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
@@ -443,7 +443,7 @@ int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
 				return GW_PC_UNVERIFIED;
 			}
 			if (!gw_failed(s))
-				gw_fail(s, "postcopy", type, false, "control connection: %s%s%s",
+				gw_fail(s, GW_PHASE_POSTCOPY, type, "control connection: %s%s%s",
 					gw_conn_err_text(type, "source"), why[0] ? ": " : "", why);
 			ret = __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE);
 			if (!ret)
@@ -453,20 +453,20 @@ int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
 		switch (type) {
 		case GW_MSG_PING:
 			if (gw_conn_send_msg(&s->ctl, GW_MSG_PONG, &m->ping))
-				gw_fail(s, "postcopy", -EPIPE, false, "sending PONG");
+				gw_fail(s, GW_PHASE_POSTCOPY, -EPIPE, "sending PONG");
 			break;
 		case GW_MSG_PC_END:
 			if (__atomic_load_n(&pc->remaining, __ATOMIC_ACQUIRE))
-				ret = gw_fail(s, "postcopy", -EPROTO, false, "PC_END with %llu pages missing",
+				ret = gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "PC_END with %llu pages missing",
 					      (unsigned long long)__atomic_load_n(&pc->remaining, __ATOMIC_RELAXED));
 			else
 				goto out;
 			break;
 		case GW_MSG_ERROR:
-			ret = gw_fail_from_peer(s, "postcopy", &m->error);
+			ret = gw_fail_from_peer(s, GW_PHASE_POSTCOPY, &m->error);
 			break;
 		default:
-			ret = gw_fail(s, "postcopy", -EPROTO, false, "unexpected %s on control during postcopy",
+			ret = gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "unexpected %s on control during postcopy",
 				      gw_frame_type_name((uint16_t)type));
 		}
 	}

@@ -127,13 +127,13 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 	int ret = 0;
 
 	if (s->vm.nr_blocks != want->nr_blocks)
-		return gw_fail(s, "setup", -ERANGE, false, "RAM layout refused by the VMM");
+		return gw_fail(s, GW_PHASE_SETUP, -ERANGE, "RAM layout refused by the VMM");
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
 		struct gw_dst_block *db = &s->dblk[i];
 
 		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES) {
-			ret = gw_fail(s, "setup", -ERANGE, false, "VMM built block %s wrongly", b->name);
+			ret = gw_fail(s, GW_PHASE_SETUP, -ERANGE, "VMM built block %s wrongly", b->name);
 			break;
 		}
 		db->host = b->host;
@@ -142,7 +142,7 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
 		db->map_write = false;
 		if (gw_bitmap_init(&db->written, db->nr_pages) || gw_bitmap_init(&db->stale, db->nr_pages)) {
-			ret = gw_fail(s, "setup", -ENOMEM, false, "no memory for bitmaps");
+			ret = gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory for bitmaps");
 			break;
 		}
 	}
@@ -284,7 +284,7 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 	}
 	ret = send_hello_ack(s, h);
 	if (ret)
-		return gw_fail(s, "setup", ret, false, "sending HELLO_ACK: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_SETUP, ret, "sending HELLO_ACK: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "mig", "handshake_done", "peer=\"%s\" channels=%u codec=%u flags=0x%x blocks=%u tls=%s",
 	       c->peer, s->nr_channels, h->codec, h->flags, h->nr_blocks,
 	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
@@ -337,14 +337,14 @@ static int hello_try(struct gw_session *s, struct gw_admitted *c, struct gw_msg_
 int dst_handshake(struct gw_session *s)
 {
 	struct gw_msg_hello *h = malloc(sizeof(*h));
-	int ret = h ? 1 : gw_fail(s, "setup", -ENOMEM, false, "no memory");
+	int ret = h ? 1 : gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
 
 	while (ret == 1) {
 		struct gw_admitted c;
 
 		ret = gw_admit_take(s->adm, GW_MSG_HELLO, 0, &c);
 		if (ret) {
-			ret = gw_failed(s) ? gw_failed(s) : gw_fail(s, "setup", ret, false, "waiting for a source: %s",
+			ret = gw_failed(s) ? gw_failed(s) : gw_fail(s, GW_PHASE_SETUP, ret, "waiting for a source: %s",
 								       strerror(-ret));
 			break;
 		}
@@ -373,7 +373,7 @@ static int admit_channel(struct gw_session *s, struct gw_admitted *c)
 	if (gw_msg_decode(GW_MSG_CHAN_HELLO, c->payload, c->len, &m, NULL, 0) ||
 	    m.index >= s->nr_channels || s->chans[m.index].conn.fd >= 0) {
 		gw_admitted_refuse(c, -EPROTO, "channel index invalid or repeated");
-		return gw_fail(s, "setup", -EPROTO, false, "a data connection with an invalid or repeated index");
+		return gw_fail(s, GW_PHASE_SETUP, -EPROTO, "a data connection with an invalid or repeated index");
 	}
 	idx = m.index;
 	gw_conn_adopt(&s->chans[idx].conn, c->fd, c->sock, c->tls, 1);
@@ -427,7 +427,7 @@ int dst_accept_channels(struct gw_session *s)
 		ret = gw_admit_take(s->adm, GW_MSG_CHAN_HELLO, gw_now_ns() + timeout_ms * 1000000ull, &c);
 		if (ret)
 			return gw_failed(s) ? gw_failed(s) :
-			       gw_fail(s, "setup", ret, false, "waiting for data connection %u of %u: %s",
+			       gw_fail(s, GW_PHASE_SETUP, ret, "waiting for data connection %u of %u: %s",
 				       joined + 1, s->nr_channels, strerror(-ret));
 		idx = admit_channel(s, &c);
 		if (idx < 0)
@@ -435,7 +435,7 @@ int dst_accept_channels(struct gw_session *s)
 		ack.index = (uint32_t)idx;
 		ret = gw_conn_send_msg(&s->chans[idx].conn, GW_MSG_CHAN_ACK, &ack);
 		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel %d ack", idx);
+			return gw_fail(s, GW_PHASE_SETUP, ret, "channel %d ack", idx);
 	}
 	if (ret)
 		return ret;

@@ -166,7 +166,7 @@ static int settle(struct gw_channel *ch, const struct gw_live_frame *lf)
 
 	ret = s->dirty.ops->written(&s->dirty, lf->block, lf->first_page, lf->nr_pages, written);
 	if (ret)
-		return gw_fail(s, "send", ret, false, "channel %u: which pages changed while sent: %s",
+		return gw_fail(s, GW_PHASE_SEND, ret, "channel %u: which pages changed while sent: %s",
 			       ch->index, strerror(-ret));
 	v->block = lf->block;
 	v->seq = lf->seq;
@@ -177,7 +177,7 @@ static int settle(struct gw_channel *ch, const struct gw_live_frame *lf)
 	if (v->count) {
 		ret = gw_conn_send_msg(&ch->conn, GW_MSG_PAGES_VOID, v);
 		if (ret)
-			return gw_fail(s, "send", ret, false, "channel %u: sending PAGES_VOID: %s",
+			return gw_fail(s, GW_PHASE_SEND, ret, "channel %u: sending PAGES_VOID: %s",
 				       ch->index, strerror(-ret));
 		__atomic_fetch_add(&s->ctr_void_pages, v->count, __ATOMIC_RELAXED);
 	}
@@ -200,7 +200,7 @@ static int settle_zc(struct gw_channel *ch, bool all)
 		int ret = gw_zc_reap(&ch->zc, ch->conn.fd, must ? 1000 : 0);
 
 		if (ret && ret != -ETIMEDOUT)
-			return gw_fail(s, "send", ret, false, "channel %u: zero-copy completion: %s",
+			return gw_fail(s, GW_PHASE_SEND, ret, "channel %u: zero-copy completion: %s",
 				       ch->index, strerror(-ret));
 		if ((int32_t)(ch->zc.done - lf->zc_end) < 0) {
 			if (!must)
@@ -264,7 +264,7 @@ static int prep_batch(struct gw_channel *ch, const struct gw_batch *b, unsigned 
 	ram = (struct gw_ram_view){ b->block, blk->host, blk->fd, blk->fd_offset_bytes, mapped, ch->live_ok };
 	ret = gw_pages_out_build(&ch->out, si, &ram, b, gw_round(s), link, &sl->f);
 	if (ret)
-		return gw_fail(s, "send", ret, false, "channel %u: preparing pages: %s",
+		return gw_fail(s, GW_PHASE_SEND, ret, "channel %u: preparing pages: %s",
 			       ch->index, strerror(-ret));
 	for (unsigned i = GW_STAGE_READ; i <= GW_STAGE_COMPRESS; i++)
 		add_stage(s, (enum gw_stage)i, sl->f.stage_ns[i]);
@@ -302,7 +302,7 @@ static int send_slot(struct gw_channel *ch, struct gw_out_slot *sl, bool last)
 	ret = gw_conn_send_prefix_crc(&ch->conn, GW_MSG_PAGES, f->iov, f->iovcnt, f->crc_iovcnt,
 				      zc ? &ch->zc.sent : NULL, &sl->lf.seq);
 	if (ret)
-		return gw_fail(s, "send", ret, false, "channel %u: sending pages: %s",
+		return gw_fail(s, GW_PHASE_SEND, ret, "channel %u: sending pages: %s",
 			       ch->index, strerror(-ret));
 	add_stage(s, GW_STAGE_SEND, gw_now_ns() - t_send);
 	sample_link(ch, f->data_bytes, gw_now_ns() - t_send);
@@ -374,7 +374,7 @@ static void *send_main(void *arg)
 
 		ret = gw_conn_send_msg(&ch->conn, GW_MSG_CHAN_END, &m);
 		if (ret)
-			gw_fail(s, "final", ret, false, "channel %u: sending end: %s", ch->index, strerror(-ret));
+			gw_fail(s, GW_PHASE_FINAL, ret, "channel %u: sending end: %s", ch->index, strerror(-ret));
 	}
 	return NULL;
 }
@@ -398,7 +398,7 @@ void *gw_channel_send_main(void *arg)
 	if (sender)
 		gw_thread_name(ch->send_thread, "gw-src-ch%u-tx", ch->index);
 	if (ret)
-		gw_fail(s, "setup", ret, false, "channel %u: send thread", ch->index);
+		gw_fail(s, GW_PHASE_SETUP, ret, "channel %u: send thread", ch->index);
 	while (!ret && queue_pop(ch, &b)) {
 		pthread_mutex_lock(&ch->qlock);
 		while (ch->slot_busy == GW_PAGES_OUT_BUFS && !gw_failed(s))
@@ -561,7 +561,7 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 /* A page failed its CRC and the PAGES_VOID that had to name it did not. */
 static int suspect_error(struct gw_channel *ch, const struct gw_void_pending *p)
 {
-	return gw_fail(ch->s, "receive", -EBADMSG, false,
+	return gw_fail(ch->s, GW_PHASE_RECEIVE, -EBADMSG,
 		       "channel %u: checksum mismatch: page %llu of block %u in frame %u (not named "
 		       "as written while sent)", ch->index, (unsigned long long)p->page, p->block, p->seq);
 }
@@ -608,12 +608,12 @@ static int recv_end(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32_
 	if (ret)
 		return ret;
 	if (ch->in.nr_pending)
-		return gw_fail(ch->s, "final", -EBADMSG, false,
+		return gw_fail(ch->s, GW_PHASE_FINAL, -EBADMSG,
 			       "channel %u: %u page(s) failed their CRC and no PAGES_VOID named them "
 			       "(first: block %u page %llu)", ch->index, ch->in.nr_pending,
 			       ch->in.pending[0].block, (unsigned long long)ch->in.pending[0].page);
 	if (m.index != ch->index || m.frames != ch->frames || m.pages != ch->pages)
-		return gw_fail(ch->s, "final", -EPROTO, false,
+		return gw_fail(ch->s, GW_PHASE_FINAL, -EPROTO,
 			       "channel %u: end says %llu frames/%llu pages, received %llu/%llu",
 			       ch->index, (unsigned long long)m.frames, (unsigned long long)m.pages,
 			       (unsigned long long)ch->frames, (unsigned long long)ch->pages);
@@ -634,7 +634,7 @@ static int recv_error(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 		ret = gw_conn_recv_check(h, *crc);
 	if (!ret)
 		ret = gw_msg_decode(GW_MSG_ERROR, buf, h->len, &m, NULL, 0);
-	return ret ? ret : gw_fail_from_peer(ch->s, "receive", &m);
+	return ret ? ret : gw_fail_from_peer(ch->s, GW_PHASE_RECEIVE, &m);
 }
 
 /* Receive one frame. 1 when the channel ended (CHAN_END), 0 to go on, or -errno. */
@@ -671,7 +671,7 @@ static int recv_one(struct gw_channel *ch)
 	case GW_MSG_ERROR:
 		return recv_error(ch, &h, &crc);
 	default:
-		return gw_fail(s, "receive", -EPROTO, false, "channel %u: unexpected %s frame",
+		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "channel %u: unexpected %s frame",
 			       ch->index, gw_frame_type_name(h.type));
 	}
 }
@@ -686,7 +686,7 @@ void *gw_channel_recv_main(void *arg)
 	while (!ret && !gw_failed(s))
 		ret = recv_one(ch);
 	if (ret < 0 && !gw_failed(s))
-		gw_fail(s, "receive", ret, false, "channel %u: %s", ch->index, gw_conn_err_text(ret, "source"));
+		gw_fail(s, GW_PHASE_RECEIVE, ret, "channel %u: %s", ch->index, gw_conn_err_text(ret, "source"));
 	return NULL;
 }
 
@@ -758,7 +758,7 @@ int gw_channels_create(struct gw_session *s, unsigned n)
 	struct gw_channel *chans = calloc(n ? n : 1, sizeof(*chans));
 
 	if (!chans)
-		return gw_fail(s, "setup", -ENOMEM, false, "no memory for channels");
+		return gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory for channels");
 	for (unsigned i = 0; i < n; i++) {
 		int ret = channel_setup(&chans[i], s, i);
 
@@ -766,7 +766,7 @@ int gw_channels_create(struct gw_session *s, unsigned n)
 			for (unsigned j = 0; j <= i; j++)
 				channel_release(&chans[j], s->role);
 			free(chans);
-			return gw_fail(s, "setup", ret, false, "channel %u setup: %s", i, strerror(-ret));
+			return gw_fail(s, GW_PHASE_SETUP, ret, "channel %u setup: %s", i, strerror(-ret));
 		}
 	}
 	gw_session_publish_channels(s, chans, n);
@@ -779,7 +779,7 @@ int gw_channels_start(struct gw_session *s, void *(*fn)(void *))
 		int ret = -pthread_create(&s->chans[i].thread, NULL, fn, &s->chans[i]);
 
 		if (ret)
-			return gw_fail(s, "setup", ret, false, "channel thread");
+			return gw_fail(s, GW_PHASE_SETUP, ret, "channel thread");
 		gw_thread_name(s->chans[i].thread, "gw-%s-ch%u", s->role == GW_ROLE_SOURCE ? "src" : "dst", i);
 		s->chans[i].thread_started = true;
 	}

@@ -182,10 +182,8 @@ int pcs_recover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 		ret = s->err.code;
 		if (!ret && s->pc_resolve_source && !s->pc_resume_url[0]) {
 			/* The operator found the VM not running there: it is ours again. */
-			__atomic_store_n(&s->err.code, -ECANCELED, __ATOMIC_RELEASE);
-			snprintf(s->err.phase, sizeof(s->err.phase), "handover");
-			snprintf(s->err.msg, sizeof(s->err.msg), "GO sent, RESUMED lost; the operator resolved: "
-				 "the VM runs on the source");
+			gw_error_set_locked(s, GW_PHASE_HANDOVER, -ECANCELED, "GO sent, RESUMED lost; the "
+					    "operator resolved: the VM runs on the source");
 			ret = -ECANCELED;
 			c->paused = true;
 		}

@@ -38,7 +38,7 @@ static int send_pages(struct gw_session *s, struct gw_pages_out *po, struct gw_c
 	int ret = gw_pages_out_build(po, 0, &ram, b, gw_round(s), link, &f);
 
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "%s: preparing pages: %s", what, strerror(-ret));
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "%s: preparing pages: %s", what, strerror(-ret));
 	if (!f.iovcnt)
 		return 0;
 	if (capped)
@@ -47,7 +47,7 @@ static int send_pages(struct gw_session *s, struct gw_pages_out *po, struct gw_c
 	if (ret && __atomic_load_n(&s->pcs->done, __ATOMIC_ACQUIRE))
 		return ret;
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "%s: sending pages: %s", what, strerror(-ret));
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "%s: sending pages: %s", what, strerror(-ret));
 	count_frame(s, &f);
 	return 0;
 }
@@ -69,7 +69,7 @@ static void fault_cut(struct gw_session *s, struct gw_pc_src *pc, uint64_t pushe
 		return;
 	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=src-pc-cut pushed=%llu action=cut",
 	       (unsigned long long)pushed);
-	gw_fail(s, "postcopy", -ECONNRESET, false, "fault injection: every connection cut");
+	gw_fail(s, GW_PHASE_POSTCOPY, -ECONNRESET, "fault injection: every connection cut");
 }
 
 /* One data channel: the next region of the push order, until none is left. */
@@ -160,27 +160,27 @@ static void *server_main(void *arg)
 
 		if (type < 0) {
 			if (!__atomic_load_n(&pc->done, __ATOMIC_ACQUIRE) && !gw_failed(s))
-				gw_fail(s, "postcopy", type, false, "preempt connection: %s%s%s",
+				gw_fail(s, GW_PHASE_POSTCOPY, type, "preempt connection: %s%s%s",
 					gw_conn_err_text(type, "destination"), why[0] ? ": " : "", why);
 			break;
 		}
 		if (type == GW_MSG_ERROR) {
-			gw_fail_from_peer(s, "postcopy", &m.error);
+			gw_fail_from_peer(s, GW_PHASE_POSTCOPY, &m.error);
 			break;
 		}
 		if (type != GW_MSG_PC_REQ) {
-			gw_fail(s, "postcopy", -EPROTO, false, "unexpected %s on the preempt connection",
+			gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "unexpected %s on the preempt connection",
 				gw_frame_type_name((uint16_t)type));
 			break;
 		}
 		if (m.pc_req.block >= s->vm.nr_blocks) {
-			gw_fail(s, "postcopy", -ERANGE, false, "page request for block %u of %u",
+			gw_fail(s, GW_PHASE_POSTCOPY, -ERANGE, "page request for block %u of %u",
 				m.pc_req.block, s->vm.nr_blocks);
 			break;
 		}
 		for (uint32_t i = 0; i < m.pc_req.count; i++)
 			if (gw_msg_pc_req_page(&m.pc_req, i) >= s->vm.blocks[m.pc_req.block].size_bytes / GW_PAGE_BYTES) {
-				gw_fail(s, "postcopy", -ERANGE, false, "page request for page %llu outside block %u",
+				gw_fail(s, GW_PHASE_POSTCOPY, -ERANGE, "page request for page %llu outside block %u",
 					(unsigned long long)gw_msg_pc_req_page(&m.pc_req, i), m.pc_req.block);
 				goto out;
 			}
@@ -196,13 +196,13 @@ out:
 int pcs_start_threads(struct gw_session *s, struct gw_pc_src *pc)
 {
 	if (pthread_create(&pc->server, NULL, server_main, pc))
-		return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy server thread");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EAGAIN, "postcopy server thread");
 	gw_thread_name(pc->server, "gw-pc-serve");
 	pc->server_started = true;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
 		pc->push[i] = (struct pc_pusher){ .pc = pc, .index = i };
 		if (pthread_create(&pc->push[i].thread, NULL, pusher_main, &pc->push[i]))
-			return gw_fail(s, "postcopy", -EAGAIN, false, "postcopy pusher thread");
+			return gw_fail(s, GW_PHASE_POSTCOPY, -EAGAIN, "postcopy pusher thread");
 		gw_thread_name(pc->push[i].thread, "gw-pc-push%u", i);
 		pc->push[i].started = true;
 	}

@@ -97,7 +97,7 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 	struct gw_pc_src *pc = calloc(1, sizeof(*pc));
 
 	if (!pc)
-		return gw_fail(s, "postcopy", -ENOMEM, false, "no memory");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory");
 	pc->s = s;
 	pc->c = c;
 	gw_mutex_init_pi(&pc->lock);	/* the server waits for a pusher holding it */
@@ -105,9 +105,9 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
 		if (gw_bitmap_init_prefaulted(&pc->zero[i], c->dirty[i].nr_bits) ||
 		    gw_bitmap_init_prefaulted(&pc->next_dirty[i], c->dirty[i].nr_bits))
-			return gw_fail(s, "postcopy", -ENOMEM, false, "no memory for postcopy bitmaps");
+			return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory for postcopy bitmaps");
 	if (gw_pages_out_init(&pc->pout, GW_CODEC_NONE, 0, 0))
-		return gw_fail(s, "postcopy", -ENOMEM, false, "no memory for the preempt connection");
+		return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory for the preempt connection");
 	pc->pout_ready = true;
 	s->pcs = pc;
 	return 0;
@@ -147,7 +147,7 @@ int pcs_switch_prepare(struct gw_session *s)
 	int ret;
 
 	if (s->nr_channels >= GW_WIRE_MAX_CHANNELS)
-		return gw_fail(s, "postcopy", -EINVAL, false, "postcopy needs at most %u channels",
+		return gw_fail(s, GW_PHASE_POSTCOPY, -EINVAL, "postcopy needs at most %u channels",
 			       GW_WIRE_MAX_CHANNELS - 1);
 	ret = end_channels(s);
 	if (ret)
@@ -156,14 +156,14 @@ int pcs_switch_prepare(struct gw_session *s)
 	tune_conn(s, &s->ctl);
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_PC_PREPARE, NULL);
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "sending PC_PREPARE: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "sending PC_PREPARE: %s", strerror(-ret));
 	ret = pcs_open_data_conn(s, &s->url, &s->preempt, s->nr_channels, why, sizeof(why));
 	if (ret)
-		return gw_fail(s, "postcopy", ret, false, "preempt connection: %s", why);
+		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "preempt connection: %s", why);
 	gw_conn_set_recv_timeout(&s->preempt, 0);	/* requests come when the guest faults */
 	ret = src_wait_mbox(s, GW_MSG_PC_PREPARED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	if (ret)
-		return ret == -ETIMEDOUT ? gw_fail(s, "postcopy", ret, false,
+		return ret == -ETIMEDOUT ? gw_fail(s, GW_PHASE_POSTCOPY, ret,
 			"destination did not prepare for postcopy within the I/O timeout") : ret;
 	gw_log(GW_LOG_INFO, "mig", "postcopy_prepared", "prepare_us=%llu",
 	       (unsigned long long)((gw_now_ns() - t0) / 1000));
@@ -266,7 +266,7 @@ static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		ret = send_map(s, &s->ctl, GW_MSG_PC_DIRTY, i, &pc->todo[i]);
 		if (ret)
-			return gw_fail(s, "postcopy", ret, false, "sending the postcopy map: %s", strerror(-ret));
+			return gw_fail(s, GW_PHASE_POSTCOPY, ret, "sending the postcopy map: %s", strerror(-ret));
 	}
 	c->t.queued = gw_now_ns();
 	return 0;
@@ -337,7 +337,7 @@ int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 		return ret;
 	}
 	if (ret)
-		ret = gw_fail(s, "handover", ret, false, "sending GO: %s", strerror(-ret));
+		ret = gw_fail(s, GW_PHASE_HANDOVER, ret, "sending GO: %s", strerror(-ret));
 	else
 		ret = src_wait_mbox(s, GW_MSG_RESUMED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	t_rx = gw_now_ns();
@@ -349,7 +349,7 @@ int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 	c->paused = false;	/* it may run there now: never resumed here by us */
 	gw_thread_normal(s);
 	if (ret == -ETIMEDOUT && !gw_failed(s))
-		gw_fail(s, "handover", -ETIMEDOUT, false, "no RESUMED within the I/O timeout");
+		gw_fail(s, GW_PHASE_HANDOVER, -ETIMEDOUT, "no RESUMED within the I/O timeout");
 	if (ret) {
 		gw_log(GW_LOG_ERROR, "mig", "outcome_unknown",
 		       "reason=\"GO sent, RESUMED not received: paused; recover if the destination runs the VM, "

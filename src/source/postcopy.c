@@ -118,7 +118,7 @@ static int run(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 		ping.token = gw_now_ns();
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping);
 		if (ret)	/* a broken link pauses (next turn), anything else ends it */
-			gw_fail(s, "postcopy", ret, false, "heartbeat: %s", strerror(-ret));
+			gw_fail(s, GW_PHASE_POSTCOPY, ret, "heartbeat: %s", strerror(-ret));
 		ret = 0;
 		pcs_publish(s, c, pc);
 	}

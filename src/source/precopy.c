@@ -76,7 +76,7 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	pthread_mutex_unlock(&s->hint_lock);
 	c->harvest_ns = gw_now_ns() - t0;
 	if (n < 0)
-		return gw_fail(s, "round", (int)n, false, "dirty harvest (%s): %s",
+		return gw_fail(s, GW_PHASE_ROUND, (int)n, "dirty harvest (%s): %s",
 			       s->dirty.ops->name, strerror((int)-n));
 	pthread_mutex_lock(&s->lock);
 	s->stats.dirty_sync_count++;
@@ -153,7 +153,7 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 		if (!discard && s->dirty.ops->clear && !__atomic_load_n(&s->dirty_final, __ATOMIC_RELAXED)) {
 			ret = s->dirty.ops->clear(&s->dirty, bi, b.first_page, b.nr_pages, b.mask);
 			if (ret)
-				return gw_fail(s, "round", ret, false, "dirty clear: %s", strerror(-ret));
+				return gw_fail(s, GW_PHASE_ROUND, ret, "dirty clear: %s", strerror(-ret));
 		}
 		ret = gw_channel_push(&s->chans[(region + bi) % s->nr_channels], &b);
 		if (ret)
@@ -205,7 +205,7 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 	if (!ret && !c->switched_over)
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping);
 	if (ret)
-		return gw_fail(s, "round", ret, false, "sending ROUND: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_ROUND, ret, "sending ROUND: %s", strerror(-ret));
 	if (!deadline_ns) {		/* a whole sweep */
 		c->pass_block = 0;
 		c->pass_pos = 0;
@@ -330,7 +330,7 @@ static int converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_p
 		       gw_round(s), (unsigned long long)(exp_ns / 1000), (unsigned long long)limit_us);
 		return 0;
 	}
-	return gw_fail(s, "round", -ETIMEDOUT, false,
+	return gw_fail(s, GW_PHASE_ROUND, -ETIMEDOUT,
 		       "did not converge within %llu ms (expected downtime %llu ms > limit %llu ms)",
 		       (unsigned long long)timeout_ms, (unsigned long long)(exp_ns / 1000000),
 		       (unsigned long long)(limit_us / 1000));

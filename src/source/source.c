@@ -145,12 +145,12 @@ static void *ctl_reader_main(void *arg)
 
 		if (type < 0) {
 			if (!__atomic_load_n(&s->ctl_quiet, __ATOMIC_ACQUIRE) && !gw_failed(s))
-				gw_fail(s, "control", type, false, "control connection: %s%s%s",
+				gw_fail(s, GW_PHASE_CONTROL, type, "control connection: %s%s%s",
 					gw_conn_err_text(type, "destination"), why[0] ? ": " : "", why);
 			return NULL;
 		}
 		if (type == GW_MSG_ERROR) {
-			gw_fail_from_peer(s, "control", &m.error);
+			gw_fail_from_peer(s, GW_PHASE_CONTROL, &m.error);
 			return NULL;
 		}
 		if (type == GW_MSG_PONG) {
@@ -159,7 +159,7 @@ static void *ctl_reader_main(void *arg)
 		}
 		if (type >= GW_MSG_PC_PREPARE) {
 			if (src_pc_ctl_msg(s, type, &m)) {
-				gw_fail(s, "control", -EPROTO, false, "unexpected %s frame from the destination",
+				gw_fail(s, GW_PHASE_CONTROL, -EPROTO, "unexpected %s frame from the destination",
 					gw_frame_type_name((uint16_t)type));
 				return NULL;
 			}
@@ -168,7 +168,7 @@ static void *ctl_reader_main(void *arg)
 			continue;
 		}
 		if (type != GW_MSG_READY && type != GW_MSG_RESUMED && type != GW_MSG_VERIFIED) {
-			gw_fail(s, "control", -EPROTO, false, "unexpected %s frame from the destination",
+			gw_fail(s, GW_PHASE_CONTROL, -EPROTO, "unexpected %s frame from the destination",
 				gw_frame_type_name((uint16_t)type));
 			return NULL;
 		}
@@ -182,21 +182,21 @@ static void *ctl_reader_main(void *arg)
 
 /* Receive one message of @type on a connection nobody else reads yet. */
 static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, union gw_msg *m,
-		       const char *phase)
+		       enum gw_phase phase)
 {
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
 	char why[160] = "";
 	int got = gw_conn_recv_msg(c, m, buf, sizeof(buf), why, sizeof(why));
 
 	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
-		return gw_fail(s, phase, got, false, "waiting for %s: %s", gw_frame_type_name(type), why);
+		return gw_fail(s, phase, got, "waiting for %s: %s", gw_frame_type_name(type), why);
 	if (got < 0)
-		return gw_fail(s, phase, got, false, "waiting for %s: %s%s%s", gw_frame_type_name(type),
+		return gw_fail(s, phase, got, "waiting for %s: %s%s%s", gw_frame_type_name(type),
 			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", why);
 	if (got == GW_MSG_ERROR)
 		return gw_fail_from_peer(s, phase, &m->error);
 	if (got != type)
-		return gw_fail(s, phase, -EPROTO, false, "expected %s, got %s",
+		return gw_fail(s, phase, -EPROTO, "expected %s, got %s",
 			       gw_frame_type_name(type), gw_frame_type_name((uint16_t)got));
 	return 0;
 }
@@ -240,7 +240,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 	char why[400], host[256];
 
 	if (fd < 0)
-		return gw_fail(s, "setup", fd, false, "cannot connect to %s: %s", s->url_str, connect_err_text(s, fd));
+		return gw_fail(s, GW_PHASE_SETUP, fd, "cannot connect to %s: %s", s->url_str, connect_err_text(s, fd));
 	gw_conn_set_fd(c, fd, s->url.ops->sock);
 	if (gw_failed(s))	/* cancelled meanwhile: the shutdown missed this fd */
 		return gw_failed(s);
@@ -251,7 +251,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 	gw_url_host(&s->url, host, sizeof(host));
 	ret = gw_conn_start_tls(c, s->tls_ctx, host, timeout_ms, why, sizeof(why));
 	if (ret)
-		return gw_fail(s, "setup", ret, false, "TLS with %s: %s", s->url_str, why);
+		return gw_fail(s, GW_PHASE_SETUP, ret, "TLS with %s: %s", s->url_str, why);
 	note_tls(s, c, t0);
 	return 0;
 }
@@ -301,10 +301,10 @@ static int handshake(struct gw_session *s)
 	int ret;
 
 	if (!hello)
-		return gw_fail(s, "setup", -ENOMEM, false, "no memory");
+		return gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
 	ret = connect_conn(s, &s->ctl);
 	if (!ret && getrandom(s->mig_id, sizeof(s->mig_id), 0) != sizeof(s->mig_id))
-		ret = gw_fail(s, "setup", -EIO, false, "no random migration id");
+		ret = gw_fail(s, GW_PHASE_SETUP, -EIO, "no random migration id");
 	if (ret)
 		goto out;
 	hello_build(s, hello);
@@ -313,15 +313,15 @@ static int handshake(struct gw_session *s)
 		ret = send_fds(s);
 	if (ret) {
 		/* Under TLS the destination may have refused us, and said why. */
-		ret = gw_fail(s, "setup", ret, false, "sending HELLO: %s",
+		ret = gw_fail(s, GW_PHASE_SETUP, ret, "sending HELLO: %s",
 			      gw_conn_tls_error(&s->ctl)[0] ? gw_conn_tls_error(&s->ctl) : strerror(-ret));
 		goto out;
 	}
-	ret = recv_expect(s, &s->ctl, GW_MSG_HELLO_ACK, &ack, "setup");
+	ret = recv_expect(s, &s->ctl, GW_MSG_HELLO_ACK, &ack, GW_PHASE_SETUP);
 	if (ret)
 		goto out;
 	if (ack.hello_ack.version != GW_WIRE_VERSION || ack.hello_ack.flags != hello->flags) {
-		ret = gw_fail(s, "setup", -EPROTO, false, "HELLO_ACK invalid (version %u flags 0x%x)",
+		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "HELLO_ACK invalid (version %u flags 0x%x)",
 			      ack.hello_ack.version, ack.hello_ack.flags);
 		goto out;
 	}
@@ -350,12 +350,12 @@ static int open_channels(struct gw_session *s)
 			break;
 		ret = gw_conn_send_msg(&s->chans[i].conn, GW_MSG_CHAN_HELLO, &m);
 		if (ret) {
-			ret = gw_fail(s, "setup", ret, false, "channel %u hello: %s", i, strerror(-ret));
+			ret = gw_fail(s, GW_PHASE_SETUP, ret, "channel %u hello: %s", i, strerror(-ret));
 			break;
 		}
-		ret = recv_expect(s, &s->chans[i].conn, GW_MSG_CHAN_ACK, &ack, "setup");
+		ret = recv_expect(s, &s->chans[i].conn, GW_MSG_CHAN_ACK, &ack, GW_PHASE_SETUP);
 		if (!ret && ack.chan_ack.index != i)
-			ret = gw_fail(s, "setup", -EPROTO, false, "channel %u acknowledged as %u",
+			ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "channel %u acknowledged as %u",
 				      i, ack.chan_ack.index);
 	}
 	return ret ? ret : gw_channels_start(s, gw_channel_send_main);
@@ -395,11 +395,11 @@ static int start_tracking(struct gw_session *s)
 	int ret = gw_dirty_select(&s->dirty, &s->vm, want);
 
 	if (ret)
-		return gw_fail(s, "setup", ret, false, "no usable dirty-tracking backend%s",
+		return gw_fail(s, GW_PHASE_SETUP, ret, "no usable dirty-tracking backend%s",
 			       want ? " of the kind asked for" : "");
 	ret = s->dirty.ops->start(&s->dirty);
 	if (ret)
-		return gw_fail(s, "setup", ret, false, "dirty tracking %s: %s",
+		return gw_fail(s, GW_PHASE_SETUP, ret, "dirty tracking %s: %s",
 			       s->dirty.ops->name, strerror(-ret));
 	s->dirty_started = true;
 	gw_log(GW_LOG_INFO, "mig", "tracking_started", "backend=%s us=%llu", s->dirty.ops->name,
@@ -458,7 +458,7 @@ static int announce_round0(struct gw_session *s, struct src_ctx *c)
 		ret = send_extents(s, i, &now);
 		gw_bitmap_free(&now);
 	}
-	return ret ? gw_fail(s, "setup", ret, false, "sending EXTENTS: %s", strerror(-ret)) : 0;
+	return ret ? gw_fail(s, GW_PHASE_SETUP, ret, "sending EXTENTS: %s", strerror(-ret)) : 0;
 }
 
 int src_start_ctl_reader(struct gw_session *s)
@@ -470,7 +470,7 @@ int src_start_ctl_reader(struct gw_session *s)
 	 */
 	gw_conn_set_idle_timeout(&s->ctl, 0);
 	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s))
-		return gw_fail(s, "setup", -EAGAIN, false, "control reader thread");
+		return gw_fail(s, GW_PHASE_SETUP, -EAGAIN, "control reader thread");
 	gw_thread_name(s->ctl_reader, "gw-src-ctl");
 	s->ctl_reader_started = true;
 	return 0;
@@ -633,7 +633,7 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 		c->ram_pages += pages;
 		if (gw_bitmap_init(&c->dirty[i], pages) || gw_bitmap_init(&c->free[i], pages) ||
 		    gw_bitmap_init(&c->sent[i], pages))
-			return gw_fail(s, "setup", -ENOMEM, false, "no memory for dirty bitmaps");
+			return gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory for dirty bitmaps");
 	}
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->stats.codec, sizeof(s->stats.codec), "%s",
@@ -682,7 +682,7 @@ void *gw_source_main(void *arg)
 	gw_log_set_side(s->side);
 	gw_emit_status(s);	/* setup, set by gw_migrate_start */
 	src_reset(s, local);
-	ret = c ? src_ctx_init(s, c) : gw_fail(s, "setup", -ENOMEM, false, "no memory");
+	ret = c ? src_ctx_init(s, c) : gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
 	if (!ret)
 		ret = setup(s, c, local);
 	if (!ret) {

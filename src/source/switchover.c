@@ -49,7 +49,7 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	c->t.pause = gw_now_ns();
 	ret = s->ops->pause(s->opaque);
 	if (ret)
-		return gw_fail(s, "final", ret, false, "pausing the vCPUs: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_FINAL, ret, "pausing the vCPUs: %s", strerror(-ret));
 	c->paused = true;
 	c->t.paused = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "vm_pause", "round=%u pause_us=%llu", gw_round(s),
@@ -115,11 +115,11 @@ int src_send_state(struct gw_session *s, struct src_ctx *c)
 	if (s->ops->save_state)
 		ret = s->ops->save_state(s->opaque, &c->state);
 	if (ret)
-		return gw_fail(s, "final", ret, false, "saving device state: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_FINAL, ret, "saving device state: %s", strerror(-ret));
 	c->t.state_saved = gw_now_ns();
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_STATE, &m);
 	if (ret)
-		return gw_fail(s, "final", ret, false, "sending state: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_FINAL, ret, "sending state: %s", strerror(-ret));
 	c->t.state_sent = gw_now_ns();
 	gw_log(GW_LOG_INFO, "mig", "state_sent", "sections=%u bytes=%zu save_us=%llu send_us=%llu",
 	       gw_state_count(&c->state), c->state.total_bytes,
@@ -139,11 +139,11 @@ int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t fla
 		m.total_pages += s->chans[i].pages;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_COMPLETE, &m);
 	if (ret)
-		return gw_fail(s, "final", ret, false, "sending COMPLETE: %s", strerror(-ret));
+		return gw_fail(s, GW_PHASE_FINAL, ret, "sending COMPLETE: %s", strerror(-ret));
 	gw_set_status(s, GW_STATUS_HANDOVER);
 	ret = src_wait_mbox(s, GW_MSG_READY, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	if (ret)
-		return ret == -ETIMEDOUT ? gw_fail(s, "handover", ret, false,
+		return ret == -ETIMEDOUT ? gw_fail(s, GW_PHASE_HANDOVER, ret,
 			"destination did not answer ready within the I/O timeout") : ret;
 	c->t.ready = gw_now_ns();
 	pthread_mutex_lock(&s->lock);
@@ -201,7 +201,7 @@ static int check_alive_before_go(struct gw_session *s)
 		;
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_WARN, "mig", "go_withheld", "reason=\"the destination closed the control connection\"");
-	return gw_fail(s, "handover", ret, false, "the destination closed the control connection before GO: "
+	return gw_fail(s, GW_PHASE_HANDOVER, ret, "the destination closed the control connection before GO: "
 		       "the VM stays here");
 }
 
@@ -237,13 +237,9 @@ int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent)
 static int outcome_unknown(struct gw_session *s, int err)
 {
 	pthread_mutex_lock(&s->lock);
-	if (!s->err.code) {
-		__atomic_store_n(&s->err.code, err, __ATOMIC_RELEASE);
-		snprintf(s->err.phase, sizeof(s->err.phase), "handover");
-		snprintf(s->err.msg, sizeof(s->err.msg),
-			 "GO sent but RESUMED not received (%s): the VM may run on the destination; "
-			 "the source stays paused: ask the destination", strerror(-err));
-	}
+	gw_error_set_locked(s, GW_PHASE_HANDOVER, err,
+			    "GO sent but RESUMED not received (%s): the VM may run on the destination; "
+			    "the source stays paused: ask the destination", strerror(-err));
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_ERROR, "mig", "outcome_unknown",
 	       "reason=\"no RESUMED after GO: source stays paused, ask the destination\"");
