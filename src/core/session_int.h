@@ -29,7 +29,6 @@
 #include "net/tls.h"
 #include "net/transport.h"
 #include "mem/snapshot.h"
-#include "pipe/pages_in.h"
 #include "wire/msg.h"
 
 /* Events a downtime may hold (events.c); more are delivered late, never lost. */
@@ -77,9 +76,28 @@ struct gw_error {
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
 
+/*
+ * What the session calls in the layers above core/, by role: set by
+ * gw_session_new (session.c), so that core/ never names source/, dest/ or
+ * pipe/. Every hook is required unless marked optional.
+ */
+struct gw_role_ops {
+	const char *name;			/* "source", "destination" */
+	void *(*main)(void *session);		/* the migration thread */
+	/* Optional: this side's live figures into @out; caller holds s->lock. */
+	void (*stats_locked)(struct gw_session *s, struct gw_stats *out);
+	/* Shut every channel's connection and wake its threads (any thread, s->lock held). */
+	void (*shutdown_channels)(struct gw_channel *chans, unsigned n);
+};
+
+struct gw_channel;
+struct gw_dst_layout;
+struct gw_dst_state;
+
 struct gw_session {
 	/* Set at creation, then read-only. */
 	enum gw_role role;
+	const struct gw_role_ops *role_ops;
 	const struct gw_vm_ops *ops;
 	void *opaque;
 	char side[4];			/* "src" / "dst" for the log */
@@ -161,21 +179,13 @@ struct gw_session {
 					   postcopy's preempt connection (then a recovery's, while it
 					   listens) or gw_session_free; stopped by gw_session_stop_admit */
 	uint64_t adm_refused;		/* lock: connections refused by acceptors stopped already */
-	char src_identity[GW_TLS_PEER_MAX];	/* the source's TLS identity at HELLO ("" plain): a
-					   recovery must present it; migration thread, set before
-					   postcopy (gw_postcopy_recover reads it after) */
-	char src_holder[GW_TLS_PEER_MAX + 128];	/* who holds this destination (BUSY's text); as above */
 	uint64_t rx_progress_ns;	/* atomic: a frame began on some connection (net/io.h watch) */
-	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h */
-	struct gw_dst_layout layout;	/* set before channel threads start */
-	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
+	/* The RAM layout the receivers apply pages to (the destination's, in
+	 * dst), set before channel threads start; NULL on the source. */
+	const struct gw_dst_layout *layout;
 	struct gw_snapshot *snap;	/* verify: RAM as at resume; migration thread, and the
 					   populate thread while it runs (protects ahead) */
-	int snap_err;			/* why there is no (usable) snapshot, 0 = none or usable */
-	void *pop_job;			/* extents gathered before round 0 */
-	pthread_t populate_thread;
-	bool populate_running;
-	bool populate_stop;		/* atomic: no more steps (a postcopy switch) */
+	struct gw_dst_state *dst;	/* destination only (dest/dest.h); set at creation */
 
 	/* Events (events.c): the callback, set while no migration runs. */
 	gw_event_fn ev_fn;		/* lock */
@@ -272,13 +282,6 @@ uint64_t gw_verify_wait_ms(const struct gw_session *s);
 struct timespec gw_deadline_ms(uint64_t ms);
 
 /*
- * Destination: the figures of what it received so far (bytes on every
- * connection, per channel and per codec, the page rate) into @st, from the
- * connections' atomic counters. Caller holds s->lock (the channel array).
- */
-void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st);
-
-/*
  * events.c: tell the embedder's callback (if any) that the status changed
  * (once per change) or that a round starts. Never with s->lock held.
  */
@@ -288,9 +291,13 @@ void gw_events_hold(struct gw_session *s);
 void gw_events_release(struct gw_session *s);
 void gw_emit_round(struct gw_session *s, uint32_t round, uint64_t dirty_pages, bool final);
 
-/* Source and destination migration threads. */
-void *gw_source_main(void *arg);
-void *gw_dest_main(void *arg);
+static inline enum gw_pc_state gw_pc_state(const struct gw_session *s)
+{
+	return (enum gw_pc_state)__atomic_load_n(&s->pc_state, __ATOMIC_ACQUIRE);
+}
+
+/* The two roles (source/source.c, dest/dest.c); session.c picks one. */
+extern const struct gw_role_ops gw_source_role, gw_dest_role;
 
 /* The "pipeline" log line: this side's stage times (us, ns per page) and page paths. */
 void gw_log_pipeline(struct gw_session *s);

@@ -99,8 +99,8 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 	snprintf(out->error, sizeof(out->error), "%s", s->err.msg);
 	snprintf(out->error_phase, sizeof(out->error_phase), "%s", gw_phase_name(s->err.phase));
 	t_start_ns = s->t_start_ns;
-	if (s->role == GW_ROLE_DEST)
-		gw_dst_stats_locked(s, out);
+	if (s->role_ops->stats_locked)
+		s->role_ops->stats_locked(s, out);
 	out->conns_refused = s->adm_refused + (s->adm ? gw_admit_refused(s->adm) : 0);
 	pthread_mutex_unlock(&s->lock);
 	/* Pipeline counters: atomics that only grow, final once the channels ended. */

@@ -18,7 +18,7 @@
 #include "dest/dest.h"
 #include "mem/digest.h"
 #include "mem/snapshot.h"
-#include "postcopy/postcopy.h"
+#include "dest/postcopy.h"
 #include "util/state.h"
 #include "util/fdio.h"
 
@@ -74,7 +74,7 @@ static int load_state(struct gw_session *s, struct gw_state *st)
 static int no_stale_pages(struct gw_session *s)
 {
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
-		const struct gw_dst_block *db = &s->dblk[i];
+		const struct gw_dst_block *db = &s->dst->dblk[i];
 		uint64_t p;
 
 		if (!__atomic_load_n(&db->nr_stale, __ATOMIC_RELAXED))
@@ -132,7 +132,7 @@ static void fault_corrupt_page(struct gw_session *s)
 	if (!gw_fault_armed(s, GW_FAULT_DST_CORRUPT_PAGE))
 		return;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
-		struct gw_dst_block *db = &s->dblk[i];
+		struct gw_dst_block *db = &s->dst->dblk[i];
 		uint64_t p = gw_bitmap_next_set(&db->written, 0);
 		uint8_t byte;
 
@@ -163,12 +163,12 @@ static void snapshot_arm(struct gw_session *s, struct dst_ctx *d)
 	if (!s->snap)
 		return;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
-		d->written[i] = s->dblk[i].written;
+		d->written[i] = s->dst->dblk[i].written;
 	ret = gw_snapshot_arm(s->snap, d->written);
 	if (ret) {
 		/* Freed at the end, after the populate thread, which may still protect ahead. */
 		gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-ret));
-		s->snap_err = ret;
+		s->dst->snap_err = ret;
 	}
 }
 
@@ -312,7 +312,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 	uint64_t t = gw_now_ns(), pc_faults = 0;
 	struct gw_digest mine;
 	int ret = s->pcd ? dst_pc_digest(s, &mine, &pc_faults) :
-		  s->snap_err ? s->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
+		  s->dst->snap_err ? s->dst->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
 
 	if (ret) {
 		gw_log(GW_LOG_WARN, "mig", "verify_unavailable", "err=\"%s\"", strerror(-ret));
@@ -338,7 +338,7 @@ static void dst_verify(struct gw_session *s, struct dst_ctx *d)
 	union gw_msg m;
 	int type;
 
-	if (!(s->hello_flags & GW_HELLO_VERIFY) || (s->hello_flags & GW_HELLO_LOCAL))
+	if (!(s->dst->hello_flags & GW_HELLO_VERIFY) || (s->dst->hello_flags & GW_HELLO_LOCAL))
 		return;
 	set_verify(s, GW_VERIFY_PENDING, NULL);
 	snapshot_digest(s, d, &v);
@@ -420,7 +420,12 @@ out:
 	return ret;
 }
 
-void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
+/*
+ * The figures of what this side received so far (bytes on every connection,
+ * per channel and per codec, the page rate) into @st, from the connections'
+ * atomic counters. Caller holds s->lock (the channel array).
+ */
+static void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 {
 	uint64_t pages, now_ns = gw_now_ns();
 	uint64_t elapsed_ns = s->t_start_ns && now_ns > s->t_start_ns ? now_ns - s->t_start_ns : 0;
@@ -493,7 +498,7 @@ static void dst_end(struct gw_session *s, int ret)
 	gw_emit_status(s);
 }
 
-void *gw_dest_main(void *arg)
+static void *gw_dest_main(void *arg)
 {
 	struct gw_session *s = arg;
 	int ret;
@@ -529,3 +534,10 @@ void *gw_dest_main(void *arg)
 	dst_end(s, ret);
 	return NULL;
 }
+
+const struct gw_role_ops gw_dest_role = {
+	.name = "destination",
+	.main = gw_dest_main,
+	.stats_locked = gw_dst_stats_locked,
+	.shutdown_channels = gw_channels_shutdown,
+};

@@ -16,6 +16,26 @@
 #define GW_DEST_H
 
 #include "core/session_int.h"
+#include "pipe/pages_in.h"
+
+/*
+ * What only the destination's session holds (s->dst, allocated with the
+ * session). Owners as marked: "mig" is the migration thread.
+ */
+struct gw_dst_state {
+	char src_identity[GW_TLS_PEER_MAX];	/* the source's TLS identity at HELLO ("" plain): a
+					   recovery must present it; mig, set before postcopy
+					   (gw_postcopy_recover reads it after) */
+	char src_holder[GW_TLS_PEER_MAX + 128];	/* who holds this destination (BUSY's text); as above */
+	struct gw_dst_block dblk[GW_MAX_RAM_BLOCKS];	/* see pages_in.h; mig, before channels */
+	struct gw_dst_layout layout;	/* mig, set before channel threads start (s->layout) */
+	uint32_t hello_flags;		/* from HELLO, set before channel threads start */
+	int snap_err;			/* mig: why there is no (usable) snapshot, 0 = none or usable */
+	void *pop_job;			/* mig: extents gathered before round 0 */
+	pthread_t populate_thread;	/* mig */
+	bool populate_running;		/* mig */
+	bool populate_stop;		/* atomic: no more steps (a postcopy switch) */
+};
 
 /* dest_setup.c: HELLO, layout, HELLO_ACK; then the data channels. 0 or the sticky error. */
 int dst_handshake(struct gw_session *s);

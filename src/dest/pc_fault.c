@@ -34,7 +34,7 @@ static int vcpu_of(struct gw_pc_dst *pc, int nr_vcpus, pid_t tid)
  */
 static void settle_trusted(struct gw_pc_dst *pc, unsigned block, uint64_t page, struct gw_page_digest *sum)
 {
-	struct gw_dst_block *db = &pc->s->dblk[block];
+	struct gw_dst_block *db = &pc->s->dst->dblk[block];
 	uint8_t buf[PAGE];
 
 	if (gw_bitmap_test_atomic(&pc->settled[block], page))
@@ -89,7 +89,7 @@ static void on_fault(struct gw_pc_dst *pc, const struct gw_uffd_fault *f)
 
 	if (!gw_bitmap_test(&pc->untrusted[f->block], f->page) ||
 	    gw_bitmap_test_atomic(&pc->received[f->block], f->page)) {
-		if (!gw_bitmap_test(&pc->untrusted[f->block], f->page) && s->dblk[f->block].fd >= 0)
+		if (!gw_bitmap_test(&pc->untrusted[f->block], f->page) && s->dst->dblk[f->block].fd >= 0)
 			settle_trusted(pc, f->block, f->page, &pc->handler_sum);
 		ret = gw_uffd_post_resolve(pc->uffd, f->block, f->page, f->minor);
 		if (ret)
@@ -207,7 +207,7 @@ void pcd_stop_handler(struct gw_pc_dst *pc)
  */
 static void map_window(struct gw_pc_dst *pc, unsigned b, uint64_t w, uint8_t *buf, struct gw_page_digest *sum)
 {
-	struct gw_dst_block *db = &pc->s->dblk[b];
+	struct gw_dst_block *db = &pc->s->dst->dblk[b];
 	uint64_t first = w * 64, n = db->nr_pages - first < 64 ? db->nr_pages - first : 64, todo;
 
 	pthread_mutex_lock(pcd_stripe(pc, first));
@@ -246,15 +246,15 @@ void *pcd_mapper_main(void *arg)
 
 	gw_log_set_side(s->side);
 	for (unsigned b = 0; buf && b < s->vm.nr_blocks; b++) {
-		if (s->dblk[b].fd < 0)
+		if (s->dst->dblk[b].fd < 0)
 			continue;	/* anonymous: trusted pages stayed mapped */
-		for (uint64_t w = 0; w < gw_bitmap_words(&s->dblk[b].written) &&
+		for (uint64_t w = 0; w < gw_bitmap_words(&s->dst->dblk[b].written) &&
 		     !__atomic_load_n(&pc->mapper_stop, __ATOMIC_ACQUIRE) &&
 		     !__atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE); w++) {
-			if (!s->dblk[b].written.words[w])
+			if (!s->dst->dblk[b].written.words[w])
 				continue;
 			map_window(pc, b, w, buf, &sum);
-			pages += (uint64_t)__builtin_popcountll(s->dblk[b].written.words[w] & ~pc->untrusted[b].words[w]);
+			pages += (uint64_t)__builtin_popcountll(s->dst->dblk[b].written.words[w] & ~pc->untrusted[b].words[w]);
 		}
 	}
 	free(buf);

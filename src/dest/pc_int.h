@@ -32,7 +32,7 @@
 #include "mem/digest.h"
 #include "mem/page_digest.h"
 #include "mem/uffd_post.h"
-#include "postcopy/postcopy.h"
+#include "dest/postcopy.h"
 #include "postcopy/faults.h"
 #include "util/fdio.h"
 #include "util/pi_mutex.h"

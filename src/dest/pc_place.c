@@ -198,15 +198,15 @@ static int refuse_entries(struct dst_recv *r, const struct gw_msg_pages_hdr *ph,
 {
 	struct gw_session *s = r->pc->s;
 
-	if (ph->block >= s->layout.nr_blocks)
-		return gw_fail(s, GW_PHASE_POSTCOPY, err, "PAGES for block %u of %u", ph->block, s->layout.nr_blocks);
+	if (ph->block >= s->layout->nr_blocks)
+		return gw_fail(s, GW_PHASE_POSTCOPY, err, "PAGES for block %u of %u", ph->block, s->layout->nr_blocks);
 	for (uint32_t i = 0; i < ph->nr_entries; i++) {
 		uint64_t e = gw_le64_get((const uint8_t *)&r->in->entries[i]);
 
-		if (gw_page_entry_page(e) >= s->layout.blocks[ph->block].nr_pages)
+		if (gw_page_entry_page(e) >= s->layout->blocks[ph->block].nr_pages)
 			return gw_fail(s, GW_PHASE_POSTCOPY, err, "page %llu outside block %u (%llu pages)",
 				       (unsigned long long)gw_page_entry_page(e), ph->block,
-				       (unsigned long long)s->layout.blocks[ph->block].nr_pages);
+				       (unsigned long long)s->layout->blocks[ph->block].nr_pages);
 		if (gw_page_entry_kind(e) == GW_PAGE_XBZRLE)
 			return gw_fail(s, GW_PHASE_POSTCOPY, err, "XBZRLE entry after the postcopy switch");
 	}
@@ -248,7 +248,7 @@ static int recv_pages(struct dst_recv *r, const struct gw_frame_hdr *h, uint32_t
 		return ret;
 	if (page_crc && gw_conn_recv_check(h, *crc))
 		return gw_fail(s, GW_PHASE_POSTCOPY, -EBADMSG, "checksum mismatch on a postcopy PAGES frame");
-	ret = gw_pages_in_check(r->in, &s->layout, &ph, &plan);
+	ret = gw_pages_in_check(r->in, s->layout, &ph, &plan);
 	if (ret)
 		return refuse_entries(r, &ph, ret);
 	ret = frame_allowed(r, &plan);

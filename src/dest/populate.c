@@ -54,7 +54,7 @@ static void job_free(struct populate_job *job)
  */
 static int populate_step(struct gw_session *s, unsigned bi, uint64_t first, uint64_t count)
 {
-	const struct gw_dst_block *db = &s->dblk[bi];
+	const struct gw_dst_block *db = &s->dst->dblk[bi];
 
 	if (db->map_write)
 		return 0;	/* mapped already (preallocated): nothing to allocate, protected after each write */
@@ -71,7 +71,7 @@ static int populate_step(struct gw_session *s, unsigned bi, uint64_t first, uint
 
 static bool stopped(struct gw_session *s)
 {
-	return gw_failed(s) || __atomic_load_n(&s->populate_stop, __ATOMIC_RELAXED);
+	return gw_failed(s) || __atomic_load_n(&s->dst->populate_stop, __ATOMIC_RELAXED);
 }
 
 static void *populate_main(void *arg)
@@ -82,7 +82,7 @@ static void *populate_main(void *arg)
 
 	gw_log_set_side(s->side);
 	/* A postcopy switch needs every page unmapped: done now, off its path. */
-	if (s->hello_flags & GW_HELLO_POSTCOPY)
+	if (s->dst->hello_flags & GW_HELLO_POSTCOPY)
 		dst_pc_unmap_ahead(s);
 	for (size_t i = 0; i < job->nr && !stopped(s); i++) {
 		uint64_t done = 0;
@@ -98,21 +98,21 @@ static void *populate_main(void *arg)
 	}
 	gw_log(GW_LOG_INFO, "mem", "prepopulate_done", "pages=%llu duration_us=%llu stopped=%d",
 	       (unsigned long long)pages, (unsigned long long)((gw_now_ns() - t0) / 1000),
-	       __atomic_load_n(&s->populate_stop, __ATOMIC_RELAXED));
+	       __atomic_load_n(&s->dst->populate_stop, __ATOMIC_RELAXED));
 	job_free(job);
 	return NULL;
 }
 
 int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m)
 {
-	struct populate_job *job = s->pop_job;
+	struct populate_job *job = s->dst->pop_job;
 	const struct gw_dst_block *db;
 	void *ext;
 
 	/* Never more than one range per page pair (the caller takes them before round 0 only). */
 	if (m->block >= s->vm.nr_blocks)
 		return -EPROTO;
-	db = &s->dblk[m->block];
+	db = &s->dst->dblk[m->block];
 	if (job && job->nr + (uint64_t)m->count > db->nr_pages / 2 + GW_WIRE_MAX_EXTENTS)
 		return -EPROTO;
 	if (!job) {
@@ -120,7 +120,7 @@ int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m)
 		if (!job)
 			return -ENOMEM;
 		job->s = s;
-		s->pop_job = job;
+		s->dst->pop_job = job;
 	}
 	ext = realloc(job->ext, (job->nr + (size_t)m->count) * sizeof(*job->ext));
 	if (!ext)
@@ -141,31 +141,31 @@ int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m)
 
 void dst_populate_start(struct gw_session *s)
 {
-	struct populate_job *job = s->pop_job;
+	struct populate_job *job = s->dst->pop_job;
 
-	s->pop_job = NULL;
+	s->dst->pop_job = NULL;
 	if (!job)
 		return;
-	if ((s->hello_flags & GW_HELLO_LOCAL) ||
-	    pthread_create(&s->populate_thread, NULL, populate_main, job)) {
+	if ((s->dst->hello_flags & GW_HELLO_LOCAL) ||
+	    pthread_create(&s->dst->populate_thread, NULL, populate_main, job)) {
 		job_free(job);
 		return;
 	}
-	gw_thread_name(s->populate_thread, "gw-populate");
-	s->populate_running = true;
+	gw_thread_name(s->dst->populate_thread, "gw-populate");
+	s->dst->populate_running = true;
 }
 
 void dst_populate_stop(struct gw_session *s)
 {
-	__atomic_store_n(&s->populate_stop, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->dst->populate_stop, true, __ATOMIC_RELAXED);
 }
 
 void dst_populate_end(struct gw_session *s)
 {
-	job_free(s->pop_job);
-	s->pop_job = NULL;
-	if (s->populate_running)
-		pthread_join(s->populate_thread, NULL);
-	s->populate_running = false;
-	s->populate_stop = false;
+	job_free(s->dst->pop_job);
+	s->dst->pop_job = NULL;
+	if (s->dst->populate_running)
+		pthread_join(s->dst->populate_thread, NULL);
+	s->dst->populate_running = false;
+	s->dst->populate_stop = false;
 }

@@ -137,7 +137,7 @@ static int pc_alloc(struct gw_session *s)
 		gw_mutex_init_pi(&pc->stripes[i]);
 	gw_pc_faults_init(&pc->faults, 0);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
-		uint64_t n = s->dblk[i].nr_pages;
+		uint64_t n = s->dst->dblk[i].nr_pages;
 
 		/* Touched now (VM running at the source), not in the pause or on a fault's path. */
 		if (gw_bitmap_init_prefaulted(&pc->untrusted[i], n) ||
@@ -201,7 +201,7 @@ int dst_pc_prepare(struct gw_session *s)
 	char why[256] = "";
 	int ret;
 
-	if (!(s->hello_flags & GW_HELLO_POSTCOPY) || s->pcd)
+	if (!(s->dst->hello_flags & GW_HELLO_POSTCOPY) || s->pcd)
 		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE %s",
 			       s->pcd ? "twice" : "without postcopy in HELLO");
 	ret = channels_ended(s);
@@ -283,10 +283,10 @@ int dst_pc_complete(struct gw_session *s)
 
 	if (!pc || pc->complete)
 		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE for postcopy without PC_PREPARE");
-	pc->verify = (s->hello_flags & GW_HELLO_VERIFY) != 0;
+	pc->verify = (s->dst->hello_flags & GW_HELLO_VERIFY) != 0;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		struct gw_bitmap *u = &pc->untrusted[i];
-		const struct gw_dst_block *db = &s->dblk[i];
+		const struct gw_dst_block *db = &s->dst->dblk[i];
 
 		/* A page that failed its CRC in precopy is trusted only if sent again since. */
 		for (uint64_t w = 0; __atomic_load_n(&db->nr_stale, __ATOMIC_RELAXED) &&
@@ -299,7 +299,7 @@ int dst_pc_complete(struct gw_session *s)
 					       (unsigned long long)(w * 64 + (unsigned)__builtin_ctzll(bad)), i);
 		}
 		pc->pages += gw_bitmap_weight(u);
-		if (s->dblk[i].fd >= 0)
+		if (s->dst->dblk[i].fd >= 0)
 			continue;
 		/* Anonymous RAM: the stale copies go; the guest waits for the new ones. */
 		pc->verify = false;
@@ -370,7 +370,7 @@ void pcd_sweep(struct gw_session *s, struct gw_pc_dst *pc)
 	int ret = buf ? 0 : -ENOMEM;
 
 	for (unsigned b = 0; !ret && b < s->vm.nr_blocks; b++) {
-		struct gw_dst_block *db = &s->dblk[b];
+		struct gw_dst_block *db = &s->dst->dblk[b];
 
 		for (uint64_t w = 0; !ret && w < gw_bitmap_words(&db->written); w++) {
 			uint64_t todo = db->written.words[w] & ~pc->untrusted[b].words[w] &

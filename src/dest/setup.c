@@ -16,7 +16,7 @@
 #include "codec/codec.h"
 #include "dest/dest.h"
 #include "net/tls.h"
-#include "postcopy/postcopy.h"
+#include "dest/postcopy.h"
 #include "mem/mapped.h"
 
 /* What this destination can do with a decoded HELLO: 0, or -errno with @why. */
@@ -130,14 +130,14 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 		return gw_fail(s, GW_PHASE_SETUP, -ERANGE, "RAM layout refused by the VMM");
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
-		struct gw_dst_block *db = &s->dblk[i];
+		struct gw_dst_block *db = &s->dst->dblk[i];
 
 		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES) {
 			ret = gw_fail(s, GW_PHASE_SETUP, -ERANGE, "VMM built block %s wrongly", b->name);
 			break;
 		}
 		db->host = b->host;
-		db->fd = (s->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
+		db->fd = (s->dst->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
 		db->fd_offset_bytes = b->fd_offset_bytes;
 		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
 		db->map_write = false;
@@ -148,8 +148,9 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 	}
 	if (ret)
 		return ret;
-	s->layout = (struct gw_dst_layout){ .nr_blocks = s->vm.nr_blocks, .blocks = s->dblk,
-					    .xbzrle = (s->hello_flags & GW_HELLO_XBZRLE) != 0 };
+	s->dst->layout = (struct gw_dst_layout){ .nr_blocks = s->vm.nr_blocks, .blocks = s->dst->dblk,
+						 .xbzrle = (s->dst->hello_flags & GW_HELLO_XBZRLE) != 0 };
+	s->layout = &s->dst->layout;
 	return 0;
 }
 
@@ -267,8 +268,8 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 	snprintf(holder, sizeof(holder), "%s (migration %02x%02x%02x%02x)", c->peer, h->id[0], h->id[1],
 		 h->id[2], h->id[3]);
 	gw_admit_hold(s->adm, h->id, c->identity, holder);
-	snprintf(s->src_identity, sizeof(s->src_identity), "%s", c->identity);
-	snprintf(s->src_holder, sizeof(s->src_holder), "%s", holder);
+	snprintf(s->dst->src_identity, sizeof(s->dst->src_identity), "%s", c->identity);
+	snprintf(s->dst->src_holder, sizeof(s->dst->src_holder), "%s", holder);
 	gw_set_status(s, GW_STATUS_SETUP);
 	pthread_mutex_lock(&s->lock);
 	s->t_start_ns = gw_now_ns();
@@ -276,11 +277,11 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 	note_tls(s, c->peer);
 	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
-	s->snap_err = 0;
+	s->dst->snap_err = 0;
 	if ((h->flags & GW_HELLO_VERIFY) && !(h->flags & GW_HELLO_LOCAL)) {
-		s->snap_err = gw_snapshot_new(&s->vm, &s->snap);
-		if (s->snap_err)
-			gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-s->snap_err));
+		s->dst->snap_err = gw_snapshot_new(&s->vm, &s->snap);
+		if (s->dst->snap_err)
+			gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-s->dst->snap_err));
 	}
 	ret = send_hello_ack(s, h);
 	if (ret)
@@ -318,7 +319,7 @@ static int hello_try(struct gw_session *s, struct gw_admitted *c, struct gw_msg_
 		return hello_refused(s, c, -ECONNRESET, "the source closed the connection before it was answered");
 	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	memcpy(s->mig_id, h->id, sizeof(s->mig_id));
-	s->hello_flags = h->flags;
+	s->dst->hello_flags = h->flags;
 	s->nr_channels = (h->flags & GW_HELLO_LOCAL) ? 0 : h->nr_channels;
 	if (h->flags & GW_HELLO_LOCAL) {
 		ret = recv_fds(s, h, fds, &nr_fds, why, sizeof(why));
@@ -398,7 +399,7 @@ static void choose_write_paths(struct gw_session *s)
 
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
-		struct gw_dst_block *db = &s->dblk[i];
+		struct gw_dst_block *db = &s->dst->dblk[i];
 
 		/*
 		 * Not with postcopy allowed: the populate thread unmaps the
@@ -406,7 +407,7 @@ static void choose_write_paths(struct gw_session *s)
 		 * once), and writes through the mapping would fault it back.
 		 */
 		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
-				!(s->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
+				!(s->dst->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
 		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
 		       db->fd < 0 || db->map_write ? "mapping" : "file");
 	}
@@ -446,7 +447,7 @@ int dst_accept_channels(struct gw_session *s)
 void dst_layout_release(struct gw_session *s)
 {
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
-		gw_bitmap_free(&s->dblk[i].written);
-		gw_bitmap_free(&s->dblk[i].stale);
+		gw_bitmap_free(&s->dst->dblk[i].written);
+		gw_bitmap_free(&s->dst->dblk[i].stale);
 	}
 }

@@ -523,7 +523,7 @@ static int recv_pages(struct gw_channel *ch, const struct gw_frame_hdr *h, uint3
 		ret = gw_conn_recv_check(h, *crc);	/* all but the data area, checked page by page */
 	add_since(s, GW_STAGE_RECV, &t);
 	if (!ret)
-		ret = gw_pages_in_check(&ch->in, &s->layout, &ph, &plan);
+		ret = gw_pages_in_check(&ch->in, s->layout, &ph, &plan);
 	add_since(s, GW_STAGE_CHECK, &t);
 	if (!ret)
 		ret = recv_data(ch, &plan, page_crc ? NULL : crc);
@@ -580,7 +580,7 @@ static int recv_void(struct gw_channel *ch, const struct gw_frame_hdr *h, uint32
 	if (!ret)
 		ret = gw_msg_decode(GW_MSG_PAGES_VOID, buf, h->len, m, NULL, 0);
 	if (!ret)
-		ret = gw_pages_in_void(&ch->in, &ch->s->layout, m);
+		ret = gw_pages_in_void(&ch->in, ch->s->layout, m);
 	if (!ret && ch->void_next) {
 		ch->void_next = false;
 		for (uint32_t i = 0; i < ch->in.nr_pending; i++)
@@ -804,4 +804,12 @@ void gw_channels_destroy(struct gw_session *s)
 	for (unsigned i = 0; i < n; i++)
 		channel_release(&chans[i], s->role);
 	free(chans);
+}
+
+void gw_channels_shutdown(struct gw_channel *chans, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		gw_conn_shutdown(&chans[i].conn);
+		gw_channel_wake_all(&chans[i]);
+	}
 }

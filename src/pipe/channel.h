@@ -115,6 +115,8 @@ int gw_channel_drain(struct gw_channel *ch);
 void gw_channel_finish(struct gw_channel *ch);
 /* Wake every thread waiting on the channel (a failure or a shutdown): they check the sticky error. */
 void gw_channel_wake_all(struct gw_channel *ch);
+/* Shut every channel's connection and wake its threads (the roles' shutdown_channels). */
+void gw_channels_shutdown(struct gw_channel *chans, unsigned n);
 void *gw_channel_send_main(void *arg);
 
 /* Destination: receive until CHAN_END. */

@@ -28,7 +28,7 @@
 #include "codec/xbzrle.h"
 #include "mem/digest.h"
 #include "mem/page_digest.h"
-#include "postcopy/postcopy.h"
+#include "source/postcopy.h"
 #include "postcopy/pick.h"
 #include "source/source.h"
 #include "util/pi_mutex.h"

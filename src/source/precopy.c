@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include "pipe/channel.h"
-#include "postcopy/postcopy.h"
+#include "source/postcopy.h"
 #include "source/source.h"
 
 /*

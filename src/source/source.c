@@ -15,7 +15,7 @@
 #include <sys/random.h>
 #include "pipe/channel.h"
 #include "mem/populated.h"
-#include "postcopy/postcopy.h"
+#include "source/postcopy.h"
 #include "net/tls.h"
 #include "source/source.h"
 #include "util/thread_name.h"
@@ -671,7 +671,7 @@ static void src_reset(struct gw_session *s, bool local)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void *gw_source_main(void *arg)
+static void *gw_source_main(void *arg)
 {
 	struct gw_session *s = arg;
 	bool local = gw_param(s, GW_PARAM_LOCAL) != 0;
@@ -726,3 +726,9 @@ void *gw_source_main(void *arg)
 	gw_emit_status(s);
 	return NULL;
 }
+
+const struct gw_role_ops gw_source_role = {
+	.name = "source",
+	.main = gw_source_main,
+	.shutdown_channels = gw_channels_shutdown,
+};

@@ -13,7 +13,7 @@
 #include <time.h>
 #include "pipe/channel.h"
 #include "mem/digest.h"
-#include "postcopy/postcopy.h"
+#include "source/postcopy.h"
 #include "source/source.h"
 
 int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
