@@ -9,6 +9,10 @@ object to its source file; `nm` gives the symbols each defines and uses),
 includes from the sources' #include "..." lines. A file's folder is its path
 below src/ ("." for src/ itself). Prints the folder graph with --graph, every
 circle found, and exits 1 if there is one.
+
+It also holds the engine's sizes to the house limits: no file in src/ over
+MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES (a function is a
+line "{" at column 0 after its signature, to the next "}" at column 0).
 """
 import json
 import os
@@ -65,6 +69,36 @@ def include_edges(src):
                             edges.add((path, target))
                             break
     return edges
+
+
+MAX_FILE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def over_limits(src):
+    """Texts for every file and function of src/ over the limits."""
+    out = []
+    for root, _, files in os.walk(src):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h")):
+                continue
+            path = os.path.join(root, name)
+            with open(path, errors="replace") as f:
+                lines = f.read().split("\n")
+            rel = os.path.relpath(path, src)
+            if len(lines) - 1 > MAX_FILE_LINES:
+                out.append("%s: %d lines (at most %d)" % (rel, len(lines) - 1, MAX_FILE_LINES))
+            start = None
+            for i, line in enumerate(lines):
+                if line == "{" and i > 0:
+                    start = i
+                elif line.startswith("}") and start is not None:
+                    n = i - start + 1
+                    if n > MAX_FUNCTION_LINES:
+                        out.append("%s:%d: %s: %d lines (at most %d)" % (
+                            rel, start, lines[start - 1].strip()[:60], n, MAX_FUNCTION_LINES))
+                    start = None
+    return out
 
 
 def circles(graph):
@@ -141,9 +175,13 @@ def main():
         for a, b in sorted(why):
             if a in comp and b in comp:
                 print("  %s -> %s: %s" % (a, b, why[(a, b)]))
-    if found:
+    big = over_limits(src)
+    for text in big:
+        print("layers: over the limit: %s" % text)
+    if found or big:
         return 1
-    print("layers: %d folders, %d files, no circle" % (len(graph), len(uses)))
+    print("layers: %d folders, %d files, no circle, none over %d lines a file or %d a function" % (
+        len(graph), len(uses), MAX_FILE_LINES, MAX_FUNCTION_LINES))
     return 0
 
 
