@@ -515,6 +515,8 @@ static int demo_report(struct demo *d)
 			js_set_str(out, "source-vm-status", src_vs);
 			js_set_str(out, "destination-vm-status", dst_vs);
 			js_set_str(out, "destination-verify-check", d->dst_check);
+			if (d->detail[0])
+				js_set_str(out, "verified-detail", d->detail);
 			json_object_set_new(out, "guest-progress-samples",
 					    json_pack("[I,I]", (json_int_t)d->p1, (json_int_t)d->p2));
 			if (d->logs[0])

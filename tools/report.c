@@ -41,7 +41,7 @@ static const char *const known_top[] = {
 	"channel-bytes", "channel-codecs", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend",
 	"compress", "role", "vm-status", "workload", "guest-progress-count", "verify-check",
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
-	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
+	"destination-verify-check", "verified-detail", "guest-progress-samples", "cpu-throttle-percentage",
 	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
 	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused",
 	"downtime-measured", "verify", "verify-time", "verify-faults", "stage-time", "stage-ns-per-page",
