@@ -97,7 +97,8 @@ static void demo_usage(FILE *out)
 		"  --tls             mutual TLS 1.3 with a throw-away CA and certificates made\n"
 		"                    with openssl in the demo's private directory\n"
 		"  --json            print one JSON object: the statistics plus verified,\n"
-		"                    guest-progress, source-vm-status, destination-vm-status, logs\n"
+		"                    verified-detail, guest-progress, source-vm-status,\n"
+		"                    destination-vm-status, logs\n"
 		"                    (default: a progress line on a terminal, then the report)\n"
 		"  --keep-logs DIR   write the children's logs to DIR/src.log and DIR/dst.log\n"
 		"                    (default: in the demo's own directory under $TMPDIR or /tmp,\n"
@@ -105,6 +106,9 @@ static void demo_usage(FILE *out)
 		"  --verbose         the children's logs go to stderr as they are written instead\n"
 		"  --progress auto|always|never   the progress line (default auto: on a terminal)\n"
 		"\n"
+		"Verified: a check ran and none failed: the RAM digests (not with --local: one\n"
+		"copy of RAM, \"RAM shared (local)\") and the workload's own check on the\n"
+		"destination (dirty, verify, balloon; idle has none).\n"
 		"Exit status: 0 if the migration completed, was verified and the guest made\n"
 		"progress on the destination; 1 otherwise; 2 bad usage.\n");
 }
