@@ -114,7 +114,7 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 	if (exp_gen && vm->wl.kind == VMM_WL_DIRTY)
 		snprintf(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			 "): expected the dirty workload's generation %" PRIu64 " content, found %#" PRIx64
-			 " at byte %u where %#" PRIx64 " was written", page, v->index, v->cursor, v->gen,
+			 " in the word at byte %u, expected %#" PRIx64, page, v->index, v->cursor, v->gen,
 			 exp_gen, ((const uint64_t *)found)[at / 8], at / 8 * 8, ((const uint64_t *)exp)[at / 8]);
 	else if (exp_gen)
 		snprintf(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
