@@ -17,8 +17,9 @@
  *   dst-stall        round ARG starts: stop reading until the session fails
  *   src-corrupt      the ARG-th page batch leaves with a payload its CRC misses
  *   src-delay-go     wait ARG ms between READY and GO
- *   dst-corrupt-page change a byte of the first page this migration wrote,
- *                    just before resume (verification must catch it)
+ *   dst-corrupt-page change a byte of the first page this migration wrote
+ *                    (local: of the last block), just before resume
+ *                    (verification, or local the guest's check, must catch it)
  *   src-pc-cut       postcopy: once ARG pages were pushed, cut every connection
  *   dst-pc-cut       postcopy: once ARG pages were placed, cut every connection
  *                    (as a broken link would: both sides pause for a recovery)

@@ -126,14 +126,20 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	return 0;
 }
 
-/* Testing: one byte of the first page this migration wrote is changed before resume. */
+/*
+ * Testing: one byte of the first page this migration wrote is changed
+ * before resume. A local migration writes none: then the first page of the
+ * last block (guest RAM in both VMMs), which the guest's own check reads.
+ */
 static void fault_corrupt_page(struct gw_session *s)
 {
+	bool local = s->dst->hello_flags & GW_HELLO_LOCAL;
+
 	if (!gw_fault_armed(s, GW_FAULT_DST_CORRUPT_PAGE))
 		return;
-	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+	for (unsigned i = local ? s->vm.nr_blocks - 1 : 0; i < s->vm.nr_blocks; i++) {
 		struct gw_dst_block *db = &s->dst->dblk[i];
-		uint64_t p = gw_bitmap_next_set(&db->written, 0);
+		uint64_t p = local ? 0 : gw_bitmap_next_set(&db->written, 0);
 		uint8_t byte;
 
 		if (p >= db->nr_pages)

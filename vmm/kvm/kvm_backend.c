@@ -111,7 +111,7 @@ int kvm_start_first_locked(struct kvm_vm *vm)
 		if (!vm->loaded)
 			return -EINVAL;
 		/* Under postcopy the check waits for every page (postcopy_ram(true)). */
-		if (vm->wl.kind == VMM_WL_VERIFY && !atomic_load(&vm->postcopy_incomplete)) {
+		if (kvm_workload_checkable(vm) && !atomic_load(&vm->postcopy_incomplete)) {
 			kvm_set_vmm_state(vm, VMM_RUNNING);
 			if (vmm_thread_start(&vm->post_thread, post_check_main, vm) == 0) {
 				vm->post_thread_started = true;
@@ -208,7 +208,7 @@ static int kvm_check(struct vmm *v, char *msg, size_t msg_len)
 
 	pthread_mutex_lock(&vm->ctl);
 	kvm_join_post_check(vm);
-	if (vm->wl.kind != VMM_WL_VERIFY) {
+	if (!kvm_workload_checkable(vm)) {
 		kvm_why(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		ret = -EOPNOTSUPP;
 	} else if (!vm->nr_vcpus || vm->info.nr_blocks < 2) {

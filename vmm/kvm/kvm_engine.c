@@ -284,7 +284,7 @@ static int ops_postcopy_ram(void *opaque, bool complete)
 		return (int)vm->nr_vcpus;
 	pthread_mutex_lock(&vm->ctl);
 	atomic_store(&vm->postcopy_incomplete, false);
-	if (vm->wl.kind == VMM_WL_VERIFY && kvm_vmm_state(vm) == VMM_RUNNING) {
+	if (kvm_workload_checkable(vm) && kvm_vmm_state(vm) == VMM_RUNNING) {
 		/* Every page is here: the check the first resume deferred, the vCPUs parked. */
 		kvm_pause_all(&vm->pause);
 		kvm_post_check_run(vm);

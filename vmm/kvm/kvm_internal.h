@@ -209,6 +209,8 @@ int kvm_host_compat_probe(struct kvm_vm *vm);
 /* kvm_check.c */
 uint64_t kvm_progress(const struct kvm_vm *vm);
 int kvm_check_verify(struct kvm_vm *vm, char *msg, size_t msg_len);
+/* Whether the guest's RAM has an exact check (the verify and dirty guests). */
+bool kvm_workload_checkable(const struct kvm_vm *vm);
 
 /* The VM's lifecycle state (vm->state): written under ctl, read anywhere. */
 static inline enum vmm_state kvm_vmm_state(const struct kvm_vm *vm)
@@ -228,7 +230,7 @@ void kvm_vm_free(struct kvm_vm *vm);
 void kvm_publish_info(struct kvm_vm *vm);
 
 /* kvm_backend.c, for kvm_engine.c: ctl held for each. */
-/* Run the verify check now and record its outcome for post_migration_check. */
+/* Run the workload check now and record its outcome for post_migration_check. */
 int kvm_post_check_run(struct kvm_vm *vm);
 /* Wait for a pending post-migration check and vCPU start. */
 void kvm_join_post_check(struct kvm_vm *vm);

@@ -8,8 +8,8 @@
  *   incoming --setup_ram, load_state, resume--> running
  *   any --destroy--> shutdown
  *
- * The first resume after a migration runs the verify workload's check of
- * every page before the vCPUs start, on a thread of its own: it is guest
+ * The first resume after a migration runs a checkable workload's check of
+ * every page (dirty, verify, balloon) before the vCPUs start, on a thread of its own: it is guest
  * work after resume, not part of the engine's downtime.
  *
  * Threads: see struct soft_vm (soft_internal.h).
