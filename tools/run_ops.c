@@ -12,6 +12,7 @@
 #include "run.h"
 #include "run_events.h"
 #include "cli_parse.h"
+#include "stats_json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -122,27 +123,6 @@ static void verify_check_text(struct run_state *rs, char *buf, size_t len)
 		snprintf(buf, len, "n/a");
 }
 
-/* The engine's statistics JSON of @st as an object. */
-static json_t *stats_object(const struct gw_stats *st)
-{
-	char *text = NULL, err[128];
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	json_t *o = NULL;
-
-	if (!f)
-		return NULL;
-	if (gw_stats_json(st, NULL, f) == 0 && fflush(f) == 0)
-		o = js_parse(text, len, err, sizeof(err));
-	fclose(f);
-	free(text);
-	if (o && !json_is_object(o)) {
-		json_decref(o);
-		o = NULL;
-	}
-	return o;
-}
-
 json_t *run_status(struct run_state *rs)
 {
 	struct gw_stats *st = calloc(1, sizeof(*st));
@@ -158,7 +138,7 @@ json_t *run_status(struct run_state *rs)
 		gw_session_stats(rs->sess, st);
 	else
 		st->status = GW_STATUS_NONE;
-	o = stats_object(st);
+	o = stats_json(st);
 	if (!o)
 		goto out;
 	verify_check_text(rs, vc, sizeof(vc));

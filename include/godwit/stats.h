@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Migration statistics. Names follow QEMU's query-migrate where one exists;
- * units are in every field name. gw_stats_json() converts to the JSON
- * contract (milliseconds, mbps) at the edge.
+ * units are in every field name. The godwit tool converts them to its JSON
+ * contract (milliseconds, mbps) at its edge (tools/stats_json.c).
  */
 #ifndef GODWIT_STATS_H
 #define GODWIT_STATS_H
@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <godwit/export.h>
 #include <godwit/params.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -203,13 +202,6 @@ struct gw_stats {
 	char tls_records[8];		/* who does the records: "kernel", "godwit", "openssl" */
 	uint64_t conns_refused;		/* destination: connections refused at admission so far */
 };
-
-/*
- * Write @st as one JSON object (no newline). @extra, when not NULL, is raw
- * JSON members ("\"a\":1,\"b\":2") appended inside the object.
- * Returns 0 or -errno from the stream.
- */
-GW_EXPORT int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out);
 
 #ifdef __cplusplus
 }
