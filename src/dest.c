@@ -420,6 +420,21 @@ out:
 	return ret;
 }
 
+uint64_t gw_dst_channels_locked(struct gw_session *s)
+{
+	uint64_t bytes = 0;
+
+	for (unsigned i = 0; s->chans && i < s->nr_channels && i < GW_WIRE_MAX_CHANNELS; i++) {
+		const struct gw_channel *ch = &s->chans[i];
+
+		s->stats_chan_bytes[i] = __atomic_load_n(&ch->conn.bytes_recv, __ATOMIC_RELAXED);
+		bytes += s->stats_chan_bytes[i];
+		for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
+			s->stats_chan_codec_bytes[i][c] = __atomic_load_n(&ch->codec_bytes[c], __ATOMIC_RELAXED);
+	}
+	return bytes;
+}
+
 void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 {
 	uint64_t pages, now_ns = gw_now_ns();
@@ -434,18 +449,9 @@ void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 	st->normal_bytes = st->normal_pages * GW_PAGE_BYTES;
 	st->payload_bytes_raw = __atomic_load_n(&s->ctr_raw_bytes, __ATOMIC_RELAXED);
 	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
-	if (s->chans) {
+	if (s->chans)
 		st->nr_channels = s->nr_channels;
-		for (unsigned i = 0; i < s->nr_channels && i < GW_STATS_MAX_CHANNELS; i++) {
-			const struct gw_channel *ch = &s->chans[i];
-
-			st->channel_bytes[i] = __atomic_load_n(&ch->conn.bytes_recv, __ATOMIC_RELAXED);
-			bytes += st->channel_bytes[i];
-			for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
-				st->channel_codec_bytes[i][c] =
-					__atomic_load_n(&ch->codec_bytes[c], __ATOMIC_RELAXED);
-		}
-	}
+	bytes += gw_dst_channels_locked(s);
 	/* Once the channels are gone, the last figures taken stay. */
 	if (s->chans || !st->transferred_bytes)
 		st->transferred_bytes = bytes;

@@ -56,6 +56,8 @@ struct gw_error {
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
 
+#define GW_STATS_ROUNDS_KEPT 64		/* rows of the per-round table */
+
 struct gw_session {
 	/* Set at creation, then read-only. */
 	enum gw_role role;
@@ -83,7 +85,12 @@ struct gw_session {
 	struct gw_error err;		/* lock (err.code: also atomic reads, gw_failed) */
 	bool go_sent;			/* lock: the source gave the VM away */
 	bool cancelled;			/* atomic */
-	struct gw_stats stats;		/* lock: the published snapshot */
+	struct gw_stats stats;		/* lock: the published snapshot (scalars) */
+	/* lock: the tables beside it, copied out a row at a time (gw_session_round, ...). */
+	struct gw_round_stats stats_round[GW_STATS_ROUNDS_KEPT];	/* stats.nr_rounds_kept rows */
+	uint64_t stats_chan_bytes[GW_WIRE_MAX_CHANNELS];	/* stats.nr_channels rows */
+	uint64_t stats_chan_codec_bytes[GW_WIRE_MAX_CHANNELS][GW_CODEC__COUNT];
+	uint64_t stats_vcpu_blocktime_ns[GW_WIRE_MAX_VCPUS];	/* stats.postcopy_nr_vcpus rows */
 	uint64_t t_start_ns;		/* lock: migrate command / first HELLO */
 
 	/* Migration thread only, unless noted. */
@@ -249,6 +256,8 @@ struct timespec gw_deadline_ms(uint64_t ms);
  * connections' atomic counters. Caller holds s->lock (the channel array).
  */
 void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st);
+/* Destination: the channels' counters into s->stats_chan_* (s->lock held); their sum. */
+uint64_t gw_dst_channels_locked(struct gw_session *s);
 
 /*
  * events.c: tell the embedder's callback (if any) that the status changed

@@ -48,6 +48,7 @@ static void event_fill(struct run_state *rs, struct gw_session *s, struct run_ev
 	ev->error = "";
 	if (!st)
 		return;
+	st->size = sizeof(*st);
 	gw_session_stats(s, st);
 	ev->transferred_bytes = st->transferred_bytes;
 	ev->remaining_bytes = st->remaining_bytes;
@@ -133,12 +134,13 @@ json_t *run_status(struct run_state *rs)
 
 	if (!st)
 		return NULL;
+	st->size = sizeof(*st);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->sess)
 		gw_session_stats(rs->sess, st);
 	else
 		st->status = GW_STATUS_NONE;
-	o = stats_json(st);
+	o = stats_json(rs->sess, st);
 	if (!o)
 		goto out;
 	verify_check_text(rs, vc, sizeof(vc));
@@ -177,6 +179,7 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 
 		if (!st)
 			return refuse(err, err_len, -ENOMEM, "out of memory");
+		st->size = sizeof(*st);
 		gw_session_stats(rs->sess, st);
 		unknown = st->status == GW_STATUS_UNKNOWN;
 		mismatch = st->status == GW_STATUS_COMPLETED && st->verify == GW_VERIFY_MISMATCH &&
@@ -485,6 +488,7 @@ static void vm_event(struct run_state *rs)
 		struct gw_stats *st = malloc(sizeof(*st));
 
 		if (st) {
+			st->size = sizeof(*st);
 			gw_session_stats(rs->sess, st);
 			ev.status = st->status;
 			free(st);
@@ -540,6 +544,7 @@ int run_cont(struct run_state *rs, char *err, size_t err_len)
 		struct gw_stats *st = malloc(sizeof(*st));
 
 		if (st) {
+			st->size = sizeof(*st);
 			gw_session_stats(rs->sess, st);
 			if (st->status == GW_STATUS_UNKNOWN || st->verify == GW_VERIFY_MISMATCH)
 				ret = refuse(err, err_len, -EPERM,

@@ -116,12 +116,13 @@ static json_t *breakdown_object(struct builder *b, const struct gw_downtime_brea
 	return o;
 }
 
-static json_t *round_array(struct builder *b, const struct gw_stats *st)
+/* The round table, a row per gw_session_round() call: @st gives its length. */
+static json_t *round_array(struct builder *b, struct gw_session *s, const struct gw_stats *st)
 {
 	json_t *a = json_array();
+	struct gw_round_stats row = { .size = sizeof(row) }, *r = &row;
 
-	for (unsigned i = 0; a && i < st->nr_rounds_kept && i < GW_STATS_MAX_ROUNDS; i++) {
-		const struct gw_round_stats *r = &st->round[i];
+	for (unsigned i = 0; a && s && i < st->nr_rounds_kept && !gw_session_round(s, i, r); i++) {
 		json_t *o = json_object();
 
 		set(b, o, "round", json_integer(r->round));
@@ -145,18 +146,19 @@ static json_t *round_array(struct builder *b, const struct gw_stats *st)
 }
 
 /* Bytes per channel, and per channel the page bytes each codec actually carried. */
-static void channel_members(struct builder *b, json_t *root, const struct gw_stats *st)
+static void channel_members(struct builder *b, json_t *root, struct gw_session *s, const struct gw_stats *st)
 {
 	json_t *bytes = json_array(), *codecs = json_array();
+	struct gw_channel_stats ch = { .size = sizeof(ch) };
 
-	for (unsigned i = 0; bytes && codecs && i < st->nr_channels && i < GW_STATS_MAX_CHANNELS; i++) {
+	for (unsigned i = 0; bytes && codecs && s && i < st->nr_channels && !gw_session_channel(s, i, &ch); i++) {
 		json_t *o = json_object();
 
-		if (json_array_append_new(bytes, u64(st->channel_bytes[i])))
+		if (json_array_append_new(bytes, u64(ch.bytes)))
 			b->failed = true;
 		for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
-			if (st->channel_codec_bytes[i][c])
-				set(b, o, gw_codec_name((enum gw_codec_id)c), u64(st->channel_codec_bytes[i][c]));
+			if (ch.codec_bytes[c])
+				set(b, o, gw_codec_name((enum gw_codec_id)c), u64(ch.codec_bytes[c]));
 		if (!o || json_array_append_new(codecs, o))
 			b->failed = true;
 	}
@@ -168,12 +170,13 @@ static void channel_members(struct builder *b, json_t *root, const struct gw_sta
  * Postcopy: QEMU's postcopy-blocktime and postcopy-vcpu-blocktime (ms) at
  * the top level, and ours in "postcopy".
  */
-static void postcopy_members(struct builder *b, json_t *root, const struct gw_stats *st)
+static void postcopy_members(struct builder *b, json_t *root, struct gw_session *s, const struct gw_stats *st)
 {
 	json_t *vcpu = json_array(), *pc = json_object(), *lat = json_object();
+	struct gw_vcpu_stats v = { .size = sizeof(v) };
 
-	for (unsigned i = 0; vcpu && i < st->postcopy_nr_vcpus && i < GW_STATS_MAX_VCPUS; i++)
-		if (json_array_append_new(vcpu, ms(st->postcopy_vcpu_blocktime_ns[i])))
+	for (unsigned i = 0; vcpu && s && i < st->postcopy_nr_vcpus && !gw_session_vcpu(s, i, &v); i++)
+		if (json_array_append_new(vcpu, ms(v.postcopy_blocktime_ns)))
 			b->failed = true;
 	set(b, root, "postcopy-blocktime", ms(st->postcopy_blocktime_ns));
 	set(b, root, "postcopy-vcpu-blocktime", vcpu);
@@ -216,7 +219,7 @@ static void tls_members(struct builder *b, json_t *root, const struct gw_stats *
 	set(b, root, "connections-refused", u64(st->conns_refused));
 }
 
-json_t *stats_json(const struct gw_stats *st)
+json_t *stats_json(struct gw_session *s, const struct gw_stats *st)
 {
 	struct builder b = { false };
 	json_t *root = json_object(), *vt = json_object();
@@ -228,7 +231,7 @@ json_t *stats_json(const struct gw_stats *st)
 	set(&b, root, "expected-downtime", ms(st->expected_downtime_ns));
 	set(&b, root, "ram", ram_object(&b, st));
 	if (st->postcopy)
-		postcopy_members(&b, root, st);
+		postcopy_members(&b, root, s, st);
 	set(&b, root, "cpu-throttle-percentage", json_integer(st->throttle_pct));
 	set(&b, root, "dirty-limit-rate", u64(st->dirty_limit_bps));
 	set(&b, root, "rtt", ms(st->rtt_ns));
@@ -237,8 +240,8 @@ json_t *stats_json(const struct gw_stats *st)
 	set(&b, root, "downtime-breakdown", breakdown_object(&b, &st->downtime));
 	set(&b, root, "downtime-measured", json_boolean(st->downtime_measured));
 	set(&b, root, "rounds", json_integer(st->rounds));
-	set(&b, root, "round-table", round_array(&b, st));
-	channel_members(&b, root, st);
+	set(&b, root, "round-table", round_array(&b, s, st));
+	channel_members(&b, root, s, st);
 	stage_members(&b, root, st);
 	set(&b, root, "cpu-user-seconds", ratio((double)st->cpu_user_ns / 1e9));
 	set(&b, root, "cpu-system-seconds", ratio((double)st->cpu_sys_ns / 1e9));

@@ -9,7 +9,11 @@
 #include <jansson.h>
 #include <godwit/godwit.h>
 
-/* @st as one new JSON object (a reference the caller owns), NULL when out of memory. */
-json_t *stats_json(const struct gw_stats *st);
+/*
+ * @st (gw_session_stats of @s) as one new JSON object, a reference the
+ * caller owns; the round, channel and vCPU tables are read from @s (NULL:
+ * no session, the tables are empty). NULL when out of memory.
+ */
+json_t *stats_json(struct gw_session *s, const struct gw_stats *st);
 
 #endif

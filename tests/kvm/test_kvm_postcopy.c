@@ -43,7 +43,7 @@ static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 
 static void wait_active(struct gw_session *s)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	for (;;) {
 		gw_session_stats(s, &st);
@@ -84,7 +84,7 @@ static void run(const struct config *c)
 	struct vmm *dst = kvm_test_vm(0, 2, NULL, VMM_FILL_NONE, &opts);
 	struct gw_vm_info none = { .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
-	struct gw_stats st_src, st_dst;
+	struct gw_stats st_src = { .size = sizeof(st_src) }, st_dst = { .size = sizeof(st_dst) };
 	char url[128], err[256];
 	int sret, dret;
 
