@@ -16,36 +16,60 @@
 #include "channel.h"
 #include "net/tls.h"
 #include "session_int.h"
+#include "util/abi.h"
 #include "util/thread_name.h"
+
+/* @in, the VMM's, into s->vm with its own copy of the blocks. 0 or -EINVAL / -E2BIG. */
+int gw_session_take_vm_info(struct gw_session *s, const struct gw_vm_info *in)
+{
+	struct gw_vm_info vm;
+	int ret = gw_vm_info_copy_in(&vm, in);
+
+	if (ret)
+		return ret;
+	if (vm.nr_blocks)	/* may be s->vm_blocks itself (setup_ram filled them in place) */
+		memmove(s->vm_blocks, vm.blocks, vm.nr_blocks * sizeof(vm.blocks[0]));
+	vm.blocks = s->vm_blocks;
+	s->vm = vm;
+	return 0;
+}
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque)
 {
 	struct gw_session *s;
+	int ret;
 
-	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops ||
-	    !ops->pause || !ops->resume || vm->nr_blocks > GW_MAX_RAM_BLOCKS ||
-	    (role == GW_ROLE_SOURCE && vm->nr_blocks == 0) ||
-	    (role == GW_ROLE_DEST && !ops->load_state)) {
+	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops) {
 		errno = EINVAL;
 		return NULL;
-	}
-	for (unsigned i = 0; i < vm->nr_blocks; i++) {
-		const struct gw_ram_block *b = &vm->blocks[i];
-
-		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
-		    b->size_bytes % b->page_size_bytes) {
-			errno = EINVAL;
-			return NULL;
-		}
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	/* The VMM's structs at the library's size, then checked. */
+	ret = gw_vm_ops_copy_in(&s->ops_copy, ops);
+	if (!ret)
+		ret = gw_session_take_vm_info(s, vm);
+	if (!ret && (!s->ops_copy.pause || !s->ops_copy.resume ||
+		     (role == GW_ROLE_SOURCE && s->vm.nr_blocks == 0) ||
+		     (role == GW_ROLE_DEST && !s->ops_copy.load_state)))
+		ret = -EINVAL;
+	for (unsigned i = 0; !ret && i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+
+		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
+		    b->size_bytes % b->page_size_bytes)
+			ret = -EINVAL;
+	}
+	if (ret) {
+		free(s);
+		errno = -ret;
+		return NULL;
+	}
 	s->role = role;
-	s->ops = ops;
+	s->ops = &s->ops_copy;
 	s->opaque = opaque;
-	s->vm = *vm;
 	snprintf(s->side, sizeof(s->side), "%s", role == GW_ROLE_SOURCE ? "src" : "dst");
 	pthread_mutex_init(&s->lock, NULL);
 	{

@@ -61,7 +61,8 @@ struct gw_error {
 struct gw_session {
 	/* Set at creation, then read-only. */
 	enum gw_role role;
-	const struct gw_vm_ops *ops;
+	const struct gw_vm_ops *ops;	/* &ops_copy */
+	struct gw_vm_ops ops_copy;	/* the VMM's table at the library's size (hooks it lacks: NULL) */
 	void *opaque;
 	char side[4];			/* "src" / "dst" for the log */
 	uint8_t boot_id[GW_WIRE_ID_BYTES];	/* this kernel's boot: equal on both ends = one clock */
@@ -72,7 +73,8 @@ struct gw_session {
 
 	/* RAM layout: set at creation (source) or by the migration thread
 	 * before any channel thread starts (destination); read-only after. */
-	struct gw_vm_info vm;
+	struct gw_vm_info vm;		/* blocks: vm_blocks */
+	struct gw_ram_block vm_blocks[GW_MAX_RAM_BLOCKS];
 
 	pthread_mutex_t lock;		/* guards the fields marked "lock" */
 	pthread_cond_t cond;		/* CLOCK_MONOTONIC; status, error or mailbox changed */
@@ -230,6 +232,8 @@ int gw_fail_from_peer(struct gw_session *s, const char *phase, const struct gw_m
 const char *gw_conn_err_text(int err, const char *who);
 
 void gw_set_status(struct gw_session *s, enum gw_status st);
+/* A VMM's gw_vm_info into s->vm, blocks copied (session.c). 0, -EINVAL, -E2BIG. */
+int gw_session_take_vm_info(struct gw_session *s, const struct gw_vm_info *in);
 /* Wake every blocked channel/control read and write (any thread). */
 void gw_session_shutdown_conns(struct gw_session *s);
 /* Destination: publish @a as the session's acceptor (under s->lock). */

@@ -32,12 +32,14 @@ enum gw_role {
 };
 
 /*
- * Create a session. @vm is copied. A destination's RAM must read as zero
+ * Create a session. A destination's RAM must read as zero
  * (fresh memfd or anonymous memory): zero pages and never-populated pages
  * are not written, and the RAM digest (verify, on by default) catches RAM
  * that was not. For a destination whose RAM is created
  * from the source's layout (ops->setup_ram), @vm may have nr_blocks == 0.
- * Returns NULL with errno set (EINVAL, ENOMEM).
+ * @vm and @ops are copied (set their size fields, vm.h). Returns NULL with
+ * errno set (EINVAL, E2BIG: a struct larger than the library knows with
+ * fields set that it does not, ENOMEM).
  */
 GW_EXPORT struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque);

@@ -2,6 +2,7 @@
 /* Copies between a caller's size-prefixed struct and the library's (abi.h). */
 #include <errno.h>
 #include <string.h>
+#include <godwit/vm.h>
 #include "util/abi.h"
 
 int gw_abi_copy_in(void *dst, size_t dst_size, const void *src, size_t src_size, size_t min_size)
@@ -29,4 +30,18 @@ void gw_abi_copy_out(void *dst, size_t dst_size, const void *src, size_t src_siz
 		memcpy((unsigned char *)dst + hdr, (const unsigned char *)src + hdr, n - hdr);
 	if (dst_size > src_size)
 		memset((unsigned char *)dst + src_size, 0, dst_size - src_size);
+}
+
+int gw_vm_info_copy_in(struct gw_vm_info *dst, const struct gw_vm_info *src)
+{
+	int ret = gw_abi_copy_in(dst, sizeof(*dst), src, src->size, GW_VM_INFO_SIZE_VER0);
+
+	if (!ret && (dst->nr_blocks > GW_MAX_RAM_BLOCKS || (dst->nr_blocks && !dst->blocks)))
+		ret = -EINVAL;
+	return ret;
+}
+
+int gw_vm_ops_copy_in(struct gw_vm_ops *dst, const struct gw_vm_ops *src)
+{
+	return gw_abi_copy_in(dst, sizeof(*dst), src, src->size, GW_VM_OPS_SIZE_VER0);
 }

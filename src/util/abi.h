@@ -27,4 +27,15 @@ int gw_abi_copy_in(void *dst, size_t dst_size, const void *src, size_t src_size,
  */
 void gw_abi_copy_out(void *dst, size_t dst_size, const void *src, size_t src_size);
 
+struct gw_vm_info;
+struct gw_vm_ops;
+/*
+ * A VMM's gw_vm_info into the library's (@dst->blocks still points at the
+ * caller's array: copy it to keep it). 0, -EINVAL (size below the first
+ * version, more than GW_MAX_RAM_BLOCKS blocks, blocks NULL), -E2BIG.
+ */
+int gw_vm_info_copy_in(struct gw_vm_info *dst, const struct gw_vm_info *src);
+/* A VMM's ops table into the library's: hooks it does not know are NULL. 0, -EINVAL, -E2BIG. */
+int gw_vm_ops_copy_in(struct gw_vm_ops *dst, const struct gw_vm_ops *src);
+
 #endif

@@ -82,7 +82,7 @@ static void run(const struct config *c)
 	struct kvm_vm_opts opts = { .dirty = c->mode, .guest_recheck = -1 };
 	struct vmm *src = kvm_test_vm(32 << 20, 2, c->workload, VMM_FILL_MIX, &opts);
 	struct vmm *dst = kvm_test_vm(0, 2, NULL, VMM_FILL_NONE, &opts);
-	struct gw_vm_info none = { .nr_blocks = 0, .kvm_vm_fd = -1 };
+	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
 	struct gw_stats st_src = { .size = sizeof(st_src) }, st_dst = { .size = sizeof(st_dst) };
 	char url[128], err[256];
