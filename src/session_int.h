@@ -256,8 +256,9 @@ struct timespec gw_deadline_ms(uint64_t ms);
 
 /*
  * Destination: the figures of what it received so far (bytes on every
- * connection, per channel and per codec, the page rate) into @st, from the
- * connections' atomic counters. Caller holds s->lock (the channel array).
+ * connection, the page rate) into @st, and per channel and per codec into
+ * the channel rows (gw_dst_channels_locked), from the connections' atomic
+ * counters. Caller holds s->lock (the channel array).
  */
 void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st);
 /* Destination: the channels' counters into s->stats_chan_* (s->lock held); their sum. */
