@@ -17,28 +17,18 @@
 #include "net/tls.h"
 #include "core/session_int.h"
 #include "dest/dest.h"
+#include "util/abi.h"
 #include "util/thread_name.h"
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque)
 {
 	struct gw_session *s;
+	int ret;
 
-	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops ||
-	    !ops->pause || !ops->resume || vm->nr_blocks > GW_MAX_RAM_BLOCKS ||
-	    (role == GW_ROLE_SOURCE && vm->nr_blocks == 0) ||
-	    (role == GW_ROLE_DEST && !ops->load_state)) {
+	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops) {
 		errno = EINVAL;
 		return NULL;
-	}
-	for (unsigned i = 0; i < vm->nr_blocks; i++) {
-		const struct gw_ram_block *b = &vm->blocks[i];
-
-		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
-		    b->size_bytes % b->page_size_bytes) {
-			errno = EINVAL;
-			return NULL;
-		}
 	}
 	s = calloc(1, sizeof(*s));
 	if (s && role == GW_ROLE_DEST && !(s->dst = calloc(1, sizeof(*s->dst)))) {
@@ -47,11 +37,31 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	}
 	if (!s)
 		return NULL;
+	/* The VMM's structs at the library's size, then checked. */
+	ret = gw_vm_ops_copy_in(&s->ops_copy, ops);
+	if (!ret)
+		ret = gw_session_take_vm_info(s, vm);
+	if (!ret && (!s->ops_copy.pause || !s->ops_copy.resume ||
+		     (role == GW_ROLE_SOURCE && s->vm.nr_blocks == 0) ||
+		     (role == GW_ROLE_DEST && !s->ops_copy.load_state)))
+		ret = -EINVAL;
+	for (unsigned i = 0; !ret && i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+
+		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
+		    b->size_bytes % b->page_size_bytes)
+			ret = -EINVAL;
+	}
+	if (ret) {
+		free(s->dst);
+		free(s);
+		errno = -ret;
+		return NULL;
+	}
 	s->role = role;
 	s->role_ops = role == GW_ROLE_SOURCE ? &gw_source_role : &gw_dest_role;
-	s->ops = ops;
+	s->ops = &s->ops_copy;
 	s->opaque = opaque;
-	s->vm = *vm;
 	snprintf(s->side, sizeof(s->side), "%s", role == GW_ROLE_SOURCE ? "src" : "dst");
 	pthread_mutex_init(&s->lock, NULL);
 	{

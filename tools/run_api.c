@@ -262,6 +262,7 @@ static bool postcopy_paused(struct gw_session *s)
 
 	if (!st)
 		return false;
+	st->size = sizeof(*st);
 	gw_session_stats(s, st);
 	paused = st->status == GW_STATUS_POSTCOPY_PAUSED;
 	free(st);

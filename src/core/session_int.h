@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 #include <godwit/godwit.h>
 #include "core/fault.h"
@@ -76,6 +77,8 @@ struct gw_error {
 	bool from_peer;			/* the peer reported it (no ERROR sent back) */
 };
 
+#define GW_STATS_ROUNDS_KEPT 64		/* rows of the per-round table */
+
 /*
  * What the session calls in the layers above core/, by role: set by
  * gw_session_new (session.c), so that core/ never names source/, dest/ or
@@ -86,6 +89,8 @@ struct gw_role_ops {
 	void *(*main)(void *session);		/* the migration thread */
 	/* Optional: this side's live figures into @out; caller holds s->lock. */
 	void (*stats_locked)(struct gw_session *s, struct gw_stats *out);
+	/* Optional: the live channels' counters into s->stats_chan_* (s->lock held); their sum. */
+	uint64_t (*channels_locked)(struct gw_session *s);
 	/* Shut every channel's connection and wake its threads (any thread, s->lock held). */
 	void (*shutdown_channels)(struct gw_channel *chans, unsigned n);
 };
@@ -98,7 +103,8 @@ struct gw_session {
 	/* Set at creation, then read-only. */
 	enum gw_role role;
 	const struct gw_role_ops *role_ops;
-	const struct gw_vm_ops *ops;
+	const struct gw_vm_ops *ops;	/* &ops_copy */
+	struct gw_vm_ops ops_copy;	/* the VMM's table at the library's size (hooks it lacks: NULL) */
 	void *opaque;
 	char side[4];			/* "src" / "dst" for the log */
 	uint8_t boot_id[GW_WIRE_ID_BYTES];	/* this kernel's boot: equal on both ends = one clock */
@@ -109,7 +115,8 @@ struct gw_session {
 
 	/* RAM layout: set at creation (source) or by the migration thread
 	 * before any channel thread starts (destination); read-only after. */
-	struct gw_vm_info vm;
+	struct gw_vm_info vm;		/* blocks: vm_blocks */
+	struct gw_ram_block vm_blocks[GW_MAX_RAM_BLOCKS];
 
 	pthread_mutex_t lock;		/* guards the fields marked "lock" */
 	pthread_cond_t cond;		/* CLOCK_MONOTONIC; status, error or mailbox changed */
@@ -122,7 +129,12 @@ struct gw_session {
 	struct gw_error err;		/* lock (err.code: also atomic reads, gw_failed) */
 	bool go_sent;			/* lock: the source gave the VM away */
 	bool cancelled;			/* atomic */
-	struct gw_stats stats;		/* lock: the published snapshot */
+	struct gw_stats stats;		/* lock: the published snapshot (scalars) */
+	/* lock: the tables beside it, copied out a row at a time (gw_session_round, ...). */
+	struct gw_round_stats stats_round[GW_STATS_ROUNDS_KEPT];	/* stats.nr_rounds_kept rows */
+	uint64_t stats_chan_bytes[GW_WIRE_MAX_CHANNELS];	/* stats.nr_channels rows */
+	uint64_t stats_chan_codec_bytes[GW_WIRE_MAX_CHANNELS][GW_CODEC__COUNT];
+	uint64_t stats_vcpu_blocktime_ns[GW_WIRE_MAX_VCPUS];	/* stats.postcopy_nr_vcpus rows */
 	uint64_t t_start_ns;		/* lock: migrate command / first HELLO */
 
 	/* Migration thread only, unless noted. */
@@ -261,6 +273,8 @@ int gw_fail_from_peer(struct gw_session *s, enum gw_phase phase, const struct gw
 const char *gw_conn_err_text(int err, const char *who);
 
 void gw_set_status(struct gw_session *s, enum gw_status st);
+/* A VMM's gw_vm_info into s->vm, blocks copied (session.c). 0, -EINVAL, -E2BIG. */
+int gw_session_take_vm_info(struct gw_session *s, const struct gw_vm_info *in);
 /* Wake every blocked channel/control read and write (any thread). */
 void gw_session_shutdown_conns(struct gw_session *s);
 /* Destination: publish @a as the session's acceptor (under s->lock). */

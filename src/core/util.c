@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers the engine's threads call on a session: the statistics snapshot
- * (gw_session_stats) and the pipeline log line, CPU time, this kernel's boot
+ * (gw_session_stats, and the tables' rows: gw_session_round/channel/vcpu)
+ * and the pipeline log line, CPU time, this kernel's boot
  * id, deadlines and the verify wait, and real-time priority for the threads
  * on the critical path. Nothing here changes the migration's course.
  */
@@ -15,6 +16,7 @@
 #include <unistd.h>
 #include "net/admit.h"
 #include "core/session_int.h"
+#include "util/abi.h"
 
 void gw_boot_id(uint8_t out[GW_WIRE_ID_BYTES])
 {
@@ -88,10 +90,25 @@ struct timespec gw_deadline_ms(uint64_t ms)
 	return ts;
 }
 
-void gw_session_stats(struct gw_session *s, struct gw_stats *out)
+_Static_assert(sizeof(struct gw_stats) >= GW_STATS_SIZE_VER0 &&
+	       sizeof(struct gw_round_stats) >= GW_ROUND_STATS_SIZE_VER0 &&
+	       sizeof(struct gw_channel_stats) >= GW_CHANNEL_STATS_SIZE_VER0 &&
+	       sizeof(struct gw_vcpu_stats) >= GW_VCPU_STATS_SIZE_VER0,
+	       "a public statistics struct shrank below its first version");
+_Static_assert(GW_STAGE__COUNT <= GW_STATS_STAGES && GW_CODEC__COUNT <= GW_STATS_CODECS,
+	       "the statistics' room for stages or codecs is full: add a field, do not grow the array");
+
+/*
+ * Every figure into the library's own struct, then out to the caller's
+ * size (util/abi.h): the caller's struct may be older and smaller.
+ */
+int gw_session_stats(struct gw_session *s, struct gw_stats *user)
 {
+	struct gw_stats full, *out = &full;
 	uint64_t t_start_ns;
 
+	if (!s || !user || user->size < GW_STATS_SIZE_VER0)
+		return -EINVAL;
 	pthread_mutex_lock(&s->lock);
 	*out = s->stats;
 	out->status = s->status;
@@ -123,6 +140,68 @@ void gw_session_stats(struct gw_session *s, struct gw_stats *out)
 		if (t_start_ns)
 			out->total_time_ns = gw_now_ns() - t_start_ns;
 	}
+	gw_abi_copy_out(user, user->size, out, sizeof(*out));
+	return 0;
+}
+
+int gw_session_round(struct gw_session *s, unsigned idx, struct gw_round_stats *out)
+{
+	struct gw_round_stats row;
+	unsigned n;
+
+	if (!s || !out || out->size < GW_ROUND_STATS_SIZE_VER0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	n = s->stats.nr_rounds_kept;
+	if (idx < n && idx < GW_STATS_ROUNDS_KEPT)
+		row = s->stats_round[idx];
+	pthread_mutex_unlock(&s->lock);
+	if (idx >= n || idx >= GW_STATS_ROUNDS_KEPT)
+		return -ENOENT;
+	gw_abi_copy_out(out, out->size, &row, sizeof(row));
+	return 0;
+}
+
+int gw_session_channel(struct gw_session *s, unsigned idx, struct gw_channel_stats *out)
+{
+	struct gw_channel_stats row = { .size = sizeof(row), .channel = idx };
+	unsigned n;
+
+	if (!s || !out || out->size < GW_CHANNEL_STATS_SIZE_VER0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	/* The destination reads its live channels; the source's publish copies them. */
+	if (s->role_ops->channels_locked)
+		s->role_ops->channels_locked(s);
+	n = s->role == GW_ROLE_DEST && s->chans ? s->nr_channels : s->stats.nr_channels;
+	if (idx < n && idx < GW_WIRE_MAX_CHANNELS) {
+		row.bytes = s->stats_chan_bytes[idx];
+		for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
+			row.codec_bytes[c] = s->stats_chan_codec_bytes[idx][c];
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (idx >= n || idx >= GW_WIRE_MAX_CHANNELS)
+		return -ENOENT;
+	gw_abi_copy_out(out, out->size, &row, sizeof(row));
+	return 0;
+}
+
+int gw_session_vcpu(struct gw_session *s, unsigned idx, struct gw_vcpu_stats *out)
+{
+	struct gw_vcpu_stats row = { .size = sizeof(row), .vcpu = idx };
+	unsigned n;
+
+	if (!s || !out || out->size < GW_VCPU_STATS_SIZE_VER0)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	n = s->stats.postcopy_nr_vcpus;
+	if (idx < n && idx < GW_WIRE_MAX_VCPUS)
+		row.postcopy_blocktime_ns = s->stats_vcpu_blocktime_ns[idx];
+	pthread_mutex_unlock(&s->lock);
+	if (idx >= n || idx >= GW_WIRE_MAX_VCPUS)
+		return -ENOENT;
+	gw_abi_copy_out(out, out->size, &row, sizeof(row));
+	return 0;
 }
 
 void gw_thread_critical(struct gw_session *s, const char *what)
@@ -168,4 +247,19 @@ void gw_cpu_times(uint64_t *user_ns, uint64_t *sys_ns)
 	getrusage(RUSAGE_SELF, &ru);
 	*user_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000ull + (uint64_t)ru.ru_utime.tv_usec * 1000;
 	*sys_ns = (uint64_t)ru.ru_stime.tv_sec * 1000000000ull + (uint64_t)ru.ru_stime.tv_usec * 1000;
+}
+
+/* @in, the VMM's, into s->vm with its own copy of the blocks. 0 or -EINVAL / -E2BIG. */
+int gw_session_take_vm_info(struct gw_session *s, const struct gw_vm_info *in)
+{
+	struct gw_vm_info vm;
+	int ret = gw_vm_info_copy_in(&vm, in);
+
+	if (ret)
+		return ret;
+	if (vm.nr_blocks)	/* may be s->vm_blocks itself (setup_ram filled them in place) */
+		memmove(s->vm_blocks, vm.blocks, vm.nr_blocks * sizeof(vm.blocks[0]));
+	vm.blocks = s->vm_blocks;
+	s->vm = vm;
+	return 0;
 }

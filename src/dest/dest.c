@@ -426,10 +426,27 @@ out:
 	return ret;
 }
 
+/* The live channels' counters into s->stats_chan_* (s->lock held); their sum. */
+static uint64_t gw_dst_channels_locked(struct gw_session *s)
+{
+	uint64_t bytes = 0;
+
+	for (unsigned i = 0; s->chans && i < s->nr_channels && i < GW_WIRE_MAX_CHANNELS; i++) {
+		const struct gw_channel *ch = &s->chans[i];
+
+		s->stats_chan_bytes[i] = __atomic_load_n(&ch->conn.bytes_recv, __ATOMIC_RELAXED);
+		bytes += s->stats_chan_bytes[i];
+		for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
+			s->stats_chan_codec_bytes[i][c] = __atomic_load_n(&ch->codec_bytes[c], __ATOMIC_RELAXED);
+	}
+	return bytes;
+}
+
 /*
  * The figures of what this side received so far (bytes on every connection,
- * per channel and per codec, the page rate) into @st, from the connections'
- * atomic counters. Caller holds s->lock (the channel array).
+ * the page rate) into @st, and per channel and per codec into the channel
+ * rows, from the connections' atomic counters. Caller holds s->lock (the
+ * channel array).
  */
 static void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 {
@@ -445,18 +462,9 @@ static void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 	st->normal_bytes = st->normal_pages * GW_PAGE_BYTES;
 	st->payload_bytes_raw = __atomic_load_n(&s->ctr_raw_bytes, __ATOMIC_RELAXED);
 	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
-	if (s->chans) {
+	if (s->chans)
 		st->nr_channels = s->nr_channels;
-		for (unsigned i = 0; i < s->nr_channels && i < GW_STATS_MAX_CHANNELS; i++) {
-			const struct gw_channel *ch = &s->chans[i];
-
-			st->channel_bytes[i] = __atomic_load_n(&ch->conn.bytes_recv, __ATOMIC_RELAXED);
-			bytes += st->channel_bytes[i];
-			for (unsigned c = 0; c < GW_CODEC__COUNT; c++)
-				st->channel_codec_bytes[i][c] =
-					__atomic_load_n(&ch->codec_bytes[c], __ATOMIC_RELAXED);
-		}
-	}
+	bytes += gw_dst_channels_locked(s);
 	/* Once the channels are gone, the last figures taken stay. */
 	if (s->chans || !st->transferred_bytes)
 		st->transferred_bytes = bytes;
@@ -545,5 +553,6 @@ const struct gw_role_ops gw_dest_role = {
 	.name = "destination",
 	.main = gw_dest_main,
 	.stats_locked = gw_dst_stats_locked,
+	.channels_locked = gw_dst_channels_locked,
 	.shutdown_channels = gw_channels_shutdown,
 };

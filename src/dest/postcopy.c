@@ -70,7 +70,7 @@ void pcd_publish(struct gw_pc_dst *pc)
 	st->postcopy_blocktime_ns = f.blocktime_ns;
 	st->postcopy_vcpu_blocktime_total_ns = f.vcpu_blocktime_total_ns;
 	st->postcopy_nr_vcpus = f.nr_vcpus;
-	memcpy(st->postcopy_vcpu_blocktime_ns, f.vcpu_blocktime_ns, sizeof(st->postcopy_vcpu_blocktime_ns));
+	memcpy(s->stats_vcpu_blocktime_ns, f.vcpu_blocktime_ns, sizeof(s->stats_vcpu_blocktime_ns));
 	st->postcopy_latency_p50_ns = f.latency_p50_ns;
 	st->postcopy_latency_p99_ns = f.latency_p99_ns;
 	st->postcopy_latency_max_ns = f.latency_max_ns;

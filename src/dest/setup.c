@@ -162,12 +162,15 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int nr_fds,
 			char *why, size_t why_len)
 {
-	struct gw_vm_info want = { .nr_blocks = h->nr_blocks, .kvm_vm_fd = -1 };
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
+	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
+				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
+	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
 	char reason[200] = "";
 	int ret;
 
 	for (unsigned i = 0; i < h->nr_blocks; i++) {
-		struct gw_ram_block *b = &want.blocks[i];
+		struct gw_ram_block *b = &blocks[i];
 
 		memcpy(b->name, h->blocks[i].name, GW_RAM_NAME_MAX);
 		b->gpa = h->blocks[i].gpa;
@@ -183,11 +186,15 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 		return layout_build(s, &want);
 	}
 	/* The VMM owns the fds now, whatever it answers; a refusal commits nothing. */
-	ret = s->ops->setup_ram(s->opaque, &want, &s->vm, reason, sizeof(reason));
+	ret = s->ops->setup_ram(s->opaque, &want, &got, reason, sizeof(reason));
 	if (ret) {
 		snprintf(why, why_len, "RAM layout refused: %s", reason[0] ? reason : strerror(-ret));
 		return 1;
 	}
+	/* What the VMM built, in its struct's size, becomes the session's layout. */
+	if (gw_session_take_vm_info(s, &got))
+		return gw_fail(s, GW_PHASE_SETUP, -EINVAL, "the VMM's setup_ram filled a bad gw_vm_info (size %u)",
+			       got.size);
 	return layout_build(s, &want);
 }
 

@@ -179,7 +179,7 @@ static void take_figures_locked(struct gw_session *s, const struct gw_msg_pc_sta
 	st->postcopy_blocktime_ns = m->blocktime_ns;
 	st->postcopy_vcpu_blocktime_total_ns = m->vcpu_blocktime_total_ns;
 	st->postcopy_nr_vcpus = m->nr_vcpus;
-	memcpy(st->postcopy_vcpu_blocktime_ns, m->vcpu_blocktime_ns, sizeof(st->postcopy_vcpu_blocktime_ns));
+	memcpy(s->stats_vcpu_blocktime_ns, m->vcpu_blocktime_ns, sizeof(s->stats_vcpu_blocktime_ns));
 	st->postcopy_latency_p50_ns = m->latency_p50_ns;
 	st->postcopy_latency_p99_ns = m->latency_p99_ns;
 	st->postcopy_latency_max_ns = m->latency_max_ns;

@@ -280,9 +280,9 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	pthread_mutex_lock(&s->lock);
 	s->stats.rounds = (uint32_t)round + 1;
 	s->stats.dirty_pages_rate = rate_pps;
-	if (round < GW_STATS_MAX_ROUNDS) {
-		s->stats.round[round] = (struct gw_round_stats){
-			.round = (uint32_t)round, .duration_ns = ns, .dirty_pages = dirty_at_start,
+	if (round < GW_STATS_ROUNDS_KEPT) {
+		s->stats_round[round] = (struct gw_round_stats){
+			.size = sizeof(struct gw_round_stats), .round = (uint32_t)round, .duration_ns = ns, .dirty_pages = dirty_at_start,
 			.sent_bytes = bytes, .normal_pages = pages - (m1->zero_pages - m0->zero_pages),
 			.zero_pages = m1->zero_pages - m0->zero_pages,
 			.skipped_pages = round == 0 ? c->skipped_pages : 0,
@@ -293,7 +293,7 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 			.void_pages = m1->void_pages - m0->void_pages,
 		};
 		for (unsigned i = 0; i < GW_STAGE__COUNT; i++)
-			s->stats.round[round].stage_ns[i] = m1->stage_ns[i] - m0->stage_ns[i];
+			s->stats_round[round].stage_ns[i] = m1->stage_ns[i] - m0->stage_ns[i];
 		s->stats.nr_rounds_kept = (unsigned)round + 1;
 	}
 	pthread_mutex_unlock(&s->lock);

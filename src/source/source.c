@@ -70,9 +70,9 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 		st->expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns;
 	st->nr_channels = s->nr_channels;
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
-		st->channel_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
+		s->stats_chan_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
 		for (unsigned k = 0; k < GW_CODEC__COUNT; k++)
-			st->channel_codec_bytes[i][k] =
+			s->stats_chan_codec_bytes[i][k] =
 				__atomic_load_n(&s->chans[i].codec_bytes[k], __ATOMIC_RELAXED);
 	}
 	st->cpu_user_ns = user_ns - c->cpu_user0_ns;
@@ -576,7 +576,7 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 
 static void log_end(struct gw_session *s, enum gw_status status)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	gw_session_stats(s, &st);
 	gw_log_pipeline(s);

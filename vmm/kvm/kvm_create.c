@@ -89,6 +89,8 @@ static struct kvm_vm *vm_alloc(const struct vmm_config *cfg, const struct kvm_vm
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
 	vm->has_pit = !vm->opts.no_pit;
+	vm->info.size = sizeof(vm->info);
+	vm->info.blocks = vm->blocks;
 	vm->info.kvm_vm_fd = -1;
 	vm->info.kvm_dirty_ring_full_efd = -1;
 	return vm;
@@ -141,11 +143,11 @@ static int ram_create(struct kvm_vm *vm, uint64_t ram_bytes, bool *ram_fresh,
 /* Initial content of block "ram" (page indices from its start). */
 static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
 {
-	struct gw_vm_info ram_only = { .nr_blocks = 1, .kvm_vm_fd = -1 };
+	struct gw_vm_info ram_only = { .size = sizeof(ram_only), .nr_blocks = 1,
+				       .blocks = &vm->blocks[KVM_BLOCK_RAM], .kvm_vm_fd = -1 };
 	uint64_t t0 = gw_now_ns();
 	int ret;
 
-	ram_only.blocks[0] = vm->info.blocks[KVM_BLOCK_RAM];
 	ret = vmm_fill_ram(&ram_only, vm->fill, vm->seed, fresh, FILL_THREADS);
 	if (ret) {
 		kvm_why(why, why_len, "fill: %s", strerror(-ret));

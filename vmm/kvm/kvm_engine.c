@@ -295,6 +295,7 @@ static int ops_postcopy_ram(void *opaque, bool complete)
 }
 
 const struct gw_vm_ops kvm_engine_ops = {
+	.size = sizeof(struct gw_vm_ops),
 	.pause = ops_pause,
 	.resume = ops_resume,
 	.save_state = ops_save_state,

@@ -90,7 +90,8 @@ struct kvm_vm {
 	atomic_int state;		/* enum vmm_state; written under ctl */
 
 	/* ctl: RAM, layout, workload (fixed once vCPUs run) */
-	struct gw_vm_info info;		/* blocks "sys" and "ram"; ring fields below */
+	struct gw_vm_info info;		/* blocks "sys" and "ram" (in blocks[]); ring fields below */
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
 	uint64_t ram_pages;
 	struct vmm_workload wl;
 	uint64_t ws_pages;

@@ -91,7 +91,8 @@ struct soft_vm {
 	bool prealloc;			/* touch all fresh RAM when it is created */
 
 	/* RAM (ram.c): written under ctl before vCPU threads exist, then read-only. */
-	struct gw_vm_info info;
+	struct gw_vm_info info;		/* blocks: the array below */
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
 	uint64_t block_first_page[GW_MAX_RAM_BLOCKS + 1];	/* global index of each block */
 	uint64_t ram_pages;
 	/* What never-rewritten pages hold (verify generation 0): ctl, like RAM. */

@@ -69,6 +69,8 @@ static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 	pthread_mutex_init(&vm->lock, NULL);
 	pthread_mutex_init(&vm->hint_lock, NULL);
 	cond_init_monotonic(&vm->cond);
+	vm->info.size = sizeof(vm->info);
+	vm->info.blocks = vm->blocks;
 	vm->info.kvm_vm_fd = -1;
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;

@@ -310,11 +310,14 @@ static struct vmm *incoming_from(struct vmm *src, bool pass_fd, bool corrupt)
 {
 	struct vmm *dst = new_vm(0, 1, VMM_FILL_NONE, 0, NULL, true);
 	struct gw_vm_info want = *vmm_soft.info(src), got;
+	struct gw_ram_block blk[GW_MAX_RAM_BLOCKS];
 	char reason[256] = "";
 	int ret;
 
 	TEST_CHECK(vmm_soft.state(dst) == VMM_INCOMING, "incoming state");
+	want.blocks = blk;	/* the announced layout: a copy of the source's */
 	for (unsigned i = 0; i < want.nr_blocks; i++) {
+		blk[i] = vmm_soft.info(src)->blocks[i];
 		want.blocks[i].host = NULL;
 		want.blocks[i].fd = pass_fd ? dup(vmm_soft.info(src)->blocks[i].fd) : -1;
 	}
@@ -584,7 +587,9 @@ static void test_balloon(void)
 static void test_setup_ram_refusals(void)
 {
 	struct vmm *dst = new_vm(32 * MiB, 1, VMM_FILL_NONE, 0, NULL, true);
-	struct gw_vm_info want = { .nr_blocks = 1, .kvm_vm_fd = -1, .nr_vcpus = 1 }, got;
+	struct gw_ram_block blk = { 0 };
+	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = 1, .blocks = &blk, .kvm_vm_fd = -1,
+				   .nr_vcpus = 1 }, got;
 	char reason[256] = "";
 	int ret;
 
