@@ -18,7 +18,8 @@
  *   le32 device_bytes, then that many bytes for ops->load
  *
  * A decoder refuses the section unless every field makes sense here: the
- * status a state machine could reach, features offered, a ready queue's
+ * status a state machine could reach, features offered (once FEATURES_OK:
+ * before, the driver may write anything), a ready queue's
  * size and rings valid in this VM's RAM, no more buffers in flight than
  * the queue holds, no trailing bytes. It applies nothing until all passed.
  */
@@ -106,7 +107,8 @@ static int check_status(const struct virtio_mmio *t, const struct saved *s, char
 		return bad(why, why_len, "%s: status %#x has unknown bits", t->name, st);
 	if ((st & VIRTIO_STATUS_DRIVER_OK) && !(st & VIRTIO_STATUS_FEATURES_OK))
 		return bad(why, why_len, "%s: status %#x: DRIVER_OK without FEATURES_OK", t->name, st);
-	if (s->driver_features & ~t->offered)
+	/* Before FEATURES_OK the driver may have written anything: checked when it sets it. */
+	if ((st & VIRTIO_STATUS_FEATURES_OK) && (s->driver_features & ~t->offered))
 		return bad(why, why_len, "%s: driver features %#" PRIx64 " not offered here (%#" PRIx64 ")",
 			   t->name, s->driver_features, t->offered);
 	if ((st & VIRTIO_STATUS_FEATURES_OK) &&
@@ -139,9 +141,7 @@ static int decode_queue(const struct virtio_mmio *t, const struct saved *s, unsi
 	if (flags & ~(Q_READY | Q_SIGNALLED))
 		return bad(why, why_len, "%s: queue %u flags %#x unknown", t->name, q, flags);
 	if (!(flags & Q_READY))
-		return vq->num > t->ops->queue_num_max ?
-		       bad(why, why_len, "%s: queue %u size %u above %u", t->name, q, vq->num,
-			   t->ops->queue_num_max) : 0;
+		return 0;	/* register values only: checked when the driver makes it ready */
 	if (!(s->status & VIRTIO_STATUS_FEATURES_OK))
 		return bad(why, why_len, "%s: queue %u ready before FEATURES_OK", t->name, q);
 	if (virtq_enable(vq, t->mem, t->ops->queue_num_max, event_idx, indirect))
