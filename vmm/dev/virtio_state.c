@@ -123,7 +123,7 @@ static int check_status(const struct virtio_mmio *t, const struct saved *s, char
 static int decode_queue(const struct virtio_mmio *t, const struct saved *s, unsigned q,
 			struct gw_rbuf *r, struct virtq *vq, char *why, size_t why_len)
 {
-	uint16_t flags, last_avail, used;
+	uint16_t flags, last_avail, used, signalled;
 	bool event_idx = s->driver_features & VIRTIO_FEATURE(VIRTIO_RING_F_EVENT_IDX);
 	bool indirect = s->driver_features & VIRTIO_FEATURE(VIRTIO_RING_F_INDIRECT_DESC);
 
@@ -134,14 +134,20 @@ static int decode_queue(const struct virtio_mmio *t, const struct saved *s, unsi
 	vq->used_gpa = gw_get_le64(r);
 	last_avail = gw_get_le16(r);
 	used = gw_get_le16(r);
-	vq->signalled_used = gw_get_le16(r);
+	signalled = gw_get_le16(r);
 	flags = gw_get_le16(r);
 	if (r->underrun)
 		return -EPROTO;
 	if (flags & ~(Q_READY | Q_SIGNALLED))
 		return bad(why, why_len, "%s: queue %u flags %#x unknown", t->name, q, flags);
-	if (!(flags & Q_READY))
-		return 0;	/* register values only: checked when the driver makes it ready */
+	if (!(flags & Q_READY)) {
+		/* Register values only: checked when the driver makes it ready. */
+		vq->last_avail_idx = last_avail;
+		vq->used_idx = used;
+		vq->signalled_used = signalled;
+		vq->signalled_valid = flags & Q_SIGNALLED;
+		return 0;
+	}
 	if (!(s->status & VIRTIO_STATUS_FEATURES_OK))
 		return bad(why, why_len, "%s: queue %u ready before FEATURES_OK", t->name, q);
 	if (virtq_enable(vq, t->mem, t->ops->queue_num_max, event_idx, indirect))
@@ -152,6 +158,7 @@ static int decode_queue(const struct virtio_mmio *t, const struct saved *s, unsi
 			   (uint16_t)(last_avail - used), vq->num);
 	vq->last_avail_idx = last_avail;
 	vq->used_idx = used;
+	vq->signalled_used = signalled;
 	vq->signalled_valid = flags & Q_SIGNALLED;
 	return 0;
 }

@@ -131,6 +131,7 @@ int virtq_enable(struct virtq *vq, const struct virtq_mem *mem, uint32_t num_max
 	vq->mem = mem;
 	vq->event_idx = event_idx;
 	vq->indirect = indirect;
+	vq->signalled_used = vq->used_idx;	/* nothing used yet as far as decisions go */
 	vq->signalled_valid = false;
 	vq->ready = true;
 	return 0;
@@ -380,13 +381,15 @@ bool virtq_should_interrupt(struct virtq *vq)
 		return false;
 	/* The used index store before the read of the driver's suppression fields. */
 	atomic_thread_fence(memory_order_seq_cst);
-	if (!vq->event_idx)
-		return !(ld16(vq->avail) & VIRTQ_AVAIL_F_NO_INTERRUPT);
 	old = vq->signalled_used;
 	valid = vq->signalled_valid;
 	now = vq->used_idx;
 	vq->signalled_used = now;
 	vq->signalled_valid = true;
+	if (now == old)
+		return false;		/* nothing used since the last decision */
+	if (!vq->event_idx)
+		return !(ld16(vq->avail) & VIRTQ_AVAIL_F_NO_INTERRUPT);
 	event = ld16(vq->avail + 4 + 2 * vq->num);	/* used_event */
 	return !valid || virtq_need_event(event, now, old);
 }

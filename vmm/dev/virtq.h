@@ -85,7 +85,7 @@ struct virtq {
 	/* running state (migrates) */
 	uint16_t last_avail_idx;	/* next avail entry the device takes */
 	uint16_t used_idx;		/* next used entry the device writes (published) */
-	uint16_t signalled_used;	/* used idx at the last interrupt decision (EVENT_IDX) */
+	uint16_t signalled_used;	/* used idx at the last interrupt decision */
 	bool signalled_valid;		/* false: notify at the next decision */
 	const struct virtq_mem *mem;	/* set at enable */
 	const char *err;		/* the first guest error (static string), NULL = none */
@@ -127,7 +127,11 @@ int virtq_elem_read(struct virtq *vq, const struct virtq_elem *e, uint32_t off, 
  * in_bytes, else -EPROTO). Publishes the used index. 0 or -EPROTO.
  */
 int virtq_push(struct virtq *vq, const struct virtq_elem *e, uint32_t written);
-/* After pushes: does the driver want an interrupt now (EVENT_IDX or NO_INTERRUPT)? */
+/*
+ * After pushes: does the driver want an interrupt now? Never when nothing
+ * was used since the last decision; else EVENT_IDX's used_event, or
+ * VRING_AVAIL_F_NO_INTERRUPT without it.
+ */
 bool virtq_should_interrupt(struct virtq *vq);
 /*
  * Ask for (or suppress) the driver's notifications. With @on, returns true

@@ -33,6 +33,8 @@ struct test_dev {
 	struct virtq_elem elem;
 };
 
+/* Answer every available chain of queue @q (the transport's lock held). */
+void test_dev_drain(struct virtio_mmio *t, unsigned q);
 extern const struct virtio_dev_ops test_dev_ops;	/* 2 queues, INDIRECT + EVENT_IDX */
 extern const struct virtio_dev_ops test_dev_plain_ops;	/* 1 queue, no ring features */
 

@@ -54,7 +54,7 @@ static int answer(struct virtio_mmio *t, struct virtq *vq, struct test_dev *dev)
 }
 
 /* Drain the queue with notifications off, then on again and look once more (2.7.10). */
-static void queue_notify(struct virtio_mmio *t, unsigned q)
+void test_dev_drain(struct virtio_mmio *t, unsigned q)
 {
 	struct test_dev *dev = t->dev;
 	struct virtq *vq = virtio_mmio_queue(t, q);
@@ -75,6 +75,11 @@ static void queue_notify(struct virtio_mmio *t, unsigned q)
 			return;
 		}
 	} while (virtq_set_notify(vq, true));
+}
+
+static void queue_notify(struct virtio_mmio *t, unsigned q)
+{
+	test_dev_drain(t, q);
 }
 
 static void reset(struct virtio_mmio *t)

@@ -6,6 +6,7 @@
  *    batch of pushes makes one decision; after a drain the device's
  *    avail_event names the next entry it will take, and used->flags is
  *    never written.
+ *  - nothing used since the last decision: no interrupt, whatever the mode.
  *  - without EVENT_IDX: VRING_AVAIL_F_NO_INTERRUPT silences the device,
  *    and the device's VIRTQ_USED_F_NO_NOTIFY is set while it drains and
  *    cleared after; re-enabling reports buffers that came meanwhile.
@@ -88,6 +89,12 @@ static void no_interrupt_flag(void)
 	TEST_CHECK(!request(&d) && !request(&d), "NO_INTERRUPT: silent");
 	gw_le16_put(drv_host(&d, d.avail_gpa), 0);
 	TEST_CHECK(request(&d), "flag cleared: interrupts");
+	{
+		unsigned before = d.irq_raises;
+
+		drv_kick(&d, 0);		/* nothing new offered */
+		TEST_CHECK(d.irq_raises == before, "a kick with nothing used: no interrupt");
+	}
 	TEST_CHECK(gw_le16_get(drv_host(&d, d.used_gpa)) == 0, "NO_NOTIFY cleared after a drain");
 	/* The device side, directly (the transport's lock: this is the only thread). */
 	vq = &d.t.vq[0];
