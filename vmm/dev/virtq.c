@@ -105,6 +105,11 @@ static uint8_t *map_area(struct virtq *vq, const struct virtq_mem *mem, uint64_t
 	return p;
 }
 
+static bool overlap(uint64_t a, uint64_t a_len, uint64_t b, uint64_t b_len)
+{
+	return a < b + b_len && b < a + a_len;
+}
+
 int virtq_enable(struct virtq *vq, const struct virtq_mem *mem, uint32_t num_max,
 		 bool event_idx, bool indirect)
 {
@@ -128,6 +133,18 @@ int virtq_enable(struct virtq *vq, const struct virtq_mem *mem, uint32_t num_max
 			    VIRTQ_USED_ALIGN, "used ring unaligned", "used ring outside guest RAM");
 	if (!vq->desc || !vq->avail || !vq->used)
 		return -EINVAL;
+	/*
+	 * The device writes the used ring: over the driver's areas it would
+	 * make its own work (a livelock the fuzzer found). Inside RAM, so no sum wraps.
+	 */
+	if (overlap(vq->desc_gpa, virtq_desc_bytes(num), vq->used_gpa, virtq_used_bytes(num, event_idx)) ||
+	    overlap(vq->avail_gpa, virtq_avail_bytes(num, event_idx), vq->used_gpa,
+		    virtq_used_bytes(num, event_idx)) ||
+	    overlap(vq->desc_gpa, virtq_desc_bytes(num), vq->avail_gpa,
+		    virtq_avail_bytes(num, event_idx))) {
+		fail(vq, "queue areas overlap", vq->used_gpa);
+		return -EINVAL;
+	}
 	vq->mem = mem;
 	vq->event_idx = event_idx;
 	vq->indirect = indirect;

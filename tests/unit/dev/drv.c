@@ -79,6 +79,24 @@ void drv_init(struct drv *d, const struct virtio_dev_ops *ops)
 		die("vmm_mmio_register");
 }
 
+void drv_reset(struct drv *d, const struct virtio_dev_ops *ops)
+{
+	virtio_mmio_destroy(&d->t);
+	memset(d->ram, 0, DRV_RAM_BYTES);
+	memset(d->dirty, 0, DRV_RAM_BYTES);
+	memset(&d->dev, 0, sizeof(d->dev));
+	d->dev.reply_bytes = -1;
+	d->dirty_outside = 0;
+	d->irq_level = false;
+	d->irq_raises = 0;
+	d->num = 0;
+	d->desc_gpa = d->avail_gpa = d->used_gpa = 0;
+	d->avail_idx = d->used_seen = 0;
+	if (virtio_mmio_init(&d->t, ops, &d->dev, "virtio-test0", DRV_MMIO_GPA, DRV_GSI, &d->mem,
+			     &irq_ops, d))
+		die("virtio_mmio_init");
+}
+
 void drv_fini(struct drv *d)
 {
 	virtio_mmio_destroy(&d->t);

@@ -56,6 +56,8 @@ struct drv {
 };
 
 void drv_init(struct drv *d, const struct virtio_dev_ops *ops);
+/* As new (RAM zeroed, device and transport made again), without a new mapping. */
+void drv_reset(struct drv *d, const struct virtio_dev_ops *ops);
 void drv_fini(struct drv *d);
 uint32_t drv_rd(struct drv *d, uint64_t off);
 void drv_wr(struct drv *d, uint64_t off, uint32_t v);

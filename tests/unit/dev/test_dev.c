@@ -58,13 +58,21 @@ void test_dev_drain(struct virtio_mmio *t, unsigned q)
 {
 	struct test_dev *dev = t->dev;
 	struct virtq *vq = virtio_mmio_queue(t, q);
-	int ret;
+	unsigned budget;
+	int ret = 0;
 
 	if (!vq)
 		return;
+	/*
+	 * A budget per notification: a guest on another vCPU (or writes of the
+	 * device into the guest's own ring, through its buffers) can keep
+	 * offering work forever, and this runs on the notifying vCPU.
+	 */
+	budget = 4 * vq->num;
 	do {
 		virtq_set_notify(vq, false);
-		while ((ret = virtq_pop(vq, &dev->elem)) == 1) {
+		while (budget && (ret = virtq_pop(vq, &dev->elem)) == 1) {
+			budget--;
 			ret = answer(t, vq, dev);
 			if (ret)
 				break;
@@ -74,7 +82,7 @@ void test_dev_drain(struct virtio_mmio *t, unsigned q)
 			virtio_mmio_check(t, q, ret);
 			return;
 		}
-	} while (virtq_set_notify(vq, true));
+	} while (virtq_set_notify(vq, true) && budget);
 }
 
 static void queue_notify(struct virtio_mmio *t, unsigned q)

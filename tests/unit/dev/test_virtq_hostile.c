@@ -9,7 +9,8 @@
  * One case per rule: descriptor beyond RAM, address + length overflow,
  * chain loops (ring and indirect), next index >= queue size, head >= queue
  * size, avail idx ahead by more than the queue size, unaligned rings,
- * oversized queue, size not a power of 2, rings outside RAM, a device write
+ * oversized queue, size not a power of 2, rings outside RAM, queue areas
+ * overlapping (the device's used ring over the driver's), a device write
  * into a read-only chain, readable after writable, every indirect misuse,
  * a chain longer than the device maps.
  */
@@ -151,6 +152,9 @@ static void q_desc_outside(struct drv *d)	{ cfg(d, 8, RAM_END - 64, A, U); }
 /* With EVENT_IDX the used ring is 2 bytes longer: its avail_event would be past the end. */
 static void q_used_event_outside(struct drv *d)	{ cfg(d, 8, DRV_RAM_GPA, A, RAM_END - 68); }
 static void q_avail_wraps(struct drv *d)	{ cfg(d, 8, DRV_RAM_GPA, ~0ull - 1, U); }
+static void q_used_on_avail(struct drv *d)	{ cfg(d, 8, DRV_RAM_GPA, A, A + 4); }
+static void q_desc_on_used(struct drv *d)	{ cfg(d, 8, U, A, U); }
+static void q_desc_on_avail(struct drv *d)	{ cfg(d, 8, A - 16, A, U); }
 
 static const struct hostile cases[] = {
 	{ "descriptor beyond RAM", 0, 8, beyond_ram },
@@ -186,6 +190,9 @@ static const struct hostile cases[] = {
 	{ "descriptor table outside RAM", 0, 0, q_desc_outside },
 	{ "used ring's avail_event outside RAM", 0, 0, q_used_event_outside },
 	{ "available ring address wraps", 0, 0, q_avail_wraps },
+	{ "used ring over the available ring", 0, 0, q_used_on_avail },
+	{ "descriptor table over the used ring", 0, 0, q_desc_on_used },
+	{ "descriptor table over the available ring", 0, 0, q_desc_on_avail },
 };
 
 /* After the driver resets the device, a good request works. */
