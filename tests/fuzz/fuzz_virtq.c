@@ -45,8 +45,7 @@ static bool take(struct in *in, void *out, size_t n)
 
 /*
  * Every byte that differs from what the guest wrote was reported by the
- * device. Only a notification makes the device write (@wrote: the
- * operation could have notified).
+ * device. Only a drain of a queue makes the device write (@wrote: one ran).
  */
 static void check(bool wrote)
 {
@@ -133,6 +132,17 @@ static void section(struct in *in)
 	virtio_mmio_decode(&d.t, buf, n, VIRTIO_MMIO_STATE_VERSION, why, sizeof(why));
 }
 
+static void kick(uint8_t q)
+{
+	unsigned reply = q >> 2 & 3;
+
+	d.dev.reply_all = reply == FV_REPLY_ALL;
+	d.dev.reply_bytes = reply == FV_REPLY_NONE ? 0 : reply == FV_REPLY_100 ? 100 : -1;
+	drv_kick(&d, q & 3);
+	d.dev.reply_all = false;
+	d.dev.reply_bytes = -1;
+}
+
 static void one_op(struct in *in, uint8_t op)
 {
 	uint16_t off;
@@ -153,7 +163,7 @@ static void one_op(struct in *in, uint8_t op)
 		break;
 	case FV_KICK:
 		if (take(in, &q, 1))
-			drv_kick(&d, q % 4);
+			kick(q);
 		break;
 	case FV_QUEUE:
 		queue(in);
@@ -178,8 +188,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	drv_reset(&d, &test_dev_ops);
 	memset(shadow, 0, sizeof(shadow));
 	while (take(&in, &op, 1)) {
+		unsigned drains = d.dev.drains;
+
 		one_op(&in, op);
-		check((op & 7) == FV_REG_WRITE || (op & 7) == FV_KICK);
+		check(d.dev.drains != drains);
 	}
 	if (getenv("GW_FUZZ_VERBOSE"))
 		fprintf(stderr, "fuzz_virtq: status %#x, %u chains answered, queue 0 used %u\n",

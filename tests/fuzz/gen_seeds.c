@@ -353,7 +353,7 @@ static void vsetup(struct vseed *v, uint64_t features)
 static void voffer_kick(struct vseed *v, const uint16_t *heads, unsigned n, uint16_t avail_flags)
 {
 	uint8_t ring[4 + 16];
-	uint8_t tail[] = { FV_KICK, 0, FV_STATE, FV_REG_READ, 0x60, 0x00,
+	uint8_t tail[] = { FV_KICK, FV_REPLY_ALL << 2, FV_STATE, FV_REG_READ, 0x60, 0x00,
 			   FV_REG_WRITE, 0x64, 0x00, 0x03, 0x00, 0x00, 0x00 };
 
 	memset(ring, 0, sizeof(ring));
