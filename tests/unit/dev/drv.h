@@ -29,6 +29,7 @@ struct test_dev {
 	bool reply_all;			/* write the whole writable part */
 	unsigned chains;		/* chains answered since reset */
 	unsigned resets;
+	unsigned drains;		/* queue notifications that reached the device */
 	uint64_t out_sum;		/* sum of every readable byte seen */
 	struct virtq_elem elem;
 };

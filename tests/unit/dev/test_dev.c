@@ -63,6 +63,7 @@ void test_dev_drain(struct virtio_mmio *t, unsigned q)
 
 	if (!vq)
 		return;
+	dev->drains++;
 	/*
 	 * A budget per notification: a guest on another vCPU (or writes of the
 	 * device into the guest's own ring, through its buffers) can keep

@@ -13,7 +13,11 @@
  *  - indices wrap at 2^16 (70000 requests through an 8-entry ring).
  *  - a used buffer raises the line (InterruptStatus bit 0) and the ack
  *    lowers it.
+ *  - guest RAM ranges: overlapping, wrapping or differently aligned ranges
+ *    are refused; a span is mapped only inside one range (not across two
+ *    contiguous ones), never with length 0 or a wrapping length.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include "drv.h"
@@ -163,9 +167,31 @@ static void wrap(void)
 	drv_fini(&d);
 }
 
+static void ram_ranges(void)
+{
+	static uint8_t a[0x1000] __attribute__((aligned(4096)));
+	static uint8_t b[0x1000] __attribute__((aligned(4096)));
+	struct virtq_mem m = { .nr = 0 };
+
+	TEST_CHECK(virtq_mem_add(&m, 0x1000, a, sizeof(a)) == 0, "range a");
+	TEST_CHECK(virtq_mem_add(&m, 0x2000, b, sizeof(b)) == 0, "range b, contiguous");
+	TEST_CHECK(virtq_mem_add(&m, 0x2800, a, 0x1000) == -EINVAL, "overlap refused");
+	TEST_CHECK(virtq_mem_add(&m, 0x8000, a + 8, 0x100) == -EINVAL,
+		   "gpa and host differently aligned refused");
+	TEST_CHECK(virtq_mem_add(&m, ~0ull - 0xff, a, 0x1000) == -EINVAL, "wrapping range refused");
+	TEST_CHECK(virtq_mem_map(&m, 0x1000, 0x1000) == a, "all of a");
+	TEST_CHECK(virtq_mem_map(&m, 0x2fff, 1) == b + 0xfff, "last byte of b");
+	TEST_CHECK(!virtq_mem_map(&m, 0x1800, 0x1000), "a span over two ranges refused");
+	TEST_CHECK(!virtq_mem_map(&m, 0x2fff, 2), "past the end refused");
+	TEST_CHECK(!virtq_mem_map(&m, 0xfff, 2), "before the start refused");
+	TEST_CHECK(!virtq_mem_map(&m, 0x1000, 0), "length 0 refused");
+	TEST_CHECK(!virtq_mem_map(&m, 0x1010, ~0ull - 8), "wrapping length refused");
+}
+
 int main(void)
 {
 	drv_count_log();
+	ram_ranges();
 	one_chain();
 	indirect_and_empty();
 	full_ring();
