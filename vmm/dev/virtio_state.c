@@ -38,7 +38,8 @@
 #define STATE_QUEUE_BYTES	36u
 #define STATE_DEVICE_MAX_BYTES	(64u << 10)
 
-static int bad(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *why, size_t why_len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 static int bad(char *why, size_t why_len, const char *fmt, ...)
 {
