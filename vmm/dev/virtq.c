@@ -206,8 +206,9 @@ static int add_buf(struct virtq *vq, struct virtq_elem *e, const struct desc *d)
 	unsigned n = e->nr_out + e->nr_in;
 	void *host;
 
+	/* Refused as QEMU does: and so every step of a walk maps a buffer (at most 64). */
 	if (d->len == 0)
-		return 0;	/* nothing to map; allowed */
+		return fail(vq, "zero-length descriptor", d->addr);
 	if (d->addr + d->len < d->addr)
 		return fail(vq, "descriptor address + length overflows", d->addr);
 	host = virtq_mem_map(vq->mem, d->addr, d->len);

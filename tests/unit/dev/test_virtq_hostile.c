@@ -6,7 +6,7 @@
  * does not loop, and a bad value puts it in NEEDS_RESET with one log line,
  * a configuration change interrupt (after DRIVER_OK), no used entry and no
  * more work until the driver resets it; after the reset it works again.
- * One case per rule: descriptor beyond RAM, address + length overflow,
+ * One case per rule: descriptor beyond RAM, address + length overflow, zero length,
  * chain loops (ring and indirect), next index >= queue size, head >= queue
  * size, avail idx ahead by more than the queue size, unaligned rings,
  * oversized queue, size not a power of 2, rings outside RAM, queue areas
@@ -46,6 +46,7 @@ static void far_beyond(struct drv *d)	{ one(d, 0xffff000000000000ull, 64, 0, 0);
 static void below_ram(struct drv *d)	{ one(d, DRV_RAM_GPA - 16, 32, 0, 0); }
 static void overflow(struct drv *d)	{ one(d, ~0ull - 4, 16, W, 0); }
 static void next_big(struct drv *d)	{ one(d, BUF(0), 16, N, 8); }
+static void zero_len(struct drv *d)	{ one(d, BUF(0), 0, W, 0); }
 
 static void loop(struct drv *d)
 {
@@ -162,6 +163,7 @@ static const struct hostile cases[] = {
 	{ "descriptor starting below RAM", 0, 8, below_ram },
 	{ "address + length overflows", 0, 8, overflow },
 	{ "next index >= queue size", 0, 8, next_big },
+	{ "zero-length descriptor", 0, 8, zero_len },
 	{ "chain loop", 0, 8, loop },
 	{ "descriptor naming itself", 0, 8, self_loop },
 	{ "head >= queue size", 0, 8, head_big },

@@ -8,8 +8,8 @@
  *    and the bytes written.
  *  - every byte the device wrote is reported dirty (buffers, used entry,
  *    used index) and nothing else is: the fake RAM is compared with a copy.
- *  - an indirect table is walked like a chain; zero-length descriptors are
- *    skipped; a full ring offered at once is answered at once.
+ *  - an indirect table is walked like a chain, in its next order; a full
+ *    ring offered at once is answered at once.
  *  - indices wrap at 2^16 (70000 requests through an 8-entry ring).
  *  - a used buffer raises the line (InterruptStatus bit 0) and the ack
  *    lowers it.
@@ -96,7 +96,7 @@ static void one_chain(void)
 	free(copy);
 }
 
-static void indirect_and_empty(void)
+static void indirect(void)
 {
 	struct drv d;
 	uint64_t table = BUF(8);
@@ -104,16 +104,17 @@ static void indirect_and_empty(void)
 
 	drv_init(&d, &test_dev_ops);
 	drv_start(&d, F_V1 | F_INDIRECT, 8);
-	drv_desc(&d, table, 0, BUF(0), 16, VIRTQ_DESC_F_NEXT, 2);
-	drv_desc(&d, table, 2, BUF(0), 0, VIRTQ_DESC_F_NEXT, 1);	/* empty: skipped */
+	drv_desc(&d, table, 0, BUF(0), 16, VIRTQ_DESC_F_NEXT, 2);	/* in table order 0, 2, 1 */
+	drv_desc(&d, table, 2, BUF(0) + 16, 8, VIRTQ_DESC_F_NEXT, 1);
 	drv_desc(&d, table, 1, BUF(1), 32, VIRTQ_DESC_F_WRITE, 0);
 	drv_desc(&d, d.desc_gpa, 5, table, 3 * 16, VIRTQ_DESC_F_INDIRECT, 0);
 	drv_offer(&d, 5);
 	drv_kick(&d, 0);
 	drv_used_elem(&d, 0, &id, &len);
-	TEST_CHECK(!drv_needs_reset(&d) && drv_used_idx(&d) == 1 && id == 5 && len == 16,
+	TEST_CHECK(!drv_needs_reset(&d) && drv_used_idx(&d) == 1 && id == 5 && len == 24,
 		   "indirect chain answered (id %u len %u)", id, len);
-	TEST_CHECK(d.dev.elem.nr_out == 1 && d.dev.elem.nr_in == 1, "empty descriptor skipped");
+	TEST_CHECK(d.dev.elem.nr_out == 2 && d.dev.elem.nr_in == 1 &&
+		   d.dev.elem.gpa[1] == BUF(0) + 16, "walked in the table's next order");
 	drv_fini(&d);
 }
 
@@ -193,7 +194,7 @@ int main(void)
 	drv_count_log();
 	ram_ranges();
 	one_chain();
-	indirect_and_empty();
+	indirect();
 	full_ring();
 	wrap();
 	TEST_CHECK(drv_needs_reset_lines == 0, "needs_reset logged %u times", drv_needs_reset_lines);
