@@ -114,6 +114,8 @@ int virtq_enable(struct virtq *vq, const struct virtq_mem *mem, uint32_t num_max
 		 bool event_idx, bool indirect)
 {
 	uint32_t num = vq->num;
+	uint64_t desc_bytes = virtq_desc_bytes(num), avail_bytes = virtq_avail_bytes(num, event_idx);
+	uint64_t used_bytes = virtq_used_bytes(num, event_idx);
 
 	vq->ready = false;
 	if (num == 0 || num > num_max || num > VIRTQ_NUM_MAX) {
@@ -124,24 +126,22 @@ int virtq_enable(struct virtq *vq, const struct virtq_mem *mem, uint32_t num_max
 		fail(vq, "queue size not a power of 2", num);
 		return -EINVAL;
 	}
-	vq->desc = map_area(vq, mem, vq->desc_gpa, virtq_desc_bytes(num), VIRTQ_DESC_ALIGN,
+	vq->desc = map_area(vq, mem, vq->desc_gpa, desc_bytes, VIRTQ_DESC_ALIGN,
 			    "descriptor table unaligned", "descriptor table outside guest RAM");
-	vq->avail = map_area(vq, mem, vq->avail_gpa, virtq_avail_bytes(num, event_idx),
-			     VIRTQ_AVAIL_ALIGN, "available ring unaligned",
-			     "available ring outside guest RAM");
-	vq->used = map_area(vq, mem, vq->used_gpa, virtq_used_bytes(num, event_idx),
-			    VIRTQ_USED_ALIGN, "used ring unaligned", "used ring outside guest RAM");
+	vq->avail = map_area(vq, mem, vq->avail_gpa, avail_bytes, VIRTQ_AVAIL_ALIGN,
+			     "available ring unaligned", "available ring outside guest RAM");
+	vq->used = map_area(vq, mem, vq->used_gpa, used_bytes, VIRTQ_USED_ALIGN,
+			    "used ring unaligned", "used ring outside guest RAM");
 	if (!vq->desc || !vq->avail || !vq->used)
 		return -EINVAL;
 	/*
-	 * The device writes the used ring: over the driver's areas it would
-	 * make its own work (a livelock the fuzzer found). Inside RAM, so no sum wraps.
+	 * The device writes the used ring: over the driver's areas its own
+	 * writes would look like new work (a livelock the fuzzer found). All
+	 * three lie inside RAM, so no sum below wraps.
 	 */
-	if (overlap(vq->desc_gpa, virtq_desc_bytes(num), vq->used_gpa, virtq_used_bytes(num, event_idx)) ||
-	    overlap(vq->avail_gpa, virtq_avail_bytes(num, event_idx), vq->used_gpa,
-		    virtq_used_bytes(num, event_idx)) ||
-	    overlap(vq->desc_gpa, virtq_desc_bytes(num), vq->avail_gpa,
-		    virtq_avail_bytes(num, event_idx))) {
+	if (overlap(vq->desc_gpa, desc_bytes, vq->used_gpa, used_bytes) ||
+	    overlap(vq->avail_gpa, avail_bytes, vq->used_gpa, used_bytes) ||
+	    overlap(vq->desc_gpa, desc_bytes, vq->avail_gpa, avail_bytes)) {
 		fail(vq, "queue areas overlap", vq->used_gpa);
 		return -EINVAL;
 	}
