@@ -46,7 +46,7 @@ fuzz:
 	@scripts/deps.sh fuzz
 	@[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang meson setup $(FUZZ_BUILD) --buildtype=debugoptimized \
 		-Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dwerror=false >/dev/null
-	ninja -C $(FUZZ_BUILD) $(addprefix tests/fuzz/,fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session gen_seeds)
+	ninja -C $(FUZZ_BUILD) $(addprefix tests/fuzz/,fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session fuzz_virtq gen_seeds)
 	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures;

@@ -77,7 +77,7 @@ build_targets() {
 	shift 2
 	if [ "$kind" = fuzz ]; then
 		targets="tests/fuzz/fuzz_msg tests/fuzz/fuzz_pages_in tests/fuzz/fuzz_xbzrle tests/fuzz/fuzz_codec
-			 tests/fuzz/fuzz_dest_session tests/fuzz/gen_seeds"
+			 tests/fuzz/fuzz_dest_session tests/fuzz/fuzz_virtq tests/fuzz/gen_seeds"
 	else
 		# Only what the unit and kvm suites run (no benchmarks): the builds are slow with sanitizers.
 		targets=$(python3 "$here/unit_targets.py" "$dir" "$@" 2>/dev/null)

@@ -14,6 +14,8 @@
 #include "util/state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
+#include "drv.h"
+#include "fuzz_virtq.h"
 
 static char root[512];
 static unsigned counter;
@@ -300,6 +302,106 @@ static void session_seeds(void)
 	}
 }
 
+/* ---- fuzz_virtq: a guest driving the test device (fuzz_virtq.h) ---- */
+struct vseed {
+	uint8_t b[4096];
+	size_t n;
+};
+
+static void vput(struct vseed *v, const void *p, size_t n)
+{
+	if (v->n + n > sizeof(v->b)) {
+		fprintf(stderr, "gen_seeds: virtq seed too long\n");
+		exit(1);
+	}
+	memcpy(v->b + v->n, p, n);
+	v->n += n;
+}
+
+static void vram(struct vseed *v, uint16_t off, const void *p, uint8_t n)
+{
+	uint8_t h[4] = { FV_RAM_WRITE, (uint8_t)off, (uint8_t)(off >> 8), n };
+
+	vput(v, h, sizeof(h));
+	vput(v, p, n);
+}
+
+static void vdesc(struct vseed *v, uint16_t table, uint16_t i, uint64_t addr, uint32_t len,
+		  uint16_t flags, uint16_t next)
+{
+	uint8_t d[16];
+
+	gw_le64_put(d, addr);
+	gw_le32_put(d + 8, len);
+	gw_le16_put(d + 12, flags);
+	gw_le16_put(d + 14, next);
+	vram(v, (uint16_t)(table + 16 * i), d, sizeof(d));
+}
+
+/* Negotiate @features, queue 0 of 8 at RAM offsets 0 / 0x1000 / 0x2000. */
+static void vsetup(struct vseed *v, uint64_t features)
+{
+	uint8_t neg[9] = { FV_NEGOTIATE };
+	uint8_t q[9] = { FV_QUEUE, 0, 3, 0x00, 0x00, 0x00, 0x10, 0x00, 0x20 };
+
+	gw_le64_put(neg + 1, features);
+	vput(v, neg, sizeof(neg));
+	vput(v, q, sizeof(q));
+}
+
+/* Offer heads[0..n) in queue 0's ring (a size-8 ring at 0x1000), then kick, save/load, ack. */
+static void voffer_kick(struct vseed *v, const uint16_t *heads, unsigned n, uint16_t avail_flags)
+{
+	uint8_t ring[4 + 16];
+	uint8_t tail[] = { FV_KICK, FV_REPLY_ALL << 2, FV_STATE, FV_REG_READ, 0x60, 0x00,
+			   FV_REG_WRITE, 0x64, 0x00, 0x03, 0x00, 0x00, 0x00 };
+
+	memset(ring, 0, sizeof(ring));
+	gw_le16_put(ring, avail_flags);
+	gw_le16_put(ring + 2, (uint16_t)n);
+	for (unsigned i = 0; i < n && i < 8; i++)
+		gw_le16_put(ring + 4 + 2 * i, heads[i]);
+	vram(v, 0x1000, ring, sizeof(ring));
+	vput(v, tail, sizeof(tail));
+}
+
+static void virtq_seeds(void)
+{
+	const uint64_t v1 = VIRTIO_FEATURE(VIRTIO_F_VERSION_1);
+	const uint64_t all = v1 | VIRTIO_FEATURE(VIRTIO_RING_F_INDIRECT_DESC) |
+			     VIRTIO_FEATURE(VIRTIO_RING_F_EVENT_IDX);
+	const uint64_t buf = DRV_RAM_GPA + 0x4000;
+	static const uint8_t payload[32] = "a frame, as a guest would send";
+	static const uint16_t heads[4] = { 0, 1, 2, 3 };
+	struct vseed v;
+
+	/* A readable then two writable descriptors, every ring feature. */
+	memset(&v, 0, sizeof(v));
+	vsetup(&v, all);
+	vdesc(&v, 0, 0, buf, 32, VIRTQ_DESC_F_NEXT, 1);
+	vdesc(&v, 0, 1, buf + 0x1000, 24, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 2);
+	vdesc(&v, 0, 2, buf + 0x2000, 24, VIRTQ_DESC_F_WRITE, 0);
+	vram(&v, 0x4000, payload, sizeof(payload));
+	voffer_kick(&v, heads, 1, 0);
+	put("fuzz_virtq", v.b, v.n, NULL, 0);
+	/* An indirect table of three. */
+	memset(&v, 0, sizeof(v));
+	vsetup(&v, all);
+	vdesc(&v, 0x3000, 0, buf, 32, VIRTQ_DESC_F_NEXT, 1);
+	vdesc(&v, 0x3000, 1, buf + 0x1000, 16, VIRTQ_DESC_F_WRITE | VIRTQ_DESC_F_NEXT, 2);
+	vdesc(&v, 0x3000, 2, buf + 0x2000, 16, VIRTQ_DESC_F_WRITE, 0);
+	vdesc(&v, 0, 0, DRV_RAM_GPA + 0x3000, 48, VIRTQ_DESC_F_INDIRECT, 0);
+	voffer_kick(&v, heads, 1, 0);
+	put("fuzz_virtq", v.b, v.n, NULL, 0);
+	/* VERSION_1 only, four single-buffer chains at once, NO_INTERRUPT. */
+	memset(&v, 0, sizeof(v));
+	vsetup(&v, v1);
+	for (uint16_t i = 0; i < 4; i++)
+		vdesc(&v, 0, i, buf + 0x100ull * i, 64, VIRTQ_DESC_F_WRITE, 0);
+	voffer_kick(&v, heads, 4, VIRTQ_AVAIL_F_NO_INTERRUPT);
+	put("fuzz_virtq", v.b, v.n, NULL, 0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -312,6 +414,7 @@ int main(int argc, char **argv)
 	pages_seeds();
 	codec_seeds();
 	session_seeds();
+	virtq_seeds();
 	printf("gen_seeds: %u seeds in %s\n", counter, root);
 	return 0;
 }

@@ -11,7 +11,7 @@ secs=${2:?usage: run.sh BUILD SECONDS [HARNESS...]}
 shift 2
 jobs=${FUZZ_JOBS:-1}
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(fuzz_msg fuzz_pages_in fuzz_xbzrle fuzz_codec fuzz_dest_session fuzz_virtq)
 work=$build/fuzz-work
 mkdir -p "$work" "$build/fuzz-corpus" "$build/fuzz-artifacts"
 rm -rf "$work/seeds"

@@ -30,6 +30,7 @@
 #include "kvm/kvm_compat.h"
 #include "kvm/kvm_pause.h"
 #include "kvm/kvm_vm.h"
+#include "dev/mmio_bus.h"
 #include "dirty_bucket.h"
 #include "workload.h"
 
@@ -85,6 +86,7 @@ struct kvm_vm {
 	enum vmm_fill fill;
 	uint64_t seed;
 	struct kvm_vm_opts opts;
+	struct vmm_mmio_bus mmio;	/* devices' MMIO regions (kvm_mmio_dev.h) */
 
 	pthread_mutex_t ctl;
 	atomic_int state;		/* enum vmm_state; written under ctl */

@@ -35,6 +35,7 @@
 #include <godwit/log.h>
 #include "lifecycle.h"
 #include "kvm/kvm_internal.h"
+#include "kvm/kvm_mmio_dev.h"
 
 #define KVM_KICK_SIGNAL (SIGRTMIN + 5)
 #define RING_FULL_RETRY_NS 1000000ull
@@ -269,6 +270,8 @@ static int handle_exit(struct kvm_vcpu *v)
 	case KVM_EXIT_INTR:
 		return 0;
 	case KVM_EXIT_MMIO:
+		if (kvm_mmio_exit(vm, run))
+			return 0;
 		if (!run->mmio.is_write)
 			memset(run->mmio.data, 0xff, sizeof(run->mmio.data));
 		if (v->warned_ports++ < WARN_PORTS_MAX)
