@@ -19,6 +19,7 @@
 
 #include "common/json.h"
 #include "common/cli_parse.h"
+#include "common/params.h"
 
 enum {
 	CLI_EXIT_OK = 0,
@@ -29,7 +30,6 @@ enum {
 
 #define CLI_API_TIMEOUT_MS 10000	/* one API request/answer */
 #define CLI_POLL_INTERVAL_MS 100	/* status polling while a migration runs */
-#define CLI_SETS_MAX 64			/* --set options per command */
 
 /* Long option ids; short options are only -h. */
 enum cli_opt {
@@ -129,27 +129,6 @@ enum cli_opt {
 
 #define CLI_XBZRLE_DEFAULT_BYTES (64ull << 20)
 
-struct cli_param {
-	enum gw_param p;
-	int64_t value;
-};
-
-/* A list of parameter settings, later ones win; string parameters (TLS) beside. */
-struct cli_params {
-	unsigned nr;
-	struct cli_param v[CLI_SETS_MAX];
-	bool str_set[GW_SPARAM__COUNT];
-	char str[GW_SPARAM__COUNT][GW_SPARAM_MAX_BYTES];
-};
-/* Add or replace; -E2BIG when full. */
-int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value);
-/* Set a string parameter: -EINVAL when too long or with blanks (API words cannot hold them). */
-int cli_params_put_str(struct cli_params *ps, enum gw_str_param p, const char *value);
-/* Settings in @ps, integer and string ones. */
-unsigned cli_params_count(const struct cli_params *ps);
-/* Apply every setting of @ps to @s: 0, or the first refusal with the parameter's name in @err. */
-int cli_params_apply(const struct cli_params *ps, struct gw_session *s, char *err, size_t err_len);
-
 /* `run` options; also the VM half of `demo`. */
 struct run_opts {
 	uint64_t memory_bytes;
@@ -233,9 +212,6 @@ bool cli_status_is(const json_t *st, enum gw_status which);
  * end means there ("settled", when the status has it).
  */
 bool cli_status_terminal(const json_t *st);
-
-/* "CMD [url=URL] name=value ..." for the API (malloc'ed), NULL on ENOMEM. */
-char *cli_params_line(const char *cmd, const char *url, const struct cli_params *ps);
 
 /*
  * Where `migrate` and `status` send their requests: a godwit API socket or

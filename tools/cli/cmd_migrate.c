@@ -23,30 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-char *cli_params_line(const char *cmd, const char *url, const struct cli_params *ps)
-{
-	char *line = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&line, &len);
-	unsigned i;
-
-	if (!f)
-		return NULL;
-	fputs(cmd, f);
-	if (url)
-		fprintf(f, " url=%s", url);
-	for (i = 0; i < ps->nr; i++)
-		fprintf(f, " %s=%" PRId64, gw_param_info(ps->v[i].p)->name, ps->v[i].value);
-	for (i = 0; i < GW_SPARAM__COUNT; i++)
-		if (ps->str_set[i])
-			fprintf(f, " %s=%s", gw_str_param_name((enum gw_str_param)i), ps->str[i]);
-	if (fclose(f)) {
-		free(line);
-		return NULL;
-	}
-	return line;
-}
-
 static void migrate_usage(FILE *out)
 {
 	fprintf(out,
