@@ -17,8 +17,9 @@
  * backend if it probes, --accel auto the first that probes; each one
  * skipped is logged with its reason.
  *
- * Threads: see run.h.
+ * Threads: see run/run.h.
  */
+#include "cli/cli.h"
 #include "run/run.h"
 #include "run/run_events.h"
 

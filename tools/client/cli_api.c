@@ -4,7 +4,7 @@
  * (cli_api), what a status answer says, and the monotonic clock and the
  * sleeps the commands poll it with.
  */
-#include "cli/cli.h"
+#include "client/client.h"
 #include "common/api.h"
 
 #include <errno.h>

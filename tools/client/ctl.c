@@ -7,7 +7,7 @@
  * capabilities (xbzrle, multifd, auto-converge, dirty-limit); QEMU's
  * answers are read back into the status object of docs/api.md.
  */
-#include "cli/cli.h"
+#include "client/client.h"
 #include "common/qemu_names.h"
 #include "client/qmp_client.h"
 

@@ -14,7 +14,8 @@
  * Everything here runs on the tool's main thread (the signal handler only
  * counts).
  */
-#include "cli/cli.h"
+#include "client/client.h"
+#include "common/cli_parse.h"
 
 #include <errno.h>
 #include <math.h>

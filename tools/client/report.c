@@ -10,7 +10,7 @@
  * its phase and the figures that mean something (what was sent before it
  * failed), never a block of zeros; a destination shows what it received.
  */
-#include "cli/cli.h"
+#include "client/client.h"
 #include "common/cli_parse.h"
 
 #include <inttypes.h>

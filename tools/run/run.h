@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * godwit run, shared by its files:
- *   cmd_run.c     the process: options, backend, VM, signals, tear-down
+ *   cli/cmd_run.c the process: options, backend, VM, signals, tear-down
  *   run_ops.c     what can be asked of the VM (status, migrate, cancel, set,
  *                 incoming, stop, cont, postcopy), whichever socket asks it
  *   run_api.c     the godwit API socket's requests (docs/api.md)
@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <godwit/godwit.h>
 #include "common/api.h"
-#include "cli/cli.h"
+#include "common/exit.h"
+#include "common/params.h"
+#include "run/opts.h"
 #include "vmm.h"
 
 #define RUN_CHECK_MSG_MAX 256
