@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Check that the engine's folders form layers: no include or call circle
-across folders inside src/.
+"""Check that a tree's folders form layers: no include or call circle
+across folders inside src/ (the engine) or another top folder (tools/).
 
-Usage: scripts/layers.py BUILD_DIR [--graph]
+Usage: scripts/layers.py BUILD_DIR [--root DIR] [--graph]
 
-Calls are read from the objects meson built (compile_commands.json maps each
-object to its source file; `nm` gives the symbols each defines and uses),
-includes from the sources' #include "..." lines. A file's folder is its path
-below src/ ("." for src/ itself). Prints the folder graph with --graph, every
-circle found, and exits 1 if there is one.
+--root names the folder checked, relative to the source root: src (the
+default) or tools. Calls are read from the objects meson built
+(compile_commands.json maps each object to its source file; `nm` gives the
+symbols each defines and uses), includes from the sources' #include "..."
+lines, resolved from the including file's folder, then from the root. A
+file's folder is its path below the root ("." for the root itself). Prints
+the folder graph with --graph, every circle found, and exits 1 if there is
+one.
 
-It also holds the engine's sizes to the house limits: no file in src/ over
+It also holds the root's sizes to the house limits: no file over
 MAX_FILE_LINES lines, no function over MAX_FUNCTION_LINES (a function is a
 line "{" at column 0 after its signature, to the next "}" at column 0).
 """
@@ -28,7 +31,7 @@ def folder_of(path, src):
 
 
 def objects(build, src):
-    """(object path, source path) for every engine object under src/."""
+    """(object path, source path) for every object built from a source under @src."""
     with open(os.path.join(build, "compile_commands.json")) as f:
         cmds = json.load(f)
     seen = {}
@@ -76,7 +79,7 @@ MAX_FUNCTION_LINES = 80
 
 
 def over_limits(src):
-    """Texts for every file and function of src/ over the limits."""
+    """Texts for every file and function under @src over the limits."""
     out = []
     for root, _, files in os.walk(src):
         for name in sorted(files):
@@ -135,14 +138,25 @@ def circles(graph):
 
 
 def main():
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    root = "src"
+    if "--root" in args:
+        i = args.index("--root")
+        if i + 1 >= len(args):
+            sys.exit(__doc__)
+        root = args[i + 1]
+        del args[i:i + 2]
+    args = [a for a in args if a != "--graph"]
+    if len(args) != 1:
         sys.exit(__doc__)
-    build = os.path.abspath(sys.argv[1])
+    build = os.path.abspath(args[0])
     here = os.path.dirname(os.path.abspath(__file__))
-    src = os.path.normpath(os.path.join(here, "..", "src"))
+    src = os.path.normpath(os.path.join(here, "..", root))
+    if not os.path.isdir(src):
+        sys.exit("layers: no folder %s" % src)
     objs = objects(build, src)
     if not objs:
-        sys.exit("layers: no engine objects in %s (build it first)" % build)
+        sys.exit("layers: no objects from %s/ in %s (build it first)" % (root, build))
     owner, uses = {}, {}
     for obj, file in objs:
         defined, used = symbols(obj)
@@ -180,8 +194,8 @@ def main():
         print("layers: over the limit: %s" % text)
     if found or big:
         return 1
-    print("layers: %d folders, %d files, no circle, none over %d lines a file or %d a function" % (
-        len(graph), len(uses), MAX_FILE_LINES, MAX_FUNCTION_LINES))
+    print("layers: %s/: %d folders, %d files, no circle, none over %d lines a file or %d a function" % (
+        root, len(graph), len(uses), MAX_FILE_LINES, MAX_FUNCTION_LINES))
     return 0
 
 

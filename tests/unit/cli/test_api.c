@@ -17,8 +17,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "api.h"
-#include "json.h"
+#include "common/api.h"
+#include "common/json.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <godwit/godwit.h>
 
-#include "cli_parse.h"
+#include "common/cli_parse.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "common/json.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
