@@ -341,4 +341,26 @@ void gw_thread_background(struct gw_session *s, const char *what);
 /* Rate limit: wait until @bytes may be sent under max-bandwidth-bps. */
 void gw_ratelimit(struct gw_session *s, uint64_t bytes);
 
+/*
+ * What one side says about the end of its migration (gw_end_publish). The
+ * order is fixed there: stats_locked, the "pipeline" line, the final line
+ * (mig_done, or mig_failed with @vm; none for unknown, which said so when
+ * it happened, nor when @quiet), then status, running false, waiters woken,
+ * observers told.
+ */
+struct gw_end {
+	enum gw_status status;		/* completed, failed, cancelled or unknown */
+	const char *vm;			/* failed or cancelled: where the VM is (mig_failed's vm=) */
+	bool quiet;			/* no mig_failed: nothing failed (no source ever came) */
+	/* The side's last figures into s->stats, s->lock held; NULL: all published. */
+	void (*stats_locked)(struct gw_session *s);
+	/* Completed: mig_done's fields after total_ms (" key=value..."), from @st; NULL: none. */
+	void (*done_fields)(const struct gw_stats *st, char *buf, size_t len);
+	/* Completed: the lines that follow mig_done; NULL: none. */
+	void (*after_done)(const struct gw_stats *st);
+};
+
+/* The end of a migration, either side (core/end.c). The migration thread's last call. */
+void gw_end_publish(struct gw_session *s, const struct gw_end *e);
+
 #endif

@@ -256,10 +256,10 @@ static int on_round(struct gw_session *s, struct dst_ctx *d, const struct gw_msg
 }
 
 /*
- * One control message. 1 when the migration is over (COMPLETE handled
- * through RESUMED), 0 to go on, or the sticky error.
+ * One control message. 0 or the sticky error; *@resumed once COMPLETE was
+ * handled through RESUMED (the VM runs here: the control loop is over).
  */
-static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union gw_msg *m)
+static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union gw_msg *m, bool *resumed)
 {
 	int ret;
 
@@ -285,7 +285,8 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		if (!ret)
 			ret = wait_go_and_resume(s, d);
 		gw_events_release(s);
-		return ret ? ret : 1;
+		*resumed = !ret;
+		return ret;
 	case GW_MSG_PING:	/* answered at once: the source measures the round trip */
 		m->ping.backlog_bytes = 0;
 		for (unsigned i = 0; i < s->nr_channels; i++)
@@ -377,6 +378,7 @@ static int control_loop(struct gw_session *s)
 {
 	struct dst_ctx d = { .cap = gw_frame_max_payload(GW_MSG_STATE) };
 	union gw_msg *m = malloc(sizeof(*m));
+	bool resumed = false, verify;
 	int ret = 0;
 
 	d.buf = malloc(d.cap);
@@ -391,7 +393,7 @@ static int control_loop(struct gw_session *s)
 	 * pages: its waits end when nothing arrived anywhere for io-timeout-ms.
 	 */
 	dst_conn_watch(s, &s->ctl);
-	while (!ret) {
+	while (!ret && !resumed) {
 		char why[160];
 		int type;
 
@@ -405,18 +407,19 @@ static int control_loop(struct gw_session *s)
 				gw_fail(s, GW_PHASE_RECEIVE, type, "control connection: %s%s%s",
 					gw_conn_err_text(type, "source"), why[0] ? ": " : "", why);
 		else
-			ret = control_one(s, &d, type, m);
+			ret = control_one(s, &d, type, m, &resumed);
 	}
-	if (ret == 1 && s->pcd) {
+	verify = !ret;
+	if (!ret && s->pcd) {
 		/* Postcopy: the migration goes on until every page is here (hashing at its end). */
 		ret = dst_pc_run(s, d.buf, d.cap);
-		ret = ret == 0 ? 1 : ret == GW_PC_UNVERIFIED ? 0 : ret;
+		verify = !ret;	/* GW_PC_UNVERIFIED: completed, the source gone before PC_END */
+		if (ret == GW_PC_UNVERIFIED)
+			ret = 0;
 	}
 	gw_thread_normal(s);	/* a failure between COMPLETE and the resume left it raised */
-	if (ret == 1) {
+	if (verify)
 		dst_verify(s, &d);
-		ret = 0;
-	}
 out:
 	if (d.state)
 		gw_state_release(d.state);
@@ -477,39 +480,32 @@ static void gw_dst_stats_locked(struct gw_session *s, struct gw_stats *st)
 	}
 }
 
-static void dst_end(struct gw_session *s, int ret)
+/* The destination's last counters (its channels are gone by now), s->lock held. */
+static void final_stats_locked(struct gw_session *s)
 {
-	enum gw_status status = ret ? GW_STATUS_FAILED : GW_STATUS_COMPLETED;
-	struct gw_error err;
-	bool idle;
-
-	gw_error_get(s, &err);
-	pthread_mutex_lock(&s->lock);
-	idle = !s->t_start_ns;
-	pthread_mutex_unlock(&s->lock);
-	/* Stopped before any source arrived (gw_session_cancel): nothing failed. */
-	if (ret == -ECANCELED && idle)
-		status = GW_STATUS_CANCELLED;
-	else if (ret)
-		gw_log(GW_LOG_ERROR, "mig", "mig_failed",
-		       "status=failed phase=%s reason=\"%s\" vm=not_resumed", gw_phase_name(err.phase), err.msg);
-	pthread_mutex_lock(&s->lock);
-	if (!ret)
-		gw_log(GW_LOG_INFO, "mig", "mig_done", "status=completed total_ms=%.3f",
-		       (gw_now_ns() - s->t_start_ns) / 1e6);
-	gw_log_pipeline(s);
 	s->stats.nr_channels = s->nr_channels;
 	s->stats.normal_pages = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED);
 	s->stats.duplicate_pages = __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED);
 	s->stats.xbzrle_pages = __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
 	s->stats.normal_bytes = s->stats.normal_pages * GW_PAGE_BYTES;
 	s->stats.total_time_ns = s->t_start_ns ? gw_now_ns() - s->t_start_ns : 0;
-	s->status = status;
-	s->stats.status = status;
-	s->running = false;
-	pthread_cond_broadcast(&s->cond);
+}
+
+static void dst_end(struct gw_session *s, int ret)
+{
+	struct gw_end end = { .status = ret ? GW_STATUS_FAILED : GW_STATUS_COMPLETED,
+			      .vm = "not_resumed", .stats_locked = final_stats_locked };
+	bool idle;
+
+	pthread_mutex_lock(&s->lock);
+	idle = !s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);
-	gw_emit_status(s);
+	/* Stopped before any source arrived (gw_session_cancel): nothing failed. */
+	if (ret == -ECANCELED && idle) {
+		end.status = GW_STATUS_CANCELLED;
+		end.quiet = true;
+	}
+	gw_end_publish(s, &end);
 }
 
 static void *gw_dest_main(void *arg)

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Postcopy on the source, internal: struct gw_pc_src and what its files
- * share. The files, one concern each (protocol: postcopy_src.c):
+ * share. The files, one concern each (protocol: postcopy.c):
  *
- *   postcopy_src.c     the decision to switch, the postcopy phase's loop on
- *                      the migration thread, the control reader's messages
- *   pc_src_switch.c    postcopy connections; the switch, VM running then paused
- *   pc_src_serve.c     the server thread (requests) and the pushers
- *   pc_src_recover.c   recovery from a broken link
+ *   postcopy.c     the decision to switch, the postcopy phase's loop on
+ *                  the migration thread, the control reader's messages
+ *   pc_switch.c    postcopy connections; the switch, VM running then
+ *                  paused; what follows RESUMED (the handover is handover.c)
+ *   pc_serve.c     the server thread (requests) and the pushers
+ *   pc_recover.c   recovery from a broken link
  *
  * Threads: struct gw_pc_src belongs to the migration thread, except: the
  * push order (pick, todo, zero) under pc->lock (pushers, server, the
@@ -69,7 +70,7 @@ struct gw_pc_src {
 	uint32_t recoveries;
 };
 
-/* ---- pc_src_switch.c ---- */
+/* ---- pc_switch.c ---- */
 
 /*
  * Connect @conn to @url with the I/O timeout, through TLS when the session
@@ -103,15 +104,12 @@ void pcs_publish_locked(struct gw_session *s, struct gw_pc_src *pc);
 void pcs_publish(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc);
 
 /*
- * GO: from here a broken connection pauses the migration (s->pc_state
- * active). RESUMED settles who runs the VM: without it (timeout, broken
- * link) the destination may run it, so the source does not resume it and
- * waits for a recovery, or an operator's resolve. An ERROR answer means the
- * destination did not resume: the VM is still the source's.
+ * The handover (handover.c, recoverable), then what postcopy adds after
+ * RESUMED. 0 (RESUMED, or paused for a recovery) or the sticky error.
  */
 int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc);
 
-/* ---- pc_src_serve.c ---- */
+/* ---- pc_serve.c ---- */
 
 /* The pages of one PC_REQ, answered on the preempt connection region by region. */
 int pcs_answer(struct gw_session *s, struct gw_pc_src *pc, const struct gw_msg_pc_req *m);
@@ -120,7 +118,7 @@ int pcs_start_threads(struct gw_session *s, struct gw_pc_src *pc);
 
 void pcs_join_threads(struct gw_session *s, struct gw_pc_src *pc);
 
-/* ---- pc_src_recover.c ---- */
+/* ---- pc_recover.c ---- */
 
 /*
  * A connection broke: stop everything, wait for the operator's URL, and

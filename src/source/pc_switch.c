@@ -3,7 +3,7 @@
  * Postcopy on the source: the connections postcopy opens (tuned to notice a
  * dead link) and the switch, on the migration thread: channels ended,
  * PC_PREPARE, the preempt connection; then paused: the map of pages not to
- * trust, state, COMPLETE, GO (pc_src_int.h).
+ * trust, state, COMPLETE; the handover is handover.c (pc_int.h).
  */
 #include "source/pc_int.h"
 
@@ -113,17 +113,11 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 	return 0;
 }
 
-/* Every data channel sends what it holds, then CHAN_END; their threads end. */
+/* The data channels end (CHAN_END); their connections stay for postcopy's pushers. */
 static int end_channels(struct gw_session *s)
 {
-	int ret = src_drain(s);
+	int ret = src_end_channels(s);
 
-	if (ret)
-		return ret;
-	for (unsigned i = 0; i < s->nr_channels; i++)
-		gw_channel_finish(&s->chans[i]);
-	gw_channels_join(s);
-	ret = gw_failed(s);
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++) {
 		struct gw_pages_out *po = &s->chans[i].out;
 
@@ -314,56 +308,24 @@ void pcs_publish(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 }
 
 /*
- * GO: from here a broken connection pauses the migration (s->pc_state
- * active). RESUMED settles who runs the VM: without it (timeout, broken
- * link) the destination may run it, so the source does not resume it and
- * waits for a recovery, or an operator's resolve. An ERROR answer means the
- * destination did not resume: the VM is still the source's.
+ * The one handover (handover.c), recoverable: from GO on a broken link
+ * pauses the migration. What postcopy adds after RESUMED: the postcopy
+ * clock starts, and the run starts its threads (pc->resumed_seen); without
+ * RESUMED (GW_SRC_UNKNOWN) the run's first turn pauses for a recovery,
+ * which the destination answers only if it runs the VM. 0, or the sticky
+ * error: GO withheld or refused (c->paused: resumed here), or an error
+ * after GO (the VM is lost).
  */
 int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 {
-	struct gw_msg_resumed r;
-	struct gw_error err;
-	uint64_t t_rx;
-	bool sent;
-	int ret;
+	enum gw_src_outcome o = src_handover(s, c, true);
 
-	src_fault_delay_go(s);
-	/* Active before GO leaves: the destination's first PC_STATS may beat our next line. */
-	__atomic_store_n(&s->pc_state, GW_PC_ACTIVE, __ATOMIC_RELEASE);
-	ret = src_send_go(s, c, &sent);
-	if (!sent) {
-		__atomic_store_n(&s->pc_state, GW_PC_PREPARED, __ATOMIC_RELEASE);
-		return ret;
-	}
-	if (ret)
-		ret = gw_fail(s, GW_PHASE_HANDOVER, ret, "sending GO: %s", strerror(-ret));
-	else
-		ret = src_wait_mbox(s, GW_MSG_RESUMED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	t_rx = gw_now_ns();
-	gw_error_get(s, &err);
-	if (ret && err.code && err.from_peer) {
-		gw_log(GW_LOG_WARN, "mig", "go_refused", "reason=\"%s\"", err.msg);
-		return ret;	/* c->paused: the caller resumes the VM here */
-	}
-	c->paused = false;	/* it may run there now: never resumed here by us */
-	gw_thread_normal(s);
-	if (ret == -ETIMEDOUT && !gw_failed(s))
-		gw_fail(s, GW_PHASE_HANDOVER, -ETIMEDOUT, "no RESUMED within the I/O timeout");
-	if (ret) {
-		gw_log(GW_LOG_ERROR, "mig", "outcome_unknown",
-		       "reason=\"GO sent, RESUMED not received: paused; recover if the destination runs the VM, "
-		       "else resolve source\"");
-		return __atomic_load_n(&s->err.code, __ATOMIC_ACQUIRE) ? ret : 0;
-	}
-	pthread_mutex_lock(&s->lock);
-	r = s->mbox_resumed;
-	pthread_mutex_unlock(&s->lock);
-	c->t.resumed = src_resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
-	gw_thread_normal(s);	/* the critical path ends here; threads started from now on inherit */
+	if (o == GW_SRC_FAILED)
+		return gw_failed(s) ? gw_failed(s) : -EIO;
+	if (o != GW_SRC_RESUMED)
+		return 0;
 	pc->resumed_seen = true;
-	pc->t_resumed_ns = t_rx;
-	src_publish_downtime(s, c);
+	pc->t_resumed_ns = c->t.resumed_rx;
 	gw_log(GW_LOG_INFO, "mig", "postcopy_active", "downtime_ms=%.3f pages=%llu",
 	       (c->t.resumed - c->t.pause) / 1e6, (unsigned long long)pc->pages);
 	return 0;

@@ -24,7 +24,7 @@ struct gw_digest;
 bool src_pc_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns, bool mid_round);
 /*
  * The switch and the postcopy phase, after src_precopy returned
- * SRC_POSTCOPY. 0 once every page is on the destination (status still
+ * GW_SRC_POSTCOPY. 0 once every page is on the destination (status still
  * postcopy-active: the caller verifies and ends), or the error.
  */
 int src_postcopy(struct gw_session *s, struct src_ctx *c);

@@ -131,16 +131,17 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, struct gw_bi
  * channel ((region + block) % channels: the ordering rule of channel.h).
  * The backend re-arms tracking for a region just before it is queued. With
  * @discard the pages go as zeros without being read (src_queue_discards).
- * 0 at the block's end, 1 when @deadline_ns (0: none) passed first (*@pos
- * says where), or the sticky error.
+ * 0 or the sticky error; *@cut when it stopped before the block's end
+ * (*@pos says where): @deadline_ns (0: none) passed, or postcopy was asked.
  */
 static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, bool discard,
-		       uint64_t *pos, uint64_t deadline_ns)
+		       uint64_t *pos, uint64_t deadline_ns, bool *cut)
 {
 	uint32_t batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
 	struct gw_batch b;
 	int ret;
 
+	*cut = false;
 	while (take_region(s, &c->dirty[bi], &c->sent[bi], bi, pos, batch_pages, &b)) {
 		uint64_t region = b.first_page / batch_pages;
 
@@ -162,11 +163,11 @@ static int queue_block(struct gw_session *s, struct src_ctx *c, unsigned bi, boo
 			c->last_publish_ns = gw_now_ns();
 			src_publish(s, c);
 		}
-		if (deadline_ns && gw_now_ns() >= deadline_ns)
-			return 1;
 		/* gw_session_start_postcopy: the round ends here (not the final one). */
-		if (!c->switched_over && __atomic_load_n(&s->pc_start_req, __ATOMIC_ACQUIRE))
-			return 1;
+		*cut = (deadline_ns && gw_now_ns() >= deadline_ns) ||
+		       (!c->switched_over && __atomic_load_n(&s->pc_start_req, __ATOMIC_ACQUIRE));
+		if (*cut)
+			return 0;
 	}
 	return 0;
 }
@@ -212,10 +213,12 @@ int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_n
 	}
 	c->pass_done = false;
 	for (; c->pass_block < s->vm.nr_blocks; c->pass_block++, c->pass_pos = 0) {
-		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns);
-		if (ret < 0)
+		bool cut;
+
+		ret = queue_block(s, c, c->pass_block, false, &c->pass_pos, deadline_ns, &cut);
+		if (ret)
 			return ret;
-		if (ret && pass_has_more(s, c))
+		if (cut && pass_has_more(s, c))
 			return 0;	/* mid-pass: the next round goes on from here */
 	}
 	c->pass_block = 0;	/* the pass is done: the next one starts over */
@@ -250,12 +253,13 @@ int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 		return 0;
 	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
 		uint64_t pos = 0;
+		bool cut;	/* never: no deadline, and switched over */
 
 		/* c->dirty is empty after a whole sweep: reuse it for the free pages sent. */
 		gw_bitmap_or(&c->dirty[bi], &c->free[bi]);
 		gw_bitmap_and(&c->dirty[bi], &c->sent[bi]);
 		c->discarded_pages += gw_bitmap_weight(&c->dirty[bi]);
-		ret = queue_block(s, c, bi, true, &pos, 0);
+		ret = queue_block(s, c, bi, true, &pos, 0, &cut);
 		if (ret)
 			return ret;
 	}
@@ -314,8 +318,13 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	       (unsigned long long)(m1->void_pages - m0->void_pages));
 }
 
-/* Past converge-timeout-ms: 0 = switch over (force), 1 = go on, or the error (cancel). */
-static int converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns)
+/*
+ * Past converge-timeout-ms the policy decides: true to go on with another
+ * round; false when precopy ends, *@end saying how (GW_SRC_CONVERGED when
+ * forced, GW_SRC_FAILED with the timeout recorded when it cancels).
+ */
+static bool converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns,
+			    enum gw_src_outcome *end)
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_CONVERGE_TIMEOUT_MS);
 	uint64_t limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US);
@@ -324,16 +333,19 @@ static int converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_p
 
 	if (!timeout_ms || policy == GW_CONVERGE_KEEP_GOING ||
 	    gw_now_ns() - t_precopy_ns <= timeout_ms * 1000000ull)
-		return 1;
+		return true;
 	if (policy == GW_CONVERGE_FORCE) {
 		gw_log(GW_LOG_WARN, "mig", "converge_forced", "round=%u expected_downtime_us=%llu limit_us=%llu",
 		       gw_round(s), (unsigned long long)(exp_ns / 1000), (unsigned long long)limit_us);
-		return 0;
+		*end = GW_SRC_CONVERGED;
+		return false;
 	}
-	return gw_fail(s, GW_PHASE_ROUND, -ETIMEDOUT,
-		       "did not converge within %llu ms (expected downtime %llu ms > limit %llu ms)",
-		       (unsigned long long)timeout_ms, (unsigned long long)(exp_ns / 1000000),
-		       (unsigned long long)(limit_us / 1000));
+	gw_fail(s, GW_PHASE_ROUND, -ETIMEDOUT,
+		"did not converge within %llu ms (expected downtime %llu ms > limit %llu ms)",
+		(unsigned long long)timeout_ms, (unsigned long long)(exp_ns / 1000000),
+		(unsigned long long)(limit_us / 1000));
+	*end = GW_SRC_FAILED;
+	return false;
 }
 
 /*
@@ -537,23 +549,22 @@ static bool want_switch(struct gw_session *s, struct src_ctx *c)
 	return false;
 }
 
-int src_precopy(struct gw_session *s, struct src_ctx *c)
+enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c)
 {
 	uint64_t t_precopy_ns = gw_now_ns();
+	enum gw_src_outcome end = GW_SRC_FAILED;
 
 	throttle(s, c, 0, 0);	/* a dirty limit "from the start" */
 	for (;;) {
 		uint64_t dirty_at_start = c->dirty_pages, dirty_ns;
 		struct round_mark m0, m1;
-		int ret;
 
 		gw_log(GW_LOG_INFO, "mig", "round_start", "round=%u dirty_pages=%llu",
 		       gw_round(s), (unsigned long long)c->dirty_pages);
 		gw_emit_round(s, gw_round(s), c->dirty_pages, false);
 		round_mark(s, &m0);
-		ret = src_send_round(s, c, round_deadline(s, c, m0.t_ns));
-		if (ret)
-			return ret;
+		if (src_send_round(s, c, round_deadline(s, c, m0.t_ns)))
+			return GW_SRC_FAILED;
 		round_mark(s, &m1);
 		gw_converge_round(&c->conv, m1.wire_bytes - m0.wire_bytes, m1.t_ns - m0.t_ns, m1.pages - m0.pages);
 		/*
@@ -564,9 +575,8 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		 */
 		if (m1.pages != m0.pages && gw_round(s) > 0)
 			pace_round(m0.t_ns);
-		ret = src_harvest(s, c);
-		if (ret)
-			return ret;
+		if (src_harvest(s, c))
+			return GW_SRC_FAILED;
 		update_fixed_cost(s, c);
 		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest wrote these since the last harvest */
 		throttle(s, c, c->harvested_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
@@ -575,12 +585,11 @@ int src_precopy(struct gw_session *s, struct src_ctx *c)
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		if (want_switch(s, c))
-			return 0;
+			return GW_SRC_CONVERGED;
 		if (src_pc_want_switch(s, c, t_precopy_ns, false))
-			return SRC_POSTCOPY;
-		ret = converge_policy(s, c, t_precopy_ns);
-		if (ret <= 0)
-			return ret;
+			return GW_SRC_POSTCOPY;
+		if (!converge_policy(s, c, t_precopy_ns, &end))
+			return end;
 		/* Nothing dirty, over the limit: the next round sends nothing; pace it here. */
 		if (!c->dirty_pages)
 			pace_round(m0.t_ns);

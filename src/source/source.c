@@ -6,7 +6,7 @@
  *               tracking, EXTENTS
  *   precopy     rounds until the expected downtime fits (precopy.c)
  *   switchover  pause ... READY (switchover.c)
- *   handover    GO, RESUMED (switchover.c)
+ *   handover    GO, RESUMED (handover.c)
  *   end         before GO: resume the VM if paused; tear down
  */
 #include <errno.h>
@@ -18,7 +18,6 @@
 #include "source/postcopy.h"
 #include "net/tls.h"
 #include "source/source.h"
-#include "util/thread_name.h"
 
 uint64_t src_wire_bytes(struct gw_session *s)
 {
@@ -80,102 +79,6 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	if (!c->handed_over)
 		st->total_time_ns = now_ns - s->t_start_ns;
 	pthread_mutex_unlock(&s->lock);
-}
-
-/* ---- control reader: the only thread receiving on the control connection ---- */
-
-/* Deliver READY / RESUMED / VERIFIED to the migration thread. */
-static void mbox_put(struct gw_session *s, int type, const union gw_msg *m)
-{
-	pthread_mutex_lock(&s->lock);
-	s->mbox_seen |= 1u << type;
-	if (type == GW_MSG_READY)
-		s->mbox_ready = m->ready;
-	else if (type == GW_MSG_RESUMED)
-		s->mbox_resumed = m->resumed;
-	else
-		s->mbox_verified = m->verified;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/*
- * A PONG: one round-trip sample of the control connection, smoothed 7/8,
- * and the destination's receive backlog (src_in_flight_bytes waits for it).
- */
-static void pong(struct gw_session *s, const struct gw_msg_ping *m)
-{
-	uint64_t now = gw_now_ns(), rtt;
-
-	if (m->token > now)
-		return;
-	rtt = now - m->token;
-	pthread_mutex_lock(&s->lock);
-	s->ping_rtt_ns = s->ping_rtt_ns ? (s->ping_rtt_ns * 7 + rtt) / 8 : rtt;
-	s->pong_token = m->token;
-	s->peer_backlog_bytes = m->backlog_bytes;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-}
-
-/*
- * The migration ends after RESUMED, or after VERIFIED when the digests are
- * compared; postcopy after PC_DONE or VERIFIED.
- */
-static bool last_message(struct gw_session *s, int type)
-{
-	bool verify = gw_param(s, GW_PARAM_VERIFY) && !gw_param(s, GW_PARAM_LOCAL);
-
-	if (gw_pc_state(s) != GW_PC_NONE)
-		return src_pc_last_message(s, type);
-	return type == (verify ? GW_MSG_VERIFIED : GW_MSG_RESUMED);
-}
-
-static void *ctl_reader_main(void *arg)
-{
-	struct gw_session *s = arg;
-	uint8_t buf[1024];	/* ERROR, PC_STATS and PC_DONE are the largest */
-	char why[160];
-	union gw_msg m;
-
-	gw_log_set_side(s->side);
-	gw_thread_critical(s, "control-reader");
-	for (;;) {
-		int type = gw_conn_recv_msg(&s->ctl, &m, buf, sizeof(buf), why, sizeof(why));
-
-		if (type < 0) {
-			if (!__atomic_load_n(&s->ctl_quiet, __ATOMIC_ACQUIRE) && !gw_failed(s))
-				gw_fail(s, GW_PHASE_CONTROL, type, "control connection: %s%s%s",
-					gw_conn_err_text(type, "destination"), why[0] ? ": " : "", why);
-			return NULL;
-		}
-		if (type == GW_MSG_ERROR) {
-			gw_fail_from_peer(s, GW_PHASE_CONTROL, &m.error);
-			return NULL;
-		}
-		if (type == GW_MSG_PONG) {
-			pong(s, &m.ping);
-			continue;
-		}
-		if (type >= GW_MSG_PC_PREPARE) {
-			if (src_pc_ctl_msg(s, type, &m)) {
-				gw_fail(s, GW_PHASE_CONTROL, -EPROTO, "unexpected %s frame from the destination",
-					gw_frame_type_name((uint16_t)type));
-				return NULL;
-			}
-			if (last_message(s, type))
-				return NULL;
-			continue;
-		}
-		if (type != GW_MSG_READY && type != GW_MSG_RESUMED && type != GW_MSG_VERIFIED) {
-			gw_fail(s, GW_PHASE_CONTROL, -EPROTO, "unexpected %s frame from the destination",
-				gw_frame_type_name((uint16_t)type));
-			return NULL;
-		}
-		mbox_put(s, type, &m);
-		if (last_message(s, type))
-			return NULL;
-	}
 }
 
 /* ---- set-up ---- */
@@ -461,28 +364,6 @@ static int announce_round0(struct gw_session *s, struct src_ctx *c)
 	return ret ? gw_fail(s, GW_PHASE_SETUP, ret, "sending EXTENTS: %s", strerror(-ret)) : 0;
 }
 
-int src_start_ctl_reader(struct gw_session *s)
-{
-	/*
-	 * The destination is silent on control during precopy: the reader
-	 * waits without a timeout; a dead peer shows as a send timeout or a
-	 * TCP error, and handover waits are bounded by wait_mbox().
-	 */
-	gw_conn_set_idle_timeout(&s->ctl, 0);
-	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s))
-		return gw_fail(s, GW_PHASE_SETUP, -EAGAIN, "control reader thread");
-	gw_thread_name(s->ctl_reader, "gw-src-ctl");
-	s->ctl_reader_started = true;
-	return 0;
-}
-
-void src_join_ctl_reader(struct gw_session *s)
-{
-	if (s->ctl_reader_started)
-		pthread_join(s->ctl_reader, NULL);
-	s->ctl_reader_started = false;
-}
-
 /* Free-page hints from now on: the VMM clears pages from round 0's set. */
 static void hints_start(struct gw_session *s, struct src_ctx *c)
 {
@@ -574,42 +455,37 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	gw_state_release(&c->state);
 }
 
-static void log_end(struct gw_session *s, enum gw_status status)
+/* mig_done's downtime breakdown (docs/log-events.md#the-mig_done-breakdown-line). */
+static void done_fields(const struct gw_stats *st, char *buf, size_t len)
 {
-	struct gw_stats st = { .size = sizeof(st) };
+	const struct gw_downtime_breakdown *bd = &st->downtime;
 
-	gw_session_stats(s, &st);
-	gw_log_pipeline(s);
-	if (status == GW_STATUS_COMPLETED) {
-		const struct gw_downtime_breakdown *bd = &st.downtime;
+	snprintf(buf, len, " downtime_ms=%.3f downtime_measured=%d setup_ms=%.3f "
+		 "transferred_bytes=%llu rounds=%u pause_us=%llu final_harvest_us=%llu final_send_us=%llu "
+		 "state_save_us=%llu state_send_us=%llu dst_load_us=%llu handover_us=%llu verify=%s",
+		 st->downtime_ns / 1e6, st->downtime_measured, st->setup_time_ns / 1e6,
+		 (unsigned long long)st->transferred_bytes, st->rounds,
+		 (unsigned long long)(bd->pause_ns / 1000), (unsigned long long)(bd->final_harvest_ns / 1000),
+		 (unsigned long long)(bd->final_send_ns / 1000), (unsigned long long)(bd->state_save_ns / 1000),
+		 (unsigned long long)(bd->state_send_ns / 1000), (unsigned long long)(bd->dst_load_ns / 1000),
+		 (unsigned long long)(bd->handover_ns / 1000), gw_verify_name(st->verify));
+}
 
-		gw_log(GW_LOG_INFO, "mig", "mig_done",
-		       "status=completed total_ms=%.3f downtime_ms=%.3f downtime_measured=%d setup_ms=%.3f "
-		       "transferred_bytes=%llu rounds=%u pause_us=%llu final_harvest_us=%llu final_send_us=%llu "
-		       "state_save_us=%llu state_send_us=%llu dst_load_us=%llu handover_us=%llu verify=%s",
-		       st.total_time_ns / 1e6, st.downtime_ns / 1e6, st.downtime_measured, st.setup_time_ns / 1e6,
-		       (unsigned long long)st.transferred_bytes, st.rounds,
-		       (unsigned long long)(bd->pause_ns / 1000), (unsigned long long)(bd->final_harvest_ns / 1000),
-		       (unsigned long long)(bd->final_send_ns / 1000), (unsigned long long)(bd->state_save_ns / 1000),
-		       (unsigned long long)(bd->state_send_ns / 1000), (unsigned long long)(bd->dst_load_ns / 1000),
-		       (unsigned long long)(bd->handover_ns / 1000), gw_verify_name(st.verify));
-		if (st.postcopy)
-			gw_log(GW_LOG_INFO, "mig", "postcopy_done",
-			       "postcopy_ms=%.3f paused_ms=%.3f recoveries=%u pages=%llu requests=%llu pushed=%llu "
-			       "answered=%llu duplicates=%llu blocktime_ms=%.3f vcpu_blocktime_ms=%.3f "
-			       "latency_p50_us=%.1f latency_p99_us=%.1f latency_max_us=%.1f",
-			       st.postcopy_time_ns / 1e6, st.postcopy_paused_ns / 1e6, st.postcopy_recoveries,
-			       (unsigned long long)st.postcopy_pages, (unsigned long long)st.postcopy_requests,
-			       (unsigned long long)st.postcopy_pushed_pages,
-			       (unsigned long long)st.postcopy_answered_pages,
-			       (unsigned long long)st.postcopy_dup_pages, st.postcopy_blocktime_ns / 1e6,
-			       st.postcopy_vcpu_blocktime_total_ns / 1e6, st.postcopy_latency_p50_ns / 1e3,
-			       st.postcopy_latency_p99_ns / 1e3, st.postcopy_latency_max_ns / 1e3);
-	} else if (status != GW_STATUS_UNKNOWN) {
-		gw_log(GW_LOG_ERROR, "mig", "mig_failed", "status=%s phase=%s reason=\"%s\" vm=%s",
-		       gw_status_name(status), st.error_phase, st.error,
-		       st.postcopy ? "lost" : "running_on_source");
-	}
+/* After mig_done, a migration that went through postcopy: its figures. */
+static void postcopy_done(const struct gw_stats *st)
+{
+	if (!st->postcopy)
+		return;
+	gw_log(GW_LOG_INFO, "mig", "postcopy_done",
+	       "postcopy_ms=%.3f paused_ms=%.3f recoveries=%u pages=%llu requests=%llu pushed=%llu "
+	       "answered=%llu duplicates=%llu blocktime_ms=%.3f vcpu_blocktime_ms=%.3f "
+	       "latency_p50_us=%.1f latency_p99_us=%.1f latency_max_us=%.1f",
+	       st->postcopy_time_ns / 1e6, st->postcopy_paused_ns / 1e6, st->postcopy_recoveries,
+	       (unsigned long long)st->postcopy_pages, (unsigned long long)st->postcopy_requests,
+	       (unsigned long long)st->postcopy_pushed_pages, (unsigned long long)st->postcopy_answered_pages,
+	       (unsigned long long)st->postcopy_dup_pages, st->postcopy_blocktime_ns / 1e6,
+	       st->postcopy_vcpu_blocktime_total_ns / 1e6, st->postcopy_latency_p50_ns / 1e3,
+	       st->postcopy_latency_p99_ns / 1e3, st->postcopy_latency_max_ns / 1e3);
 }
 
 /* Before GO the VM is ours: run it again if we paused it. */
@@ -671,59 +547,75 @@ static void src_reset(struct gw_session *s, bool local)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* The status a migration ends with, from how it ended. */
+static enum gw_status end_status(struct gw_session *s, enum gw_src_outcome o)
+{
+	if (o == GW_SRC_COMPLETED)
+		return GW_STATUS_COMPLETED;
+	if (o == GW_SRC_UNKNOWN)
+		return GW_STATUS_UNKNOWN;
+	return __atomic_load_n(&s->cancelled, __ATOMIC_ACQUIRE) ? GW_STATUS_CANCELLED : GW_STATUS_FAILED;
+}
+
+/* Set-up, then precopy rounds and the switchover, or postcopy: how it ended. */
+static enum gw_src_outcome migrate(struct gw_session *s, struct src_ctx *c, bool local)
+{
+	enum gw_src_outcome o;
+
+	if (src_ctx_init(s, c) || setup(s, c, local))
+		return GW_SRC_FAILED;
+	src_publish(s, c);	/* round 0's pages and RAM size before anyone sees "active" */
+	gw_set_status(s, GW_STATUS_ACTIVE);
+	o = local ? GW_SRC_CONVERGED : src_precopy(s, c);
+	if (o == GW_SRC_POSTCOPY)
+		return src_postcopy(s, c) ? GW_SRC_FAILED : GW_SRC_COMPLETED;
+	if (o != GW_SRC_CONVERGED || src_switchover(s, c, local))
+		return GW_SRC_FAILED;
+	o = src_handover(s, c, false);
+	return o == GW_SRC_RESUMED ? GW_SRC_COMPLETED : o;
+}
+
 static void *gw_source_main(void *arg)
 {
 	struct gw_session *s = arg;
 	bool local = gw_param(s, GW_PARAM_LOCAL) != 0;
 	struct src_ctx *c = calloc(1, sizeof(*c));
-	enum gw_status status;
-	int ret;
+	enum gw_src_outcome o = GW_SRC_FAILED;
+	struct gw_end end = { .done_fields = done_fields, .after_done = postcopy_done };
+	bool resumed_here = false;
 
 	gw_log_set_side(s->side);
 	gw_emit_status(s);	/* setup, set by gw_migrate_start */
 	src_reset(s, local);
-	ret = c ? src_ctx_init(s, c) : gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
-	if (!ret)
-		ret = setup(s, c, local);
-	if (!ret) {
-		src_publish(s, c);	/* round 0's pages and RAM size before anyone sees "active" */
-		gw_set_status(s, GW_STATUS_ACTIVE);
-		if (!local)
-			ret = src_precopy(s, c);
-	}
-	if (ret == SRC_POSTCOPY) {
-		ret = src_postcopy(s, c);
-	} else {
-		if (!ret)
-			ret = src_switchover(s, c, local);
-		if (!ret)
-			ret = src_handover(s, c);
-	}
+	if (c)
+		o = migrate(s, c, local);
+	else
+		gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
 	gw_thread_normal(s);	/* the switchover raised it (rt-priority) */
-	if (!ret)
+	if (o == GW_SRC_COMPLETED)
 		src_verify(s, c);
-	if (ret < 0 && c && c->paused)
+	/* c->paused: the VM is still ours (before GO, GO refused, or resolved back here). */
+	if (o == GW_SRC_FAILED && c && c->paused) {
 		resume_after_failure(s, c);
+		resumed_here = true;
+	}
 	gw_events_release(s);	/* a switchover that failed held them (src_pause_vm) */
 	if (c) {
 		src_publish(s, c);
 		teardown(s, c);
 	}
 	free(c);
-	if (ret == 1)
-		status = GW_STATUS_UNKNOWN;
-	else if (ret)
-		status = __atomic_load_n(&s->cancelled, __ATOMIC_ACQUIRE) ? GW_STATUS_CANCELLED : GW_STATUS_FAILED;
-	else
-		status = GW_STATUS_COMPLETED;
-	log_end(s, status);
+	end.status = end_status(s, o);
+	/*
+	 * A failure after GO that did not give the VM back (postcopy: it ran
+	 * there with pages missing) loses it; any other runs it here. Not
+	 * "postcopy switched": a switch that fails before GO, or that the
+	 * operator resolves to the source, resumes the VM here.
+	 */
 	pthread_mutex_lock(&s->lock);
-	s->status = status;
-	s->stats.status = status;
-	s->running = false;
-	pthread_cond_broadcast(&s->cond);
+	end.vm = s->go_sent && !resumed_here ? "lost" : "running_on_source";
 	pthread_mutex_unlock(&s->lock);
-	gw_emit_status(s);
+	gw_end_publish(s, &end);
 	return NULL;
 }
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The source's migration thread, in three files that follow the protocol:
+ * The source's migration thread, in files that follow the protocol:
  *   source.c      set-up (connect, HELLO, channels, tracking, EXTENTS),
  *                 the state machine, the end (resume on failure, teardown);
  *   precopy.c     rounds: harvest, batches to channels, convergence;
- *   switchover.c  pause, final pages, state, COMPLETE / READY, then GO and
- *                 RESUMED.
+ *   switchover.c  pause, final pages, state, COMPLETE / READY;
+ *   handover.c    GO and RESUMED, for precopy and postcopy alike;
+ *   control.c     the control reader thread (READY, RESUMED, VERIFIED, PONG).
+ * Postcopy's source side is postcopy.c and pc_*.c (pc_int.h).
  * The source owns the VM until it sends GO: every failure before that
  * resumes the VM (if paused) and reports failed. After GO, a lost RESUMED
  * leaves the VM paused and the status "unknown" (docs/protocol.md).
@@ -39,7 +41,24 @@ struct src_times {
 	uint64_t pages_sent;		/* final pages out, channels ended */
 	uint64_t ready;			/* READY received */
 	uint64_t go;			/* GO sent */
+	uint64_t resumed_rx;		/* RESUMED received, or its wait ended */
 	uint64_t resumed;		/* the destination resumed (its clock, or estimated) */
+};
+
+/*
+ * How the source's migration, or one of its phases, ended: what a phase
+ * returns where "0 or -errno" cannot say it (a step inside a phase still
+ * returns 0 or -errno). GW_SRC_FAILED always comes with the sticky error,
+ * which says why; whether the VM is then resumed here is c->paused's to
+ * say (set at the pause, cleared once GO left and was not refused).
+ */
+enum gw_src_outcome {
+	GW_SRC_FAILED,		/* the sticky error (a cancel included) */
+	GW_SRC_CONVERGED,	/* precopy: switch over now (it fits, or the policy forces it) */
+	GW_SRC_POSTCOPY,	/* precopy: switch to postcopy now */
+	GW_SRC_RESUMED,		/* handover: RESUMED came, the VM runs on the destination */
+	GW_SRC_UNKNOWN,		/* handover: GO left, RESUMED did not come: never resumed here */
+	GW_SRC_COMPLETED,	/* the migration completed (after RESUMED; postcopy: after PC_DONE) */
 };
 
 /*
@@ -67,10 +86,10 @@ struct src_ctx {
 	uint64_t cpu_user0_ns, cpu_sys0_ns;
 	uint64_t last_publish_ns;	/* live statistics every 100 ms */
 	bool switched_over;		/* expected downtime frozen at the decision */
-	bool paused;			/* the VM is paused by us (resume on failure) */
+	bool paused;			/* paused by us and still ours: resumed here on failure */
 	bool handed_over;		/* RESUMED received: total time is final */
 	bool resume_measured;		/* the destination's resume stamp was usable (same clock) */
-	bool postcopy;			/* switching or switched to postcopy (postcopy_src.c) */
+	bool postcopy;			/* switching or switched to postcopy (postcopy.c) */
 	struct src_times t;
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
@@ -85,7 +104,7 @@ void src_publish(struct gw_session *s, struct src_ctx *c);
 /* Wire bytes sent so far on every connection. */
 uint64_t src_wire_bytes(struct gw_session *s);
 
-/* source.c: the control reader (restarted by a postcopy recovery). 0 or the sticky error. */
+/* control.c: the control reader (restarted by a postcopy recovery). 0 or the sticky error. */
 int src_start_ctl_reader(struct gw_session *s);
 void src_join_ctl_reader(struct gw_session *s);
 
@@ -107,11 +126,10 @@ int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns
 /* Paused, after the final round: queue the free pages sent before, as zeros. 0 or the sticky error. */
 int src_queue_discards(struct gw_session *s, struct src_ctx *c);
 /*
- * Rounds until the expected downtime fits (or the policy says stop): 0,
- * SRC_POSTCOPY (switch to postcopy now), or the sticky error.
+ * Rounds until the expected downtime fits (or the policy says stop):
+ * GW_SRC_CONVERGED, GW_SRC_POSTCOPY or GW_SRC_FAILED.
  */
-#define SRC_POSTCOPY 2
-int src_precopy(struct gw_session *s, struct src_ctx *c);
+enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c);
 
 /* Throttle and dirty limit back to none (the migration ends either way). */
 void src_unthrottle(struct gw_session *s, struct src_ctx *c);
@@ -123,25 +141,20 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c);
 int src_send_state(struct gw_session *s, struct src_ctx *c);
 /* COMPLETE with @flags (GW_COMPLETE_*), then wait for READY. 0 or the sticky error. */
 int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags);
-/* Testing: the src-delay-go fault point. */
-void src_fault_delay_go(struct gw_session *s);
-/*
- * GO, unless an error was recorded first (decided under s->lock). *@sent says
- * whether it left; c->t.go is stamped just before it leaves.
- */
-int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent);
-/*
- * When the destination resumed: its clock when shared (*@measured true),
- * else estimated from ours.
- */
-uint64_t src_resume_time(const struct gw_session *s, const struct src_times *t,
-			 const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured);
-/* The downtime and its breakdown into the statistics (status completed, or postcopy-active). */
-void src_publish_downtime(struct gw_session *s, struct src_ctx *c);
+/* Every data channel sends what it holds, then CHAN_END; their threads joined. 0 or the sticky error. */
+int src_end_channels(struct gw_session *s);
 /* Pause, final pages, state, COMPLETE, READY. 0 or the sticky error. */
 int src_switchover(struct gw_session *s, struct src_ctx *c, bool local);
-/* GO, then RESUMED. 0, 1 (outcome unknown: GO sent, RESUMED lost) or the error. */
-int src_handover(struct gw_session *s, struct src_ctx *c);
+/*
+ * handover.c, for precopy and postcopy (@recoverable: from GO on, a broken
+ * link pauses for a recovery). GO, then RESUMED: GW_SRC_RESUMED (downtime
+ * published; status completed, or postcopy-active), GW_SRC_UNKNOWN (GO
+ * left, RESUMED did not: c->paused cleared; precopy: status unknown;
+ * postcopy: paused for a recovery) or GW_SRC_FAILED (GO withheld or
+ * refused, c->paused kept: resume here; postcopy after GO: the VM is
+ * lost). Returns at normal scheduling priority.
+ */
+enum gw_src_outcome src_handover(struct gw_session *s, struct src_ctx *c, bool recoverable);
 /* After RESUMED: hash the frozen RAM, VERIFY, wait for VERIFIED. Never fails the migration. */
 void src_verify(struct gw_session *s, struct src_ctx *c);
 /* Wait for the control reader to deliver @type. 0 or the sticky error (-ETIMEDOUT). */
