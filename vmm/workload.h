@@ -38,7 +38,7 @@
  * the workload": the initial fill content of that page. A page is written
  * whole before the cursor moves. Where a vCPU can stop in the middle of a
  * page (KVM), the page at the cursor holds, word by word, its gen or its
- * gen-1 value (vmm/kvm/guest_abi.h).
+ * gen-1 value (common/guest_abi.h).
  */
 #ifndef GW_VMM_WORKLOAD_H
 #define GW_VMM_WORKLOAD_H

@@ -26,7 +26,7 @@
 #include <stdint.h>
 #include <linux/kvm.h>
 #include <godwit/vm.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_compat.h"
 #include "kvm/kvm_pause.h"
 #include "kvm/kvm_vm.h"

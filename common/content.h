@@ -3,7 +3,8 @@
  * Deterministic page content shared by every backend and by the guests:
  * the mixers behind --fill, and the page the verify workload writes for
  * (page index, generation). Freestanding (stdint only) so that the tiny
- * guests in guests/ compute exactly what the host checks.
+ * guests in guests/ compute exactly what the host checks. It sits in common/
+ * with the guest ABI: guests/ and vmm/ both include it from there.
  */
 #ifndef GW_VMM_CONTENT_H
 #define GW_VMM_CONTENT_H
