@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include "content.h"
 #include "fill.h"
-#include "lifecycle.h"
+#include "thread.h"
 
 _Static_assert(VMM_PAGE_BYTES == GW_PAGE_BYTES, "content.h and the engine disagree on the page size");
 

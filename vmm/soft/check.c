@@ -47,7 +47,7 @@ static const uint8_t *page_read(struct page_reader *r, uint64_t page, uint64_t s
 	if (page >= r->first && page < r->first + r->count)
 		return r->buf + (page - r->first) * SOFT_PAGE_BYTES;
 	bi = soft_block_of(vm, page);
-	b = &vm->info.blocks[bi];
+	b = &vm->base.info.blocks[bi];
 	in_block = page - vm->block_first_page[bi];
 	if (b->fd < 0)
 		return soft_page_ptr(vm, page);
@@ -81,7 +81,7 @@ static const uint8_t *page_read(struct page_reader *r, uint64_t page, uint64_t s
 static bool page_is_hole(const struct soft_vm *vm, uint64_t page)
 {
 	unsigned bi = soft_block_of(vm, page);
-	const struct gw_ram_block *b = &vm->info.blocks[bi];
+	const struct gw_ram_block *b = &vm->base.info.blocks[bi];
 	off_t at = (off_t)(b->fd_offset_bytes + (page - vm->block_first_page[bi]) * SOFT_PAGE_BYTES);
 	off_t data;
 
@@ -162,7 +162,7 @@ int soft_check_verify(const struct soft_vm *vm, char *msg, size_t msg_len)
 	rd.buf = aligned_alloc(SOFT_PAGE_BYTES, CHECK_WINDOW_PAGES * SOFT_PAGE_BYTES);
 	if (!exp || !rd.buf)
 		ret = -ENOMEM;
-	for (unsigned i = 0; i < vm->nr_vcpus && ret == 0; i++)
+	for (unsigned i = 0; i < vm->base.nr_vcpus && ret == 0; i++)
 		ret = check_slice(vm, &vm->vcpus[i], &rd, exp, &checked, msg, msg_len);
 	if (ret == 0)
 		snprintf(msg, msg_len, "%" PRIu64 " pages checked", checked);

@@ -16,8 +16,9 @@
  * nr_vcpus, and refuses anything that does not fit: the section is input
  * from another host, every field is checked before anything is applied.
  *
- * Threads: called by the engine callbacks under the VM's ctl, with the
- * vCPUs parked (save) or not started (load).
+ * Threads: called by the base's engine callbacks (vm_ops.c) under the VM's
+ * ctl, with the vCPUs parked (save) or not started (load); the base marks
+ * the VM loaded when the load succeeds.
  */
 #include <assert.h>
 #include <errno.h>
@@ -62,8 +63,8 @@ static int fill_from_wire(uint32_t w, enum vmm_fill *f)
 
 int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 {
-	size_t spec_len = strlen(vm->spec);
-	size_t len = STATE_HEADER_BYTES + spec_len + (size_t)STATE_VCPU_BYTES * vm->nr_vcpus;
+	size_t spec_len = strlen(vm->base.spec);
+	size_t len = STATE_HEADER_BYTES + spec_len + (size_t)STATE_VCPU_BYTES * vm->base.nr_vcpus;
 	uint8_t *buf = malloc(len);
 	struct gw_wbuf w;
 	int ret;
@@ -71,14 +72,14 @@ int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 	if (!buf)
 		return -ENOMEM;
 	gw_wbuf_init(&w, buf, len);
-	gw_put_le32(&w, vm->nr_vcpus);
+	gw_put_le32(&w, vm->base.nr_vcpus);
 	gw_put_le32(&w, (uint32_t)spec_len);
 	gw_put_le32(&w, fill_to_wire(vm->init_fill));
 	gw_put_le32(&w, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
 	gw_put_le64(&w, vm->init_seed);
-	gw_put_le64(&w, vm->ram_pages);
-	gw_put_bytes(&w, vm->spec, spec_len);
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	gw_put_le64(&w, vm->base.ram_pages);
+	gw_put_bytes(&w, vm->base.spec, spec_len);
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		const struct soft_vcpu *v = &vm->vcpus[i];
 
 		gw_put_le64(&w, v->cursor);
@@ -151,9 +152,9 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 	if (fill_from_wire(l->fill_wire, &l->fill) < 0 || (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
 		return gw_state_reject(st, -EINVAL, "bad fill %u or flags %#x",
 				       l->fill_wire, l->flags);
-	if (l->ram_pages != vm->ram_pages)
+	if (l->ram_pages != vm->base.ram_pages)
 		return gw_state_reject(st, -EINVAL, "source has %" PRIu64 " pages of RAM, here %"
-				       PRIu64, l->ram_pages, vm->ram_pages);
+				       PRIu64, l->ram_pages, vm->base.ram_pages);
 	gw_get_copy(&r, l->spec, l->spec_len);
 	l->spec[l->spec_len] = '\0';
 	l->recs = gw_get_bytes(&r, l->vcpu_bytes * l->nr_vcpus);
@@ -215,12 +216,12 @@ static const char *rec_misfit(bool balloon, const struct soft_slice *sl, const s
 /* Each vCPU's record against its slice here. 0 or gw_state_reject's. */
 static int load_vcpus(const struct soft_vm *vm, struct gw_state *st, struct loaded *l)
 {
-	uint64_t ws_pages = vmm_workload_ws_pages(&l->wl, vm->ram_pages);
+	uint64_t ws_pages = vmm_workload_ws_pages(&l->wl, vm->base.ram_pages);
 	int ret = 0;
 
 	if (l->wl.kind != VMM_WL_IDLE && l->wl.ws_given && ws_pages * SOFT_PAGE_BYTES != l->wl.ws_bytes)
 		return gw_state_reject(st, -EINVAL, "workload '%s' does not fit %" PRIu64 " pages",
-				       l->spec, vm->ram_pages);
+				       l->spec, vm->base.ram_pages);
 	l->progress = 0;
 	for (unsigned i = 0; i < l->nr_vcpus && ret == 0; i++) {
 		struct soft_slice sl;
@@ -250,7 +251,7 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	struct loaded l;
 	int ret;
 
-	if (!vm->info.nr_blocks)
+	if (!vm->base.info.nr_blocks)
 		return gw_state_reject(st, -EINVAL, "soft VM has no RAM yet");
 	ret = load_header(vm, st, &l);
 	if (ret == 0)
@@ -258,8 +259,8 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	if (ret)
 		return ret;
 
-	vm->wl = l.wl;
-	vm->nr_vcpus = l.nr_vcpus;
+	vm->base.wl = l.wl;
+	vm->base.nr_vcpus = l.nr_vcpus;
 	soft_run_layout(vm);
 	for (unsigned i = 0; i < l.nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
@@ -276,8 +277,7 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	vm->init_fill = l.fill;
 	vm->init_seed = l.seed;
 	vm->init_known = !(l.flags & STATE_FLAG_INIT_UNKNOWN);
-	vm->loaded = true;
 	gw_log(GW_LOG_INFO, "soft", "state_loaded", "workload=%s vcpus=%u progress=%" PRIu64,
-	       vm->spec, l.nr_vcpus, l.progress);
+	       vm->base.spec, l.nr_vcpus, l.progress);
 	return 0;
 }
