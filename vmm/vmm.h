@@ -113,5 +113,12 @@ const struct vmm_backend *vmm_backend_by_name(const char *name);
 /* Fill names: none zero mix random text. 0 and *out set, or -EINVAL. */
 int vmm_fill_parse(const char *name, enum vmm_fill *out);
 const char *vmm_fill_name(enum vmm_fill f);
+/*
+ * Fill numbers in state sections are fixed (0 none, 1 zero, 2 mix,
+ * 3 random, 4 text); the enum may change. from_wire: 0 and *out set, or
+ * -EINVAL for a number it does not know.
+ */
+uint32_t vmm_fill_to_wire(enum vmm_fill f);
+int vmm_fill_from_wire(uint32_t w, enum vmm_fill *out);
 
 #endif

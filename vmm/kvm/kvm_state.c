@@ -193,27 +193,6 @@ static int vm_set(struct kvm_vm *vm, const struct kvm_clock_state *clk,
 	return ret;
 }
 
-/* Fill numbers on the wire are fixed; the enum may change. */
-static uint32_t fill_to_wire(enum vmm_fill f)
-{
-	switch (f) {
-	case VMM_FILL_ZERO: return 1;
-	case VMM_FILL_MIX: return 2;
-	case VMM_FILL_RANDOM: return 3;
-	case VMM_FILL_TEXT: return 4;
-	default: return 0;
-	}
-}
-
-static enum vmm_fill fill_from_wire(uint32_t w)
-{
-	static const enum vmm_fill map[] = {
-		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
-	};
-
-	return w < sizeof(map) / sizeof(map[0]) ? map[w] : VMM_FILL_NONE;
-}
-
 int kvm_host_compat_probe(struct kvm_vm *vm)
 {
 	struct kvm_compat *c = calloc(1, sizeof(*c));
@@ -277,7 +256,7 @@ static void vm_state_of(const struct kvm_vm *vm, struct kvm_vm_state *vs)
 static void workload_state_of(const struct kvm_vm *vm, struct kvm_workload_state *ws)
 {
 	memset(ws, 0, sizeof(*ws));
-	ws->fill_wire = fill_to_wire(vm->init_fill);
+	ws->fill_wire = vmm_fill_to_wire(vm->init_fill);
 	ws->init_unknown = !vm->init_known;
 	ws->seed = vm->init_seed;
 	ws->ram_pages = vm->base.ram_pages;
@@ -596,7 +575,8 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ct
 	kvm_layout_workload(vm);
 	vm->pace_rate_pps = kvm_pace_per_vcpu(vm->base.wl.rate_pps, vm->base.nr_vcpus);
 	snprintf(vm->guest, sizeof(vm->guest), "%s", c->ws.guest);
-	vm->init_fill = fill_from_wire(c->ws.fill_wire);
+	if (vmm_fill_from_wire(c->ws.fill_wire, &vm->init_fill))
+		vm->init_fill = VMM_FILL_NONE;	/* the decoder refused unknown numbers */
 	vm->init_seed = c->ws.seed;
 	vm->init_known = !c->ws.init_unknown;
 	vm->migrations = c->ws.migrations + 1;

@@ -37,30 +37,6 @@
 #define STATE_FLAG_INIT_UNKNOWN 1u
 #define STATE_GEN_MAX (1ull << 62)	/* far beyond any run; keeps gen + 1 from wrapping */
 
-/* Fill wire numbers are fixed; the enum may change. */
-static uint32_t fill_to_wire(enum vmm_fill f)
-{
-	switch (f) {
-	case VMM_FILL_ZERO: return 1;
-	case VMM_FILL_MIX: return 2;
-	case VMM_FILL_RANDOM: return 3;
-	case VMM_FILL_TEXT: return 4;
-	default: return 0;
-	}
-}
-
-static int fill_from_wire(uint32_t w, enum vmm_fill *f)
-{
-	static const enum vmm_fill map[] = {
-		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
-	};
-
-	if (w >= sizeof(map) / sizeof(map[0]))
-		return -EINVAL;
-	*f = map[w];
-	return 0;
-}
-
 int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 {
 	size_t spec_len = strlen(vm->base.spec);
@@ -74,7 +50,7 @@ int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 	gw_wbuf_init(&w, buf, len);
 	gw_put_le32(&w, vm->base.nr_vcpus);
 	gw_put_le32(&w, (uint32_t)spec_len);
-	gw_put_le32(&w, fill_to_wire(vm->init_fill));
+	gw_put_le32(&w, vmm_fill_to_wire(vm->init_fill));
 	gw_put_le32(&w, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
 	gw_put_le64(&w, vm->init_seed);
 	gw_put_le64(&w, vm->base.ram_pages);
@@ -149,7 +125,7 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 		return gw_state_reject(st, -EINVAL, "section %s is %zu bytes, expected %zu",
 				       STATE_SECTION, len, STATE_HEADER_BYTES + l->spec_len +
 				       l->vcpu_bytes * l->nr_vcpus);
-	if (fill_from_wire(l->fill_wire, &l->fill) < 0 || (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
+	if (vmm_fill_from_wire(l->fill_wire, &l->fill) < 0 || (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
 		return gw_state_reject(st, -EINVAL, "bad fill %u or flags %#x",
 				       l->fill_wire, l->flags);
 	if (l->ram_pages != vm->base.ram_pages)
