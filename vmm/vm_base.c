@@ -42,6 +42,23 @@ void vmm_vm_release(struct vmm_vm *vm)
 	pthread_mutex_destroy(&vm->lock);
 }
 
+struct gw_ram_block *vmm_vm_ram_block_add(struct vmm_vm *vm, const char *name, uint64_t gpa,
+					  void *host, uint64_t size_bytes, int fd,
+					  uint64_t fd_offset_bytes)
+{
+	struct gw_ram_block *b = &vm->info.blocks[vm->info.nr_blocks++];
+
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	b->gpa = gpa;
+	b->host = host;
+	b->size_bytes = size_bytes;
+	b->page_size_bytes = GW_PAGE_BYTES;
+	b->fd = fd;
+	b->fd_offset_bytes = fd_offset_bytes;
+	return b;
+}
+
 void vmm_vm_ram_release(struct vmm_vm *vm)
 {
 	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
@@ -151,29 +168,38 @@ int vmm_vm_pause(struct vmm_vm *vm)
 	return 0;
 }
 
-int vmm_vm_resume(struct vmm_vm *vm)
+/*
+ * ctl held: run the VM. A first start from created or incoming, a resume
+ * from paused (@resume; vmm_vm_start refuses it, like every other state
+ * but running).
+ */
+static int run_locked(struct vmm_vm *vm, bool resume)
 {
-	int ret = 0;
-
-	pthread_mutex_lock(&vm->ctl);
 	switch (vmm_vm_state(vm)) {
-	case VMM_PAUSED:
-		vm->hooks->resume_vcpus(vm);
-		vmm_vm_set_state(vm, VMM_RUNNING);
-		break;
 	case VMM_CREATED:
 	case VMM_INCOMING:
-		ret = start_first(vm);
-		break;
+		return start_first(vm);
 	case VMM_RUNNING:
-		break;
+		return 0;
+	case VMM_PAUSED:
+		if (!resume)
+			return -EINVAL;
+		vm->hooks->resume_vcpus(vm);
+		vmm_vm_set_state(vm, VMM_RUNNING);
+		return 0;
 	case VMM_POSTMIGRATE:
-		ret = -EPERM;		/* the VM lives on the destination now */
-		break;
+		return resume ? -EPERM : -EINVAL;	/* the VM lives on the destination now */
 	default:
-		ret = -ESHUTDOWN;
-		break;
+		return resume ? -ESHUTDOWN : -EINVAL;
 	}
+}
+
+int vmm_vm_resume(struct vmm_vm *vm)
+{
+	int ret;
+
+	pthread_mutex_lock(&vm->ctl);
+	ret = run_locked(vm, true);
 	pthread_mutex_unlock(&vm->ctl);
 	return ret;
 }
@@ -197,20 +223,10 @@ void vmm_vm_destroy(struct vmm *v)
 int vmm_vm_start(struct vmm *v)
 {
 	struct vmm_vm *vm = base_of(v);
-	int ret = 0;
+	int ret;
 
 	pthread_mutex_lock(&vm->ctl);
-	switch (vmm_vm_state(vm)) {
-	case VMM_CREATED:
-	case VMM_INCOMING:
-		ret = start_first(vm);
-		break;
-	case VMM_RUNNING:
-		break;
-	default:
-		ret = -EINVAL;
-		break;
-	}
+	ret = run_locked(vm, false);
 	pthread_mutex_unlock(&vm->ctl);
 	return ret;
 }

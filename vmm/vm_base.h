@@ -137,6 +137,15 @@ struct vmm_vm {
 void vmm_vm_init(struct vmm_vm *vm, const struct vmm_vm_hooks *hooks);
 /* The hooks' free, last: the base's mutexes (RAM released already). */
 void vmm_vm_release(struct vmm_vm *vm);
+/*
+ * ctl held (or creation), a block free in info.blocks: append block @name
+ * at @gpa, mapped at @host, @size_bytes of GW_PAGE_BYTES pages from @fd at
+ * @fd_offset_bytes (the VM's from now on: vmm_vm_ram_release closes it).
+ * Returns the block, for what the backend adds (a KVM memslot).
+ */
+struct gw_ram_block *vmm_vm_ram_block_add(struct vmm_vm *vm, const char *name, uint64_t gpa,
+					  void *host, uint64_t size_bytes, int fd,
+					  uint64_t fd_offset_bytes);
 /* Unmap and close every RAM block (info.blocks), ram_pages 0. */
 void vmm_vm_ram_release(struct vmm_vm *vm);
 /* Close the fds a refused gw_vm_ops.setup_ram received in @want. */
@@ -162,6 +171,17 @@ extern const struct gw_vm_ops vmm_vm_engine_ops;
 extern const struct gw_vm_ops vmm_vm_engine_ops_hints;
 
 /* vmm_backend entries, the same for every backend (vmm.h says what each does). */
+#define VMM_VM_BACKEND_ENTRIES						\
+	.destroy = vmm_vm_destroy,					\
+	.start = vmm_vm_start,						\
+	.info = vmm_vm_info,						\
+	.state = vmm_vm_backend_state,					\
+	.set_postmigrate = vmm_vm_set_postmigrate,			\
+	.progress = vmm_vm_progress,					\
+	.workload = vmm_vm_workload,					\
+	.check = vmm_vm_check,						\
+	.post_migration_check = vmm_vm_post_migration_check
+
 void vmm_vm_destroy(struct vmm *v);
 int vmm_vm_start(struct vmm *v);
 const struct gw_vm_info *vmm_vm_info(const struct vmm *v);

@@ -72,14 +72,6 @@ const struct vmm_backend vmm_kvm = {
 	.name = "kvm",
 	.probe = kvm_probe,
 	.create = kvm_create,
-	.destroy = vmm_vm_destroy,
-	.start = vmm_vm_start,
-	.info = vmm_vm_info,
 	.engine_ops = &vmm_vm_engine_ops,	/* no free-page hints: no guest frees pages */
-	.state = vmm_vm_backend_state,
-	.set_postmigrate = vmm_vm_set_postmigrate,
-	.progress = vmm_vm_progress,
-	.workload = vmm_vm_workload,
-	.check = vmm_vm_check,
-	.post_migration_check = vmm_vm_post_migration_check,
+	VMM_VM_BACKEND_ENTRIES,
 };

@@ -215,7 +215,7 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 		int fd, uint64_t fd_offset, bool *fresh, char *why, size_t why_len)
 {
 	unsigned bi = vm->base.info.nr_blocks;
-	struct gw_ram_block *b = &vm->base.info.blocks[bi];
+	struct gw_ram_block *b;
 	bool own = fd < 0;
 	void *host;
 	int ret;
@@ -248,16 +248,8 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 		gw_log(GW_LOG_INFO, "kvm", "ram_prealloc", "block=%s bytes=%" PRIu64 " ms=%.1f fresh=%d", name,
 		       bytes, (gw_now_ns() - t0) / 1e6, *fresh);
 	}
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->gpa = gpa;
-	b->host = host;
-	b->size_bytes = bytes;
-	b->page_size_bytes = GW_PAGE_BYTES;
-	b->fd = fd;
-	b->fd_offset_bytes = fd_offset;
-	b->kvm_slot = bi;
-	vm->base.info.nr_blocks++;
+	b = vmm_vm_ram_block_add(&vm->base, name, gpa, host, bytes, fd, fd_offset);
+	b->kvm_slot = bi;		/* the memslot is the block's index */
 	ret = set_slot(vm, bi, bytes);
 	if (ret) {
 		kvm_why(why, why_len, "KVM memslot for block %s at %#" PRIx64 ": %s", name, gpa,

@@ -124,7 +124,6 @@ static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_byte
 int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size_bytes,
 		 int fd, uint64_t fd_offset_bytes, bool *fresh, char *err, size_t err_len)
 {
-	struct gw_ram_block *b;
 	void *host;
 	int ret = 0;
 
@@ -148,15 +147,7 @@ int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t si
 	if (!host)
 		return ret;
 
-	b = &vm->base.info.blocks[vm->base.info.nr_blocks++];
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->gpa = gpa;
-	b->host = host;
-	b->size_bytes = size_bytes;
-	b->page_size_bytes = SOFT_PAGE_BYTES;
-	b->fd = fd;
-	b->fd_offset_bytes = fd_offset_bytes;
+	vmm_vm_ram_block_add(&vm->base, name, gpa, host, size_bytes, fd, fd_offset_bytes);
 	vm->block_first_page[vm->base.info.nr_blocks] =
 		vm->block_first_page[vm->base.info.nr_blocks - 1] + size_bytes / SOFT_PAGE_BYTES;
 	vm->base.ram_pages = vm->block_first_page[vm->base.info.nr_blocks];
