@@ -55,7 +55,11 @@ struct vmm_vm_hooks {
 	/* State running: every vCPU stopped (its last guest work done) on return. */
 	void (*pause_vcpus)(struct vmm_vm *vm);
 	void (*resume_vcpus)(struct vmm_vm *vm);	/* state paused */
-	/* A thread per vCPU, running (first start, or after the post-migration check). 0 or -errno. */
+	/*
+	 * A thread per vCPU, running: the first start (ctl held), or after the
+	 * post-migration check on its thread (no ctl, but every ctl holder joins
+	 * that thread first). 0 or -errno.
+	 */
 	int (*start_vcpus)(struct vmm_vm *vm);
 	/* End and join every vCPU thread (destroy). */
 	void (*stop_vcpus)(struct vmm_vm *vm);
@@ -76,7 +80,10 @@ struct vmm_vm_hooks {
 	 */
 	int (*setup_ram)(struct vmm_vm *vm, const struct gw_vm_info *want, char *reason,
 			 size_t reason_len);
-	/* vCPUs parked or absent: the workload's exact check. 0, -EIO (first bad page in @msg) or -errno. */
+	/*
+	 * vCPUs parked or absent: the workload's exact check (ctl held, or on
+	 * the post-check thread). 0, -EIO (first bad page in @msg) or -errno.
+	 */
 	int (*check)(struct vmm_vm *vm, char *msg, size_t msg_len);
 	/* Units of guest work since creation; any thread, never blocks (not even under postcopy). */
 	uint64_t (*progress)(const struct vmm_vm *vm);

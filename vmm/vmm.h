@@ -4,10 +4,13 @@
  * backends (KVM, soft), chosen with --accel from an explicit table in
  * preference order. A backend owns its VM: RAM, vCPUs (threads), workload,
  * state sections; it hands the engine a struct gw_vm_info and the
- * gw_vm_ops callbacks (opaque = its struct vmm *).
+ * gw_vm_ops callbacks (opaque = its struct vmm *). Every backend's VM
+ * embeds struct vmm_vm (vm_base.h) first: the lifecycle, the gw_vm_ops
+ * table and most vmm_backend entries are written once there.
  *
- * vmm/ sees only the public API of libgodwit (include/godwit/) and its own
- * headers: whatever a VMM needs from the engine is public API.
+ * vmm/ sees only the public API of libgodwit (include/godwit/), common/
+ * (what it shares with the guests) and its own headers: whatever a VMM
+ * needs from the engine is public API.
  *
  * Lifecycle, the same for every backend:
  *   created --start--> running <--pause/resume (engine)--> paused
@@ -16,7 +19,7 @@
  *   any --destroy--> gone
  *
  * Threads: create/destroy on the owning thread; every other operation may
- * be called from any thread (the backend serialises them).
+ * be called from any thread (the VM's ctl serialises them, vm_base.h).
  */
 #ifndef GW_VMM_H
 #define GW_VMM_H
