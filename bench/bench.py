@@ -688,7 +688,7 @@ def table_converge(groups):
 
 
 def table_postcopy(groups):
-    """Issue 9's figures, one row per scenario and configuration, median [min-max] over runs."""
+    """The postcopy group's figures, one row per scenario and configuration, median [min-max] over runs."""
     headers = ["scenario", "VM", "config", "completed", "total ms", "downtime ms",
                "breakdown ms (median run)", "postcopy ms", "pages after switch",
                "requested", "pushed", "dup", "fault p50 us", "fault p99 us", "fault max us",
@@ -733,7 +733,7 @@ def table_postcopy(groups):
 
 # ---- scenarios ------------------------------------------------------------
 
-# Issue 13's convergence scenarios: name, memory, fill, workload, source
+# The convergence group's scenarios: name, memory, fill, workload, source
 # options, migrate options per configuration, and the pages the guest must
 # have written before the migration starts (its working set is populated,
 # the balloon has filled its RAM). The dirtying ones give up after 20 s
@@ -772,7 +772,7 @@ def converge_plan(args):
     ]
 
 
-# Issue 9's benchmarks: the hot set of issue 13 rewritten at full speed (one
+# The postcopy group: the convergence group's hot set rewritten at full speed (one
 # byte per page), 1 and 4 vCPUs, and the four-vCPU 8 GiB guest, each switched
 # to postcopy after 2 precopy rounds (a 1 ms downtime limit keeps precopy
 # from finishing by itself), with normal scheduling, with rt-priority 10
@@ -847,7 +847,7 @@ def plan(args, netns_ok):
     else:
         # 1 GiB per migration on every link: 54 migrations of 4 GiB take
         # about an hour on this 2-core machine (zlib alone ~40 s each), far
-        # over the run's ~20 minute budget. --memory 4G gives issue 4's size.
+        # over the run's ~20 minute budget. --memory 4G runs it at 4 GiB.
         links = [("loopback", 1 * GIB, [1, 2, 4], CODECS)]
         if netns_ok:
             links += [("10gbit", 1 * GIB, [1, 2, 4], CODECS),

@@ -1,4 +1,4 @@
-"""Issue 10's data path scenarios, for bench.py --groups datapath.
+"""The data path scenarios, for bench.py --groups datapath.
 
 Every figure sits beside the limits measured in the same run: iperf3 with
 one and two TCP streams over the same link, and limits_bench (memcpy,
@@ -198,7 +198,7 @@ def run(b, links, dp, args, h):
             # The destination is made with the guest's size, not preallocated (QEMU's -m
             # without -mem-prealloc): its memslots exist before the migration, as QEMU's do
             # (a 64 GiB KVM memslot costs 35-105 ms to create on this host). Its size is
-            # capped at this host's RAM by default (issue 8): a 64 GiB guest that never
+            # capped at this host's RAM by default (admission, --max-memory): a 64 GiB guest that never
             # touched its RAM needs the cap raised (with room for a KVM VM's small block).
             return b.migrate(lo, "datapath", c["memory"], c["fill"], "idle", 1, "none",
                              dst_prealloc=False, accel=c["accel"],

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Deterministic page content shared by every backend and by the guests:
- * the mixers behind --fill, and the page the verify workload writes for
- * (page index, generation). Freestanding (stdint only) so that the tiny
- * guests in guests/ compute exactly what the host checks. It sits in common/
- * with the guest ABI: guests/ and vmm/ both include it from there.
+ * the mixers behind --fill, the page the verify workload writes for
+ * (page index, generation), and what the dirty workload leaves in a page.
+ * Freestanding (stdint only) so that the tiny guests in guests/ compute
+ * exactly what the host checks. It sits in common/ with the guest ABI:
+ * guests/ and vmm/ both include it from there.
  */
 #ifndef GW_VMM_CONTENT_H
 #define GW_VMM_CONTENT_H
@@ -57,6 +58,34 @@ static inline void vmm_verify_page(uint64_t page, uint64_t gen, uint64_t *out)
 	out[1] = gen;
 	for (unsigned k = 2; k < VMM_PAGE_BYTES / 8; k++)
 		out[k] = vmm_verify_word(x, k);
+}
+
+/*
+ * The dirty workload's page at slice offset @off once generations 1..@gen
+ * wrote it (gen 0: never written, @out untouched). Every write stores
+ * v = gen << 20 ^ off: pattern=page writes the whole page, word k =
+ * v + k * @page_step (the soft VM steps by 1, the KVM guest by 0), so
+ * the last generation decides it all; pattern=byte writes the one word
+ * 8 * (gen % 64) + 1, so each of those 64 words holds the last generation
+ * <= @gen of its residue and every other word keeps what @out holds on
+ * entry (the --fill content).
+ */
+static inline void vmm_dirty_page(uint64_t off, uint64_t gen, int whole, uint64_t page_step,
+				  uint64_t *out)
+{
+	if (!gen)
+		return;
+	if (whole) {
+		for (unsigned k = 0; k < VMM_PAGE_BYTES / 8; k++)
+			out[k] = (gen << 20 ^ off) + k * page_step;
+		return;
+	}
+	for (uint64_t r = 0; r < 64; r++) {
+		uint64_t g = gen - (gen % 64 + 64 - r) % 64;	/* the last g <= gen with g % 64 == r */
+
+		if (g >= 1 && g <= gen)
+			out[(g * 8 + 1) % (VMM_PAGE_BYTES / 8)] = g << 20 ^ off;
+	}
 }
 
 #endif

@@ -8,6 +8,10 @@
  *
  * Exit status: 0 migrated and the copy is equal, 77 this host cannot
  * track dirty pages (userfaultfd write-protect), 1 otherwise.
+ *
+ * Every struct handed to the library or filled by it begins with its size
+ * (sizeof, as this program was built): that is what lets the program run
+ * against a later libgodwit whose structs have grown (libgodwit(3), ABI).
  */
 #define _GNU_SOURCE		/* memfd_create */
 #include <stdio.h>
@@ -20,6 +24,7 @@
 #define RAM_BYTES (16u << 20)
 
 struct vm {
+	struct gw_ram_block block;	/* the RAM block gw_vm_info points at */
 	void *ram;
 	uint64_t counter;		/* the "device state" */
 };
@@ -50,6 +55,7 @@ static int vm_load(void *opaque, struct gw_state *st)
 }
 
 static const struct gw_vm_ops ops = {
+	.size = sizeof(struct gw_vm_ops),
 	.pause = vm_pause, .resume = vm_resume, .save_state = vm_save, .load_state = vm_load,
 };
 
@@ -64,13 +70,16 @@ static int vm_init(struct vm *vm, struct gw_vm_info *info, const char *name)
 	if (vm->ram == MAP_FAILED)
 		return -1;
 	memset(info, 0, sizeof(*info));
+	info->size = sizeof(*info);
 	info->nr_blocks = 1;
+	info->blocks = &vm->block;
 	info->kvm_vm_fd = -1;
-	snprintf(info->blocks[0].name, sizeof(info->blocks[0].name), "ram0");
-	info->blocks[0].host = vm->ram;
-	info->blocks[0].size_bytes = RAM_BYTES;
-	info->blocks[0].page_size_bytes = GW_PAGE_BYTES;
-	info->blocks[0].fd = fd;
+	info->kvm_dirty_ring_full_efd = -1;
+	snprintf(vm->block.name, sizeof(vm->block.name), "ram0");
+	vm->block.host = vm->ram;
+	vm->block.size_bytes = RAM_BYTES;
+	vm->block.page_size_bytes = GW_PAGE_BYTES;
+	vm->block.fd = fd;
 	return 0;
 }
 
@@ -78,6 +87,8 @@ int main(void)
 {
 	struct vm src = { .counter = 42 }, dst = { 0 };
 	struct gw_vm_info src_info, dst_info;
+	struct gw_stats st = { .size = sizeof(st) };
+	struct gw_round_stats round = { .size = sizeof(round) };
 	struct gw_session *in, *out;
 	char url[64], why[256];
 	int ret;
@@ -114,6 +125,14 @@ int main(void)
 	ret = memcmp(src.ram, dst.ram, RAM_BYTES) || dst.counter != 42;
 	printf("migrated %u MiB: %s, counter %llu\n", RAM_BYTES >> 20, ret ? "DIFFERENT" : "equal",
 	       (unsigned long long)dst.counter);
+	/* The figures: the scalars in one call, the per-round table a row at a time. */
+	if (gw_session_stats(out, &st) == 0) {
+		printf("%u rounds, %llu bytes sent, downtime %.3f ms\n", st.rounds,
+		       (unsigned long long)st.transferred_bytes, st.downtime_ns / 1e6);
+		for (unsigned i = 0; gw_session_round(out, i, &round) == 0; i++)
+			printf("  round %u: %llu pages, %.3f ms\n", round.round,
+			       (unsigned long long)round.normal_pages, round.duration_ns / 1e6);
+	}
 	gw_session_free(out);
 	gw_session_free(in);
 	return ret;

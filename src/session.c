@@ -12,40 +12,56 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "admit.h"
-#include "channel.h"
+#include "net/admit.h"
+#include "pipe/channel.h"
 #include "net/tls.h"
-#include "session_int.h"
+#include "core/session_int.h"
+#include "dest/dest.h"
+#include "util/abi.h"
 #include "util/thread_name.h"
 
 struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque)
 {
 	struct gw_session *s;
+	int ret;
 
-	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops ||
-	    !ops->pause || !ops->resume || vm->nr_blocks > GW_MAX_RAM_BLOCKS ||
-	    (role == GW_ROLE_SOURCE && vm->nr_blocks == 0) ||
-	    (role == GW_ROLE_DEST && !ops->load_state)) {
+	if ((role != GW_ROLE_SOURCE && role != GW_ROLE_DEST) || !vm || !ops) {
 		errno = EINVAL;
 		return NULL;
 	}
-	for (unsigned i = 0; i < vm->nr_blocks; i++) {
-		const struct gw_ram_block *b = &vm->blocks[i];
-
-		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
-		    b->size_bytes % b->page_size_bytes) {
-			errno = EINVAL;
-			return NULL;
-		}
-	}
 	s = calloc(1, sizeof(*s));
+	if (s && role == GW_ROLE_DEST && !(s->dst = calloc(1, sizeof(*s->dst)))) {
+		free(s);
+		s = NULL;
+	}
 	if (!s)
 		return NULL;
+	/* The VMM's structs at the library's size, then checked. */
+	ret = gw_vm_ops_copy_in(&s->ops_copy, ops);
+	if (!ret)
+		ret = gw_session_take_vm_info(s, vm);
+	if (!ret && (!s->ops_copy.pause || !s->ops_copy.resume ||
+		     (role == GW_ROLE_SOURCE && s->vm.nr_blocks == 0) ||
+		     (role == GW_ROLE_DEST && !s->ops_copy.load_state)))
+		ret = -EINVAL;
+	for (unsigned i = 0; !ret && i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+
+		if (!b->host || b->page_size_bytes != GW_PAGE_BYTES || !b->size_bytes ||
+		    b->size_bytes % b->page_size_bytes)
+			ret = -EINVAL;
+	}
+	if (ret) {
+		free(s->dst);
+		free(s);
+		errno = -ret;
+		return NULL;
+	}
 	s->role = role;
-	s->ops = ops;
+	s->role_ops = role == GW_ROLE_SOURCE ? &gw_source_role : &gw_dest_role;
+	s->ops = &s->ops_copy;
 	s->opaque = opaque;
-	s->vm = *vm;
 	snprintf(s->side, sizeof(s->side), "%s", role == GW_ROLE_SOURCE ? "src" : "dst");
 	pthread_mutex_init(&s->lock, NULL);
 	{
@@ -100,63 +116,8 @@ void gw_session_free(struct gw_session *s)
 	gw_conn_close(&s->preempt);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
+	free(s->dst);
 	free(s);
-}
-
-void gw_session_stop_admit(struct gw_session *s)
-{
-	struct gw_admit *a;
-
-	pthread_mutex_lock(&s->lock);
-	a = s->adm;
-	s->adm = NULL;
-	if (a)
-		s->adm_refused += gw_admit_refused(a);
-	pthread_mutex_unlock(&s->lock);
-	gw_admit_stop(a);
-}
-
-void gw_session_set_admit(struct gw_session *s, struct gw_admit *a)
-{
-	pthread_mutex_lock(&s->lock);
-	s->adm = a;
-	pthread_mutex_unlock(&s->lock);
-}
-
-void gw_session_shutdown_conns(struct gw_session *s)
-{
-	/* s->lock: the channel array is detached under it before being freed. */
-	pthread_mutex_lock(&s->lock);
-	gw_conn_shutdown(&s->ctl);
-	gw_conn_shutdown(&s->preempt);
-	gw_admit_wake(s->adm);	/* the acceptor goes on refusing strangers until gw_session_free */
-	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
-		struct gw_channel *ch = &s->chans[i];
-
-		gw_conn_shutdown(&ch->conn);
-		gw_channel_wake_all(ch);
-	}
-	pthread_mutex_unlock(&s->lock);
-}
-
-void gw_session_publish_channels(struct gw_session *s, struct gw_channel *chans, unsigned n)
-{
-	pthread_mutex_lock(&s->lock);
-	s->chans = chans;
-	s->nr_channels = n;
-	pthread_mutex_unlock(&s->lock);
-}
-
-struct gw_channel *gw_session_detach_channels(struct gw_session *s, unsigned *n)
-{
-	struct gw_channel *chans;
-
-	pthread_mutex_lock(&s->lock);
-	chans = s->chans;
-	*n = chans ? s->nr_channels : 0;
-	s->chans = NULL;
-	pthread_mutex_unlock(&s->lock);
-	return chans;
 }
 
 int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_page, uint64_t nr_pages)
@@ -181,16 +142,6 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 	}
 	pthread_mutex_unlock(&s->hint_lock);
 	return ret;
-}
-
-void gw_set_status(struct gw_session *s, enum gw_status st)
-{
-	pthread_mutex_lock(&s->lock);
-	s->status = st;
-	s->stats.status = st;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	gw_emit_status(s);
 }
 
 int gw_session_wait(struct gw_session *s)
@@ -312,10 +263,8 @@ static int refuse_quiet(struct gw_session *s, const char *why)
 {
 	pthread_mutex_lock(&s->lock);
 	if (!s->running) {
-		memset(&s->err, 0, sizeof(s->err));
-		__atomic_store_n(&s->err.code, -EINVAL, __ATOMIC_RELEASE);
-		snprintf(s->err.phase, sizeof(s->err.phase), "request");
-		snprintf(s->err.msg, sizeof(s->err.msg), "%s", why);
+		memset(&s->err, 0, sizeof(s->err));	/* a request refused before: replaced */
+		gw_error_set_locked(s, GW_PHASE_REQUEST, -EINVAL, "%s", why);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return -EINVAL;
@@ -407,7 +356,7 @@ int gw_migrate_start(struct gw_session *s, const char *url)
 	ret = tls_prepare(s, GW_TLS_CLIENT, why, sizeof(why));
 	if (ret)
 		return refuse(s, why);
-	return start_thread(s, gw_source_main);
+	return start_thread(s, s->role_ops->main);
 }
 
 int gw_incoming_start(struct gw_session *s, const char *url)
@@ -460,7 +409,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	gw_session_set_admit(s, a);
 	gw_log(GW_LOG_INFO, "mig", "incoming_listen", "url=%s tls=%s", s->bound_url,
 	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
-	ret = start_thread(s, gw_dest_main);
+	ret = start_thread(s, s->role_ops->main);
 	if (!ret)
 		return 0;
 	gw_session_stop_admit(s);

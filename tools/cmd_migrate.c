@@ -317,6 +317,10 @@ static int follow_and_report(const struct migrate_opts *o, struct cli_ctl *ctl)
 
 		report_extra_init(&x);
 		x.source_vm_status = js_str(js_get(st, "vm-status"), NULL);
+		for (unsigned i = 0; i < o->params.nr; i++)
+			if (o->params.v[i].p == GW_PARAM_LOCAL && o->params.v[i].value)
+				x.verify_detail = "RAM shared (local), no digests: the guest's check on the "
+						  "destination verifies it (godwit check there)";
 		report_print(stdout, st, &x);
 	}
 	ret = cli_status_is(st, GW_STATUS_COMPLETED) ? CLI_EXIT_OK : CLI_EXIT_FAIL;

@@ -164,8 +164,8 @@ static void check_usage(FILE *out)
 {
 	fprintf(out,
 		"usage: godwit check --api PATH [--json]\n"
-		"Verify the guest workload's memory now (the verify workload pauses its vCPUs\n"
-		"while checking).\n"
+		"Verify the guest workload's memory now (the dirty, verify and balloon workloads\n"
+		"pause their vCPUs while checking).\n"
 		"\n"
 		"  --api PATH   the VM's godwit API socket\n"
 		"  --json       one JSON object (default: one line of text)\n"

@@ -41,7 +41,7 @@ static const char *const known_top[] = {
 	"channel-bytes", "channel-codecs", "cpu-user-seconds", "cpu-system-seconds", "dirty-backend",
 	"compress", "role", "vm-status", "workload", "guest-progress-count", "verify-check",
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
-	"destination-verify-check", "guest-progress-samples", "cpu-throttle-percentage",
+	"destination-verify-check", "verified-detail", "guest-progress-samples", "cpu-throttle-percentage",
 	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
 	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused",
 	"downtime-measured", "verify", "verify-time", "verify-faults", "stage-time", "stage-ns-per-page",
@@ -388,8 +388,10 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	bool dest = !strcmp(js_str(js_get(st, "role"), "source"), "destination");
 	/* A failure shows figures only when pages moved before it (a handshake is no figure). */
 	bool moved = num(ram, "normal") + num(ram, "duplicate") + num(ram, "xbzrle-pages") > 0;
+	/* verify "off": no digests compared (--no-verify, or a local migration's one copy of RAM). */
+	bool compared = strcmp(js_str(js_get(st, "verify"), "off"), gw_verify_name(GW_VERIFY_OFF)) != 0;
 	int verified = x && x->verified >= 0 ? x->verified :
-		       completed && js_get(st, "verified") ?
+		       completed && compared && js_get(st, "verified") ?
 		       js_bool(js_get(st, "verified"), false) : -1;
 	const char *key;
 	json_t *m;

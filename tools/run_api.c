@@ -251,7 +251,7 @@ static json_t *handle_check(struct run_state *rs)
 	if (ret == -EIO)
 		return check_answer("mismatch", msg);
 	if (ret == -EOPNOTSUPP)
-		return check_answer("n/a", "this workload has nothing to verify (use --workload verify)");
+		return check_answer("n/a", "this workload has nothing to verify (use --workload verify or dirty)");
 	return api_error("check failed: %s", strerror(-ret));
 }
 
@@ -262,6 +262,7 @@ static bool postcopy_paused(struct gw_session *s)
 
 	if (!st)
 		return false;
+	st->size = sizeof(*st);
 	gw_session_stats(s, st);
 	paused = st->status == GW_STATUS_POSTCOPY_PAUSED;
 	free(st);

@@ -12,6 +12,7 @@
 #include "run.h"
 #include "run_events.h"
 #include "cli_parse.h"
+#include "stats_json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -47,6 +48,7 @@ static void event_fill(struct run_state *rs, struct gw_session *s, struct run_ev
 	ev->error = "";
 	if (!st)
 		return;
+	st->size = sizeof(*st);
 	gw_session_stats(s, st);
 	ev->transferred_bytes = st->transferred_bytes;
 	ev->remaining_bytes = st->remaining_bytes;
@@ -122,27 +124,6 @@ static void verify_check_text(struct run_state *rs, char *buf, size_t len)
 		snprintf(buf, len, "n/a");
 }
 
-/* The engine's statistics JSON of @st as an object. */
-static json_t *stats_object(const struct gw_stats *st)
-{
-	char *text = NULL, err[128];
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	json_t *o = NULL;
-
-	if (!f)
-		return NULL;
-	if (gw_stats_json(st, NULL, f) == 0 && fflush(f) == 0)
-		o = js_parse(text, len, err, sizeof(err));
-	fclose(f);
-	free(text);
-	if (o && !json_is_object(o)) {
-		json_decref(o);
-		o = NULL;
-	}
-	return o;
-}
-
 json_t *run_status(struct run_state *rs)
 {
 	struct gw_stats *st = calloc(1, sizeof(*st));
@@ -153,12 +134,13 @@ json_t *run_status(struct run_state *rs)
 
 	if (!st)
 		return NULL;
+	st->size = sizeof(*st);
 	pthread_mutex_lock(&rs->lock);
 	if (rs->sess)
 		gw_session_stats(rs->sess, st);
 	else
 		st->status = GW_STATUS_NONE;
-	o = stats_object(st);
+	o = stats_json(rs->sess, st);
 	if (!o)
 		goto out;
 	verify_check_text(rs, vc, sizeof(vc));
@@ -197,6 +179,7 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 
 		if (!st)
 			return refuse(err, err_len, -ENOMEM, "out of memory");
+		st->size = sizeof(*st);
 		gw_session_stats(rs->sess, st);
 		unknown = st->status == GW_STATUS_UNKNOWN;
 		mismatch = st->status == GW_STATUS_COMPLETED && st->verify == GW_VERIFY_MISMATCH &&
@@ -505,6 +488,7 @@ static void vm_event(struct run_state *rs)
 		struct gw_stats *st = malloc(sizeof(*st));
 
 		if (st) {
+			st->size = sizeof(*st);
 			gw_session_stats(rs->sess, st);
 			ev.status = st->status;
 			free(st);
@@ -560,6 +544,7 @@ int run_cont(struct run_state *rs, char *err, size_t err_len)
 		struct gw_stats *st = malloc(sizeof(*st));
 
 		if (st) {
+			st->size = sizeof(*st);
 			gw_session_stats(rs->sess, st);
 			if (st->status == GW_STATUS_UNKNOWN || st->verify == GW_VERIFY_MISMATCH)
 				ret = refuse(err, err_len, -EPERM,

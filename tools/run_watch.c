@@ -108,8 +108,10 @@ static void *watcher_thread(void *arg)
 
 	ret = gw_session_wait(s);
 	st = calloc(1, sizeof(*st));
-	if (st)
+	if (st) {
+		st->size = sizeof(*st);
 		gw_session_stats(s, st);
+	}
 	report_end(rs, role, ret, st);
 
 	pthread_mutex_lock(&rs->lock);

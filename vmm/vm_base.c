@@ -32,7 +32,10 @@ void vmm_vm_init(struct vmm_vm *vm, const struct vmm_vm_hooks *hooks)
 	vm->hooks = hooks;
 	pthread_mutex_init(&vm->ctl, NULL);
 	pthread_mutex_init(&vm->lock, NULL);
+	vm->info.size = sizeof(vm->info);
+	vm->info.blocks = vm->blocks;
 	vm->info.kvm_vm_fd = -1;
+	vm->info.kvm_dirty_ring_full_efd = -1;
 	vmm_vm_set_state(vm, VMM_CREATED);
 }
 
@@ -81,6 +84,11 @@ void vmm_vm_close_received(const struct gw_vm_info *want)
 }
 
 /* ---- the post-migration check ---- */
+
+bool vmm_vm_checkable(const struct vmm_vm *vm)
+{
+	return vm->hooks->checkable ? vm->hooks->checkable(vm) : vmm_workload_checkable(&vm->wl);
+}
 
 int vmm_vm_post_check_run(struct vmm_vm *vm)
 {
@@ -140,7 +148,7 @@ static int start_first(struct vmm_vm *vm)
 
 	if ((was == VMM_INCOMING && !vm->loaded) || !vm->nr_vcpus || !vm->info.nr_blocks)
 		return -EINVAL;
-	if (was == VMM_INCOMING && vmm_workload_checkable(&vm->wl) &&
+	if (was == VMM_INCOMING && vmm_vm_checkable(vm) &&
 	    !atomic_load(&vm->postcopy_incomplete)) {
 		vmm_vm_set_state(vm, VMM_RUNNING);
 		if (vmm_thread_start(&vm->post_thread, post_check_main, vm) == 0) {
@@ -273,7 +281,7 @@ void vmm_vm_workload(const struct vmm *v, char *buf, size_t len)
 /* ctl held: why the check cannot run now (-errno, the reason in @msg), or 0. */
 static int check_refused(struct vmm_vm *vm, char *msg, size_t msg_len)
 {
-	if (!vmm_workload_checkable(&vm->wl)) {
+	if (!vmm_vm_checkable(vm)) {
 		snprintf(msg, msg_len, "the %s workload has no exact check", vm->spec);
 		return -EOPNOTSUPP;
 	}

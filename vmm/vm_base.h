@@ -81,6 +81,12 @@ struct vmm_vm_hooks {
 	int (*setup_ram)(struct vmm_vm *vm, const struct gw_vm_info *want, char *reason,
 			 size_t reason_len);
 	/*
+	 * Optional: whether the VM's RAM has an exact check (NULL:
+	 * vmm_workload_checkable of wl). Fixed while vCPUs exist; ctl held or
+	 * the post-check thread.
+	 */
+	bool (*checkable)(const struct vmm_vm *vm);
+	/*
 	 * vCPUs parked or absent: the workload's exact check (ctl held, or on
 	 * the post-check thread). 0, -EIO (first bad page in @msg) or -errno.
 	 */
@@ -105,7 +111,8 @@ struct vmm_vm {
 	atomic_int state;		/* enum vmm_state: written under ctl, read anywhere */
 
 	/* ctl: RAM and workload, fixed while vCPU threads exist. */
-	struct gw_vm_info info;		/* the RAM blocks (and what a backend adds) */
+	struct gw_vm_info info;		/* the RAM blocks (in blocks[]) and what a backend adds */
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];	/* info.blocks points here */
 	uint64_t ram_pages;		/* RAM the workload may use, over every block it owns */
 	struct vmm_workload wl;		/* replaced by a load (before vCPUs exist) */
 	uint64_t ws_pages;		/* working set, from wl and RAM */
@@ -168,6 +175,9 @@ static inline void vmm_vm_set_state(struct vmm_vm *vm, enum vmm_state st)
 {
 	atomic_store(&vm->state, (int)st);
 }
+
+/* ctl held: whether the workload has an exact check (the checkable hook, or the workload's kind). */
+bool vmm_vm_checkable(const struct vmm_vm *vm);
 
 /* ctl held: wait for a pending post-migration check and the vCPU start after it. */
 void vmm_vm_join_post_check(struct vmm_vm *vm);

@@ -167,7 +167,7 @@ static int ops_postcopy_ram(void *opaque, bool complete)
 		return (int)vm->nr_vcpus;
 	pthread_mutex_lock(&vm->ctl);
 	atomic_store(&vm->postcopy_incomplete, false);
-	if (vmm_workload_checkable(&vm->wl) && vmm_vm_state(vm) == VMM_RUNNING) {
+	if (vmm_vm_checkable(vm) && vmm_vm_state(vm) == VMM_RUNNING) {
 		/* Every page is here: the check the first resume deferred, the vCPUs parked. */
 		vm->hooks->pause_vcpus(vm);
 		vmm_vm_post_check_run(vm);
@@ -179,6 +179,7 @@ static int ops_postcopy_ram(void *opaque, bool complete)
 
 /* Every VM's callbacks; the two tables differ only in free-page hints. */
 #define VM_OPS_COMMON							\
+	.size = sizeof(struct gw_vm_ops),				\
 	.pause = ops_pause,						\
 	.resume = ops_resume,						\
 	.save_state = ops_save_state,					\

@@ -176,5 +176,5 @@ uint64_t vmm_workload_keep_pages(const struct vmm_workload *wl, uint64_t ws_page
 
 bool vmm_workload_checkable(const struct vmm_workload *wl)
 {
-	return wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
+	return wl->kind == VMM_WL_DIRTY || wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
 }

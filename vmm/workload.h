@@ -8,6 +8,9 @@
  *                        RAM) over and over: one 8-byte word per page (byte)
  *                        or the whole page (page); rate is over all vCPUs,
  *                        0 = full speed. Progress: pages written.
+ *                        Checked like verify (same cursor and generation
+ *                        invariant): a page holds vmm_dirty_page() of its
+ *                        last generation (common/content.h).
  *   verify[:ws=SIZE,rate=PAGES_PER_SECOND]
  *                        (default: all RAM, full speed) pass after pass,
  *                        rewrite every page of the slice whole with
@@ -70,7 +73,7 @@ struct vmm_workload {
 int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len);
 /* Pages of the working set for @ram_pages of RAM. */
 uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages);
-/* Whether every page's expected content is known (verify, balloon): the exact check. */
+/* Whether every page's expected content is known (dirty, verify, balloon): the exact check. */
 bool vmm_workload_checkable(const struct vmm_workload *wl);
 /* balloon: pages kept in use over all vCPUs, for @ws_pages of working set. */
 uint64_t vmm_workload_keep_pages(const struct vmm_workload *wl, uint64_t ws_pages);

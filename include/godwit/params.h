@@ -85,7 +85,7 @@ enum gw_send_path {
 	GW_SEND_ZEROCOPY = 2,		/* as live, with MSG_ZEROCOPY (TCP; completions settle pages) */
 	GW_SEND_LIVE = 3,		/* mapped pages sent from guest memory itself (sendmsg copies),
 					   pages written meanwhile named in PAGES_VOID */
-	GW_SEND_PREAD = 4,		/* every page of fd-backed RAM through pread (before issue 10) */
+	GW_SEND_PREAD = 4,		/* every page of fd-backed RAM through pread, no mapping */
 };
 
 /* How the destination writes fd-backed RAM. */

@@ -32,12 +32,14 @@ enum gw_role {
 };
 
 /*
- * Create a session. @vm is copied. A destination's RAM must read as zero
+ * Create a session. A destination's RAM must read as zero
  * (fresh memfd or anonymous memory): zero pages and never-populated pages
  * are not written, and the RAM digest (verify, on by default) catches RAM
  * that was not. For a destination whose RAM is created
  * from the source's layout (ops->setup_ram), @vm may have nr_blocks == 0.
- * Returns NULL with errno set (EINVAL, ENOMEM).
+ * @vm and @ops are copied (set their size fields, vm.h). Returns NULL with
+ * errno set (EINVAL, E2BIG: a struct larger than the library knows with
+ * fields set that it does not, ENOMEM).
  */
 GW_EXPORT struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm,
 				  const struct gw_vm_ops *ops, void *opaque);
@@ -168,8 +170,26 @@ GW_EXPORT int gw_postcopy_resume(struct gw_session *s, const char *url);
  */
 GW_EXPORT int gw_postcopy_recover(struct gw_session *s, const char *url);
 
-/* Snapshot of the statistics; safe while running. */
-GW_EXPORT void gw_session_stats(struct gw_session *s, struct gw_stats *out);
+/*
+ * Snapshot of the statistics; safe while running. Set out->size to
+ * sizeof(*out) first (stats.h: the library fills what both sides know, and
+ * nothing past out->size). The figures are taken under one lock, as the
+ * migration publishes them. 0, or -EINVAL (NULL, or out->size below
+ * GW_STATS_SIZE_VER0).
+ */
+GW_EXPORT int gw_session_stats(struct gw_session *s, struct gw_stats *out);
+/*
+ * Row @idx of a statistics table, with out->size set as for
+ * gw_session_stats(). Rounds: 0..nr_rounds_kept - 1; a row is written once,
+ * when its round ends. Channels: 0..nr_channels - 1; counters that only
+ * grow, read at the call (so at least what a gw_stats taken before
+ * summed). vCPUs: 0..postcopy_nr_vcpus - 1, updated with the postcopy
+ * figures. 0, -ENOENT when @idx is past the table's end, -EINVAL (NULL, or
+ * out->size below the struct's _SIZE_VER0).
+ */
+GW_EXPORT int gw_session_round(struct gw_session *s, unsigned idx, struct gw_round_stats *out);
+GW_EXPORT int gw_session_channel(struct gw_session *s, unsigned idx, struct gw_channel_stats *out);
+GW_EXPORT int gw_session_vcpu(struct gw_session *s, unsigned idx, struct gw_vcpu_stats *out);
 
 #ifdef __cplusplus
 }

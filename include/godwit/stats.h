@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Migration statistics. Names follow QEMU's query-migrate where one exists;
- * units are in every field name. gw_stats_json() converts to the JSON
- * contract (milliseconds, mbps) at the edge.
+ * units are in every field name. The godwit tool converts them to its JSON
+ * contract (milliseconds, mbps) at its edge (tools/stats_json.c).
  */
 #ifndef GODWIT_STATS_H
 #define GODWIT_STATS_H
@@ -12,7 +12,6 @@
 #include <stdint.h>
 #include <godwit/export.h>
 #include <godwit/params.h>
-#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,8 +33,6 @@ enum gw_status {
 	GW_STATUS_POSTCOPY_RECOVER,	/* reconnecting, exchanging what is still missing */
 };
 GW_EXPORT const char *gw_status_name(enum gw_status st);
-
-#define GW_STATS_MAX_ROUNDS 64		/* rounds kept in the per-round table */
 
 /*
  * Stages of the page pipeline, timed on the channel threads (summed over
@@ -60,10 +57,33 @@ enum gw_stage {
 	GW_STAGE__COUNT
 };
 GW_EXPORT const char *gw_stage_name(enum gw_stage st);	/* "read", "classify", ... */
-#define GW_STATS_MAX_CHANNELS 64
-#define GW_STATS_MAX_VCPUS 64
 
+/*
+ * Room in the statistics for stages and codecs: arrays indexed by enum
+ * gw_stage or enum gw_codec_id are this long, so that a new stage or codec
+ * (appended to its enum) does not move the fields after them. Entries past
+ * the enum's count are 0.
+ */
+#define GW_STATS_STAGES 16
+#define GW_STATS_CODECS 16
+
+/*
+ * The statistics structs can grow (Linux's clone_args rule): each begins
+ * with uint32_t size, which the caller sets to sizeof the struct it was
+ * built with; the library fills the fields both know, leaves alone every
+ * byte past @size, and zeroes what it does not know of a larger struct. New
+ * fields are only ever appended, so the figures of an older caller keep
+ * their offsets. A size below the struct's first version (the _SIZE_VER0
+ * constants, which never change) is refused with -EINVAL. libgodwit(3).
+ */
+#define GW_ROUND_STATS_SIZE_VER0 224	/* first version of struct gw_round_stats */
+#define GW_CHANNEL_STATS_SIZE_VER0 144	/* first version of struct gw_channel_stats */
+#define GW_VCPU_STATS_SIZE_VER0 16	/* first version of struct gw_vcpu_stats */
+#define GW_STATS_SIZE_VER0 1896		/* first version of struct gw_stats */
+
+/* One precopy round, from gw_session_round(). */
 struct gw_round_stats {
+	uint32_t size;			/* caller: sizeof(struct gw_round_stats) */
 	uint32_t round;
 	uint64_t duration_ns;
 	uint64_t dirty_pages;		/* pages to send at round start */
@@ -74,8 +94,25 @@ struct gw_round_stats {
 	uint64_t expected_downtime_ns;	/* estimate at round end */
 	uint32_t throttle_pct;		/* auto-converge throttle in force at round end */
 	bool dirty_limit;		/* the dirty limit was in force at round end */
-	uint64_t stage_ns[GW_STAGE__COUNT];	/* source stages of this round, all channels */
 	uint64_t void_pages;		/* pages written while sent live (PAGES_VOID) */
+	uint64_t stage_ns[GW_STATS_STAGES];	/* source stages of this round, all channels */
+};
+
+/* One data channel, from gw_session_channel(). */
+struct gw_channel_stats {
+	uint32_t size;			/* caller: sizeof(struct gw_channel_stats) */
+	uint32_t channel;		/* its index, 0..nr_channels - 1 */
+	uint64_t bytes;			/* wire bytes sent (source) or received (destination) */
+	/* Page bytes (before compression) each codec carried, as actually used:
+	 * with compress=auto the codec changes batch by batch. */
+	uint64_t codec_bytes[GW_STATS_CODECS];	/* by enum gw_codec_id */
+};
+
+/* One vCPU of a postcopy destination, from gw_session_vcpu(). */
+struct gw_vcpu_stats {
+	uint32_t size;			/* caller: sizeof(struct gw_vcpu_stats) */
+	uint32_t vcpu;			/* its index, 0..postcopy_nr_vcpus - 1 */
+	uint64_t postcopy_blocktime_ns;	/* (dst) time it waited for pages (QEMU's postcopy-vcpu-blocktime) */
 };
 
 /*
@@ -106,7 +143,12 @@ enum gw_verify {
 };
 GW_EXPORT const char *gw_verify_name(enum gw_verify v);	/* "off", "pending", "ok", ... */
 
+/*
+ * The scalar figures of a migration, from gw_session_stats(). The tables
+ * (rounds, channels, vCPUs) have their own calls; their lengths are here.
+ */
 struct gw_stats {
+	uint32_t size;			/* caller: sizeof(struct gw_stats) */
 	enum gw_status status;
 	char error[512];		/* first error, "" when none */
 	char error_phase[32];
@@ -142,13 +184,8 @@ struct gw_stats {
 	char converge_hint[192];	/* why it does not converge and what would help ("" when it does) */
 
 	uint32_t rounds;
-	unsigned nr_rounds_kept;
-	struct gw_round_stats round[GW_STATS_MAX_ROUNDS];
-	unsigned nr_channels;
-	uint64_t channel_bytes[GW_STATS_MAX_CHANNELS];
-	/* Page bytes (before compression) each codec carried on each channel, as
-	 * actually used: with compress=auto the codec changes batch by batch. */
-	uint64_t channel_codec_bytes[GW_STATS_MAX_CHANNELS][GW_CODEC__COUNT];
+	unsigned nr_rounds_kept;	/* rounds 0..nr_rounds_kept - 1 have a gw_session_round() row */
+	unsigned nr_channels;		/* gw_session_channel() rows */
 
 	struct gw_downtime_breakdown downtime;
 	bool downtime_measured;		/* one clock on both ends (else resume time estimated) */
@@ -158,7 +195,7 @@ struct gw_stats {
 	uint64_t verify_dst_ns;		/* destination digest, while the guest runs */
 	uint64_t verify_faults;		/* guest writes that waited for a chunk's hash */
 	uint64_t cpu_user_ns, cpu_sys_ns;	/* this process during the migration */
-	uint64_t stage_ns[GW_STAGE__COUNT];	/* pipeline stages, all channels (this side's) */
+	uint64_t stage_ns[GW_STATS_STAGES];	/* pipeline stages, all channels (this side's) */
 	uint64_t live_pages;		/* source: pages sent straight from guest memory */
 	uint64_t void_pages;		/* source: of those, written while sent (sent again later) */
 	uint64_t direct_pages;		/* destination: pages received straight into guest memory */
@@ -189,8 +226,7 @@ struct gw_stats {
 	uint64_t postcopy_local_faults;	/* (dst) of which resolved without the network */
 	uint64_t postcopy_blocktime_ns;	/* (dst) every vCPU blocked at once (QEMU's postcopy-blocktime) */
 	uint64_t postcopy_vcpu_blocktime_total_ns;	/* (dst) summed over the vCPUs */
-	unsigned postcopy_nr_vcpus;
-	uint64_t postcopy_vcpu_blocktime_ns[GW_STATS_MAX_VCPUS];	/* (dst) per vCPU */
+	unsigned postcopy_nr_vcpus;	/* (dst) gw_session_vcpu() rows */
 	uint64_t postcopy_latency_p50_ns, postcopy_latency_p99_ns, postcopy_latency_max_ns;	/* (dst)
 					   fault -> page placed, faults that waited for the network */
 	uint64_t postcopy_latency_samples;
@@ -203,13 +239,6 @@ struct gw_stats {
 	char tls_records[8];		/* who does the records: "kernel", "godwit", "openssl" */
 	uint64_t conns_refused;		/* destination: connections refused at admission so far */
 };
-
-/*
- * Write @st as one JSON object (no newline). @extra, when not NULL, is raw
- * JSON members ("\"a\":1,\"b\":2") appended inside the object.
- * Returns 0 or -errno from the stream.
- */
-GW_EXPORT int gw_stats_json(const struct gw_stats *st, const char *extra, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -27,8 +27,30 @@ extern "C" {
 #define GW_PAGE_BYTES (1u << GW_PAGE_SHIFT)
 
 #define GW_RAM_NAME_MAX 32		/* including the NUL */
+/*
+ * The most RAM blocks a session takes (the wire's limit). It bounds no
+ * public struct: gw_vm_info points at the caller's array.
+ */
 #define GW_MAX_RAM_BLOCKS 64
 
+/*
+ * The structs a VMM gives the library can grow (Linux's clone_args rule,
+ * libgodwit(3)): gw_vm_info and gw_vm_ops begin with uint32_t size, which
+ * the VMM sets to sizeof the struct it was built with. The library copies
+ * what both know, reads a field it has and the VMM does not as 0 (a hook:
+ * NULL), refuses a size below the first version (_SIZE_VER0, constants that
+ * never change) with EINVAL, and a larger struct whose bytes past its own
+ * are not all zero with E2BIG. Fields are only ever appended.
+ */
+#define GW_VM_INFO_SIZE_VER0 56		/* first version of struct gw_vm_info */
+#define GW_VM_OPS_SIZE_VER0 96		/* first version of struct gw_vm_ops */
+
+/*
+ * One RAM block: an element of the array gw_vm_info.blocks points at, so
+ * it never changes size. What a later version knows of each block comes as
+ * a new array of the same length, pointed at from a field appended to
+ * gw_vm_info.
+ */
 struct gw_ram_block {
 	char name[GW_RAM_NAME_MAX];	/* stable id, matched by name across hosts */
 	uint64_t gpa;			/* guest-physical base address */
@@ -41,8 +63,13 @@ struct gw_ram_block {
 };
 
 struct gw_vm_info {
-	unsigned nr_blocks;
-	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
+	uint32_t size;			/* caller: sizeof(struct gw_vm_info) */
+	unsigned nr_blocks;		/* 0..GW_MAX_RAM_BLOCKS */
+	/*
+	 * nr_blocks blocks, the caller's array: the call given this struct
+	 * copies it (the library never writes through it nor keeps it).
+	 */
+	struct gw_ram_block *blocks;
 	int kvm_vm_fd;			/* -1 when not a KVM VM */
 	unsigned nr_vcpus;
 	/*
@@ -88,6 +115,7 @@ GW_EXPORT int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...
 	__attribute__((format(printf, 3, 4)));
 
 struct gw_vm_ops {
+	uint32_t size;			/* sizeof(struct gw_vm_ops): hooks past it are NULL */
 	/* Stop every vCPU; returns once none runs. 0 or -errno. Required. */
 	int (*pause)(void *opaque);
 	/*
@@ -107,7 +135,9 @@ struct gw_vm_ops {
 	/*
 	 * Destination, optional: the source announced its RAM layout in @want
 	 * (host pointers NULL; with local migration, fd set to a received fd
-	 * which the callee then owns). Create or check the RAM and fill @vm.
+	 * which the callee then owns). Create or check the RAM and fill @vm
+	 * (its size is set; the VMM may assign its own gw_vm_info whole, and
+	 * points blocks at its array, which the engine copies on return).
 	 * When NULL, the engine compares @want with the gw_vm_info given at
 	 * session creation. 0 or -errno (use gw_state_reject-like reason via
 	 * @reason, @reason_len).

@@ -276,7 +276,7 @@ static int digest_combine(const struct digest_job *job, struct gw_digest *out)
 		const struct gw_ram_block *b = &job->vm->blocks[bi];
 
 		memset(rec, 0, sizeof(rec));
-		strncpy((char *)rec, b->name, GW_RAM_NAME_MAX - 1);
+		memcpy(rec, b->name, strnlen(b->name, GW_RAM_NAME_MAX - 1));
 		gw_le64_put(rec + GW_RAM_NAME_MAX, b->size_bytes);
 		XXH3_128bits_update(st, rec, GW_RAM_NAME_MAX + 8);
 		for (uint64_t g = job->group_base[bi]; g < job->group_base[bi + 1]; g++) {

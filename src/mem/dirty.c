@@ -11,6 +11,7 @@
 #include <string.h>
 #include <godwit/session.h>
 #include "mem/dirty.h"
+#include "util/abi.h"
 
 extern const struct gw_dirty_ops gw_dirty_kvm_ring;
 extern const struct gw_dirty_ops gw_dirty_kvm_log;
@@ -74,6 +75,13 @@ int gw_dirty_select(struct gw_dirty *d, const struct gw_vm_info *vm,
 int gw_dirty_probe(enum gw_dirty_backend_id id, const struct gw_vm_info *vm, char *why, size_t why_len)
 {
 	const struct gw_dirty_ops *ops;
+	struct gw_vm_info v;	/* the VMM's struct may be older than the backends' */
+	int ret = vm ? gw_vm_info_copy_in(&v, vm) : 0;
 
-	return first_usable(id, vm, &ops, why, why_len);
+	if (ret) {
+		if (why && why_len)
+			snprintf(why, why_len, "bad gw_vm_info (size %u)", vm->size);
+		return ret;
+	}
+	return first_usable(id, vm ? &v : NULL, &ops, why, why_len);
 }

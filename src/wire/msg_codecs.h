@@ -17,7 +17,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "state.h"
+#include "util/state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 #include "wire/msg_postcopy.h"

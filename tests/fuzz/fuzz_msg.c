@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <string.h>
 #include "fuzz.h"
-#include "state.h"
+#include "util/state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 

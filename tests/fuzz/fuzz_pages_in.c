@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "fuzz.h"
-#include "pages_in.h"
+#include "pipe/pages_in.h"
 
 #define PAGES 16
 #define PAGE GW_PAGE_BYTES

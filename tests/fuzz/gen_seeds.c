@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include "codec/codec.h"
 #include "codec/xbzrle.h"
-#include "state.h"
+#include "util/state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 

@@ -8,7 +8,10 @@
 # libgodwit(3) (examples/embed.c, as installed) builds the same way and
 # migrates its 16 MiB (or says this host cannot track dirty pages); the
 # installed `godwit version` runs and man can read both pages. The shared
-# library exports the gw_ API and nothing else.
+# library exports the gw_ API and nothing else. A caller built against the
+# first version of the growable ABI (tests/install/abi_ver0.c, its structs
+# frozen in abi_ver0.h) migrates against the installed library, and no
+# version-0 field has moved in the installed headers.
 # Usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$(realpath "$1") src=$(realpath "$2")
@@ -53,6 +56,24 @@ case $rc in
 *) fail "embed exited $rc: $(tail -5 "$D/embed.out")" ;;
 esac
 tail -1 "$D/embed.out"
+# A caller of the first version of the growable ABI (tests/install/abi_ver0.h: frozen
+# structs, no installed header) runs against this library, and every field it knows
+# sits where the installed headers put it.
+libs=$(pkg-config --define-variable=prefix="$root" --libs godwit) || fail "pkg-config --libs godwit"
+cc -o "$D/abi0" "$src/tests/install/abi_ver0.c" $libs ||
+	fail "building the version-0 caller against the installed library"
+cc -o "$D/abi_now" -DABI_LAYOUT_CURRENT "$src/tests/install/abi_ver0.c" $flags ||
+	fail "building the layout probe against the installed headers"
+LD_LIBRARY_PATH=$lib "$D/abi0" layout >"$D/abi0.layout" && "$D/abi_now" >"$D/abi_now.layout" ||
+	fail "printing the layouts"
+diff -u "$D/abi0.layout" "$D/abi_now.layout" >"$D/abi.diff" ||
+	fail "a version-0 field moved or changed size: $(head -20 "$D/abi.diff")"
+LD_LIBRARY_PATH=$lib "$D/abi0" >"$D/abi0.out" 2>&1
+rc=$?
+case $rc in
+0|77) tail -1 "$D/abi0.out" ;;
+*) fail "version-0 caller exited $rc: $(tail -5 "$D/abi0.out")" ;;
+esac
 v=$(LD_LIBRARY_PATH=$lib "$root/bin/godwit" version) || fail "installed godwit version"
 echo "$v"
 case $v in "godwit "*) ;; *) fail "godwit version printed '$v'" ;; esac

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Invariants of convergence (issue 13), both ends on this host:
+# Invariants of convergence, both ends on this host:
 #   stuck            a guest that dirties 80 MB/s behind a 32 MB/s link with a
 #                    100 ms downtime limit does not converge: while it runs the
 #                    status says so and why; at the converge timeout it is

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Invariants of postcopy (issue 9), the real binary, both ends on this host:
+# Invariants of postcopy, the real binary, both ends on this host:
 #   hot-set          a hot set rewritten faster than the link moves it (80 MB/s
 #                    behind a 32 MB/s cap, 10 ms limit; IT_ACCEL=kvm: a KVM
 #                    guest, below) never converges in

@@ -83,9 +83,9 @@ static void run(const struct config *c)
 	const char *mode = c->initially_set == 1 ? "initially_set=1" : "initially_set=0";
 	unsigned mode_logs = kvm_test_log_count(mode);
 	struct vmm *dst = kvm_test_vm(0, 2, NULL, VMM_FILL_NONE, &opts);
-	struct gw_vm_info none = { .nr_blocks = 0, .kvm_vm_fd = -1 };
+	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
-	struct gw_stats st_src, st_dst;
+	struct gw_stats st_src = { .size = sizeof(st_src) }, st_dst = { .size = sizeof(st_dst) };
 	char url[128], err[256];
 	int sret, dret;
 

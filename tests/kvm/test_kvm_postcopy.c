@@ -43,7 +43,7 @@ static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 
 static void wait_active(struct gw_session *s)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	for (;;) {
 		gw_session_stats(s, &st);
@@ -82,9 +82,9 @@ static void run(const struct config *c)
 	struct kvm_vm_opts opts = { .dirty = c->mode, .guest_recheck = -1 };
 	struct vmm *src = kvm_test_vm(32 << 20, 2, c->workload, VMM_FILL_MIX, &opts);
 	struct vmm *dst = kvm_test_vm(0, 2, NULL, VMM_FILL_NONE, &opts);
-	struct gw_vm_info none = { .nr_blocks = 0, .kvm_vm_fd = -1 };
+	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
-	struct gw_stats st_src, st_dst;
+	struct gw_stats st_src = { .size = sizeof(st_src) }, st_dst = { .size = sizeof(st_dst) };
 	char url[128], err[256];
 	int sret, dret;
 
@@ -125,6 +125,22 @@ static void run(const struct config *c)
 	TEST_CHECK(st_src.verified, "%s: RAM digest not verified", c->name);
 	TEST_CHECK(st_dst.postcopy_nr_vcpus == 2, "%s: postcopy_ram said %u vCPUs", c->name,
 		   st_dst.postcopy_nr_vcpus);
+	{	/* the per-vCPU rows add up to the total, on both sides (the source has the last report) */
+		struct gw_vcpu_stats v = { .size = sizeof(v) };
+		uint64_t dsum = 0, ssum = 0;
+		unsigned n = 0;
+
+		for (; gw_session_vcpu(ds, n, &v) == 0; n++)
+			dsum += v.postcopy_blocktime_ns;
+		TEST_CHECK(n == st_dst.postcopy_nr_vcpus && dsum == st_dst.postcopy_vcpu_blocktime_total_ns,
+			   "%s: %u vCPU rows summing %llu ns, total %llu", c->name, n, (unsigned long long)dsum,
+			   (unsigned long long)st_dst.postcopy_vcpu_blocktime_total_ns);
+		for (n = 0; gw_session_vcpu(ss, n, &v) == 0; n++)
+			ssum += v.postcopy_blocktime_ns;
+		TEST_CHECK(n == st_src.postcopy_nr_vcpus && ssum == st_src.postcopy_vcpu_blocktime_total_ns,
+			   "%s: source: %u vCPU rows summing %llu ns, total %llu", c->name, n,
+			   (unsigned long long)ssum, (unsigned long long)st_src.postcopy_vcpu_blocktime_total_ns);
+	}
 	vmm_kvm.set_postmigrate(src);
 	TEST_CHECK(vmm_kvm.state(src) == VMM_POSTMIGRATE, "%s: source %s", c->name,
 		   vmm_state_name(vmm_kvm.state(src)));

@@ -17,7 +17,7 @@
 #include "compute_algo.h"
 #include "kvm/kvm_state_codec.h"
 #include "kvm_test.h"
-#include "state.h"
+#include "util/state.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -9,7 +9,8 @@
  * (first touches of a mapping are slow on nested hosts) and compares every page with what the invariant of
  * guest_abi.h allows: generation gen before the cursor, gen or gen - 1 word
  * by word at the cursor, gen - 1 after it, the --fill content for
- * generation 0.
+ * generation 0. The verify guest writes vmm_verify_page(page, gen), the
+ * dirty guest vmm_dirty_page() (over the fill with pattern=byte).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -67,16 +68,31 @@ uint64_t kvm_progress(const struct kvm_vm *vm)
 	return sum;
 }
 
-/* The expected page for generation @g (0: the fill), or false when unknown. */
-static bool expected(const struct kvm_vm *vm, uint64_t page, uint64_t g, uint64_t *out)
+bool kvm_workload_checkable(const struct kvm_vm *vm)
 {
-	if (g) {
+	return vm->base.wl.kind == VMM_WL_VERIFY ||
+	       (vm->base.wl.kind == VMM_WL_DIRTY && !strcmp(vm->guest, "dirty"));
+}
+
+/*
+ * The expected page at slice offset @off (global page @page) for
+ * generation @g (0: the fill), or false when unknown.
+ */
+static bool expected(const struct kvm_vm *vm, uint64_t page, uint64_t off, uint64_t g,
+		     uint64_t *out)
+{
+	bool whole = vm->base.wl.pattern_page;
+
+	if (g && vm->base.wl.kind != VMM_WL_DIRTY) {
 		vmm_verify_page(page, g, out);
 		return true;
 	}
-	if (!vm->init_known)
-		return false;
-	vmm_fill_page(vm->init_fill, vm->init_seed, page, (uint8_t *)out);
+	if (!(g && whole)) {	/* the fill shows through */
+		if (!vm->init_known)
+			return false;
+		vmm_fill_page(vm->init_fill, vm->init_seed, page, (uint8_t *)out);
+	}
+	vmm_dirty_page(off, g, whole, 0, out);
 	return true;
 }
 
@@ -107,16 +123,16 @@ static int read_window(const struct kvm_vm *vm, struct window *w, uint64_t page,
 }
 
 /* Page @off of vCPU @i's slice against generations (gen, gen - 1 at the cursor). */
-static bool page_ok(const struct kvm_vm *vm, const uint64_t *found, uint64_t page,
+static bool page_ok(const struct kvm_vm *vm, const uint64_t *found, uint64_t page, uint64_t off,
 		    uint64_t g, bool at_cursor, uint64_t *exp, uint64_t *alt)
 {
 	bool have_alt;
 
-	if (!expected(vm, page, g, exp))
+	if (!expected(vm, page, off, g, exp))
 		return true;		/* content unknown: nothing to compare */
 	if (!at_cursor)
 		return memcmp(found, exp, GW_PAGE_BYTES) == 0;
-	have_alt = expected(vm, page, g - 1, alt);
+	have_alt = expected(vm, page, off, g - 1, alt);
 	if (!have_alt)
 		return true;		/* half written over unknown content */
 	for (unsigned k = 0; k < WORDS; k++)
@@ -148,7 +164,7 @@ static int check_slice(const struct kvm_vm *vm, unsigned i, struct window *w, ui
 		}
 		found = w->buf + (page - w->first) * WORDS;
 		(*checked)++;
-		if (page_ok(vm, found, page, g, off == cursor, exp, alt))
+		if (page_ok(vm, found, page, off, g, off == cursor, exp, alt))
 			continue;
 		kvm_why(msg, msg_len, "vCPU %u page %" PRIu64 " (slice offset %" PRIu64 ", cursor %" PRIu64
 			", generation %" PRIu64 "): found words [0]=%#" PRIx64 " [1]=%#" PRIx64

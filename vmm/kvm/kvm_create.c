@@ -3,8 +3,8 @@
  * Creating a KVM VM (vmm_kvm_create_opts): the configuration checked, the
  * dirty-ring decision (made before any vCPU exists), the VM allocated and
  * freed, its RAM blocks and their initial content, and for a source the
- * boot structures and vCPUs; the guest image table's lookup. Lifecycle is in
- * kvm_backend.c, the engine's callbacks in kvm_engine.c.
+ * boot structures and vCPUs; the guest image table's lookup. The lifecycle
+ * and the engine's callbacks are the base's (vm_base.h) over kvm_hooks.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -88,7 +88,6 @@ static struct kvm_vm *vm_alloc(const struct vmm_config *cfg, const struct kvm_vm
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
 	vm->has_pit = !vm->opts.no_pit;
-	vm->base.info.kvm_dirty_ring_full_efd = -1;
 	return vm;
 }
 
@@ -138,11 +137,11 @@ static int ram_create(struct kvm_vm *vm, uint64_t ram_bytes, bool *ram_fresh,
 /* Initial content of block "ram" (page indices from its start). */
 static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
 {
-	struct gw_vm_info ram_only = { .nr_blocks = 1, .kvm_vm_fd = -1 };
+	struct gw_vm_info ram_only = { .size = sizeof(ram_only), .nr_blocks = 1,
+				       .blocks = &vm->base.blocks[KVM_BLOCK_RAM], .kvm_vm_fd = -1 };
 	uint64_t t0 = gw_now_ns();
 	int ret;
 
-	ram_only.blocks[0] = vm->base.info.blocks[KVM_BLOCK_RAM];
 	ret = vmm_fill_ram(&ram_only, vm->fill, vm->seed, fresh, FILL_THREADS);
 	if (ret) {
 		kvm_why(why, why_len, "fill: %s", strerror(-ret));

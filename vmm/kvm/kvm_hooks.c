@@ -3,7 +3,7 @@
  * The KVM VM's hooks under the base (vm_base.h): how its vCPUs pause,
  * resume, start and stop (kvm_pause.h, kvm_vcpu.c), its state sections
  * (kvm_state.c), the one RAM layout a destination accepts (received fds
- * taken, or memfds made), the verify check and progress (kvm_check.c).
+ * taken, or memfds made), the workload check and progress (kvm_check.c).
  * The base calls them with ctl held, except progress and vcpu_tid (any
  * thread, lock-free).
  */
@@ -148,12 +148,19 @@ static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char 
 	return ret;
 }
 
+/* verify, and dirty run by the dirty guest (another image's writes are not known). */
+static bool hook_checkable(const struct vmm_vm *b)
+{
+	return kvm_workload_checkable(kvm_of_const(b));
+}
+
 /*
- * The verify check. Under postcopy the base defers it to the end: KVM
- * reaches guest RAM through the memslots' host addresses, the very
- * mappings the engine put under userfaultfd (a vCPU touching a page not
- * there yet makes KVM_RUN fault on it in the kernel and wait until the
- * engine's fault handler places it), and the check reads with pread.
+ * The workload's check (verify or dirty, kvm_check.c). Under postcopy the
+ * base defers it to the end: KVM reaches guest RAM through the memslots'
+ * host addresses, the very mappings the engine put under userfaultfd (a
+ * vCPU touching a page not there yet makes KVM_RUN fault on it in the
+ * kernel and wait until the engine's fault handler places it), and the
+ * check reads with pread.
  */
 static int hook_check(struct vmm_vm *b, char *msg, size_t msg_len)
 {
@@ -187,6 +194,7 @@ const struct vmm_vm_hooks kvm_hooks = {
 	.load_busy = hook_load_busy,
 	.load_state = hook_load_state,
 	.setup_ram = hook_setup_ram,
+	.checkable = hook_checkable,
 	.check = hook_check,
 	.progress = hook_progress,
 	.vcpu_tid = hook_vcpu_tid,

@@ -5,7 +5,7 @@
  *   kvm_setup.c    guest image, boot structures, vCPU creation
  *   kvm_vcpu.c     vCPU threads: KVM_RUN loop, exits, serial, PV port, kicks
  *   kvm_state.c    save/load of vCPU and VM state (sections)
- *   kvm_check.c    progress and the verify check
+ *   kvm_check.c    progress and the workload check (verify, dirty)
  *   kvm_create.c   creation: config, allocation, RAM blocks and content
  *   kvm_hooks.c    the base's hooks (vm_base.h): vCPUs, state, RAM set-up
  *   kvm_backend.c  struct vmm_backend vmm_kvm: probe, creation, reports
@@ -199,6 +199,11 @@ int kvm_host_compat_probe(struct kvm_vm *vm);
 /* kvm_check.c */
 uint64_t kvm_progress(const struct kvm_vm *vm);
 int kvm_check_verify(struct kvm_vm *vm, char *msg, size_t msg_len);
+/*
+ * Whether the guest's RAM has an exact check: the verify workload, and
+ * dirty when the dirty guest runs it (the base's checkable hook).
+ */
+bool kvm_workload_checkable(const struct kvm_vm *vm);
 
 /* kvm_create.c */
 /* Close and free everything of @vm (vCPUs stopped already); the backend's destroy. */

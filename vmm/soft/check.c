@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The verify check: with the vCPUs parked, every page of the working set
+ * The workload check: with the vCPUs parked, every page of the working set
  * must hold what the workload's invariant says its vCPU's cursors and
- * generations imply (soft_run_expected_gen: vmm_verify_page(page, gen)
- * before the cursor, generation gen-1 after it, generation 0 the initial
- * fill; a free balloon page is not looked at).
+ * generations imply (soft_run_expected_gen: generation gen before the
+ * cursor, gen-1 after it, generation 0 the initial fill; a free balloon
+ * page is not looked at). verify and balloon write vmm_verify_page(page,
+ * gen); dirty writes vmm_dirty_page() (over the fill with pattern=byte).
  * The first page that differs is reported, and said to be a hole when it
  * was never populated (a page lost on the way, not one written wrong).
  *
@@ -110,7 +111,12 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 	while (at < SOFT_PAGE_BYTES && found[at] == exp[at])
 		at++;
 	memcpy(fw, found, sizeof(fw));
-	if (exp_gen)
+	if (exp_gen && vm->base.wl.kind == VMM_WL_DIRTY)
+		snprintf(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
+			 "): expected the dirty workload's generation %" PRIu64 " content, found %#" PRIx64
+			 " in the word at byte %u, expected %#" PRIx64, page, v->index, v->cursor, v->gen,
+			 exp_gen, ((const uint64_t *)found)[at / 8], at / 8 * 8, ((const uint64_t *)exp)[at / 8]);
+	else if (exp_gen)
 		snprintf(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			 "): expected index=%" PRIu64 " gen=%" PRIu64 ", found index=%" PRIu64
 			 " gen=%" PRIu64 ", first difference at byte %u",
@@ -121,6 +127,30 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 			 " gen=%" PRIu64 ", first difference at byte %u",
 			 page, v->index, v->cursor, v->gen, vmm_fill_name(vm->init_fill),
 			 fw[0], fw[1], at);
+}
+
+/*
+ * What page @off of @v's slice must hold after generation @g wrote it (0:
+ * the initial fill), in @exp. false when that is not known (the initial
+ * content came from a pre-existing file).
+ */
+static bool expected_page(const struct soft_vm *vm, const struct soft_vcpu *v, uint64_t off,
+			  uint64_t g, uint8_t *exp)
+{
+	uint64_t page = v->first_page + off;
+	bool whole = vm->base.wl.pattern_page;
+
+	if (g && vm->base.wl.kind != VMM_WL_DIRTY) {
+		vmm_verify_page(page, g, (uint64_t *)exp);
+		return true;
+	}
+	if (!(g && whole)) {	/* the fill shows through */
+		if (!vm->init_known)
+			return false;
+		vmm_fill_page(vm->init_fill, vm->init_seed, page, exp);
+	}
+	vmm_dirty_page(off, g, whole, 1, (uint64_t *)exp);
+	return true;
 }
 
 /* One vCPU's slice. 0, or -EIO with the first bad page in @msg; *@checked counts pages. */
@@ -136,11 +166,7 @@ static int check_slice(const struct soft_vm *vm, const struct soft_vcpu *v,
 
 		if (want < 0)
 			continue;	/* free (balloon): its content does not matter */
-		if (g)
-			vmm_verify_page(page, g, (uint64_t *)exp);
-		else if (vm->init_known)
-			vmm_fill_page(vm->init_fill, vm->init_seed, page, exp);
-		else
+		if (!expected_page(vm, v, off, g, exp))
 			continue;	/* initial content unknown (pre-existing file) */
 		(*checked)++;
 		found = page_read(rd, page, v->first_page + v->nr_pages);

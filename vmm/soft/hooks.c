@@ -3,9 +3,9 @@
  * The soft VM's hooks under the base (vm_base.h) and vmm_soft, its entry in
  * the backend table of vmm.h: how its vCPUs pause, resume, start and stop
  * (vcpu.c), its state section (state.c), RAM for a source's layout
- * (ram.c), the verify check (check.c), progress and free-page hints
- * (run.c). A struct vmm * of this backend is a struct soft_vm *, its base
- * first.
+ * (ram.c), the workload check (check.c: dirty, verify, balloon), progress
+ * and free-page hints (run.c). A struct vmm * of this backend is a struct
+ * soft_vm *, its base first.
  *
  * Threads: the base calls the hooks with ctl held, except progress and
  * vcpu_tid (atomics, any thread) and the hint hooks, which take hint_lock

@@ -143,16 +143,17 @@ static uint64_t cursor_advance(struct soft_vcpu *v)
 	return page;
 }
 
+/* The page's value and word from the generation that writes it (vmm_dirty_page()). */
 static void write_dirty(struct soft_vcpu *v, bool pattern_page)
 {
-	uint64_t val = v->gen << 20 ^ v->cursor;
+	uint64_t gen = v->gen, val = gen << 20 ^ v->cursor;
 	uint64_t *p = (uint64_t *)soft_page_ptr(v->vm, cursor_advance(v));
 
 	if (pattern_page) {
 		for (unsigned k = 0; k < SOFT_PAGE_BYTES / 8; k++)
 			p[k] = val + k;
 	} else {
-		p[(v->gen * 8 + 1) % (SOFT_PAGE_BYTES / 8)] = val;
+		p[(gen * 8 + 1) % (SOFT_PAGE_BYTES / 8)] = val;
 	}
 }
 

@@ -9,7 +9,7 @@
  *            the vmm_backend entry
  *   vm.c     creation and release
  *   state.c  the "soft-vcpus" state section, save and load
- *   check.c  the verify check
+ *   check.c  the workload check (dirty, verify, balloon)
  *   run.c    what each workload does on a vCPU; slices of the working set
  *   vcpu.c   vCPU threads: start, park/pause/resume handshake, throttle
  *   ram.c    memfd (or file) RAM, prealloc, the destination's setup_ram
@@ -204,7 +204,7 @@ void soft_run_hints_stop(struct soft_vm *vm);
 
 /* ---- check.c ---- */
 
-/* vCPUs parked or absent: the verify check. 0, -EIO (first bad page in @msg) or -errno. */
+/* vCPUs parked or absent: the workload check. 0, -EIO (first bad page in @msg) or -errno. */
 int soft_check_verify(const struct soft_vm *vm, char *msg, size_t msg_len);
 
 /* ---- state.c ---- */

@@ -15,7 +15,7 @@
  */
 #include <math.h>
 #include <stdio.h>
-#include "codec_auto.h"
+#include "pipe/codec_auto.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -11,7 +11,7 @@
  * and zero-length rounds do not move it at all.
  */
 #include <stdint.h>
-#include "converge.h"
+#include "source/converge.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -187,7 +187,7 @@ static void run_one(unsigned i, uint64_t seed)
 {
 	struct run *r = calloc(1, sizeof(*r));
 	struct gw_vm_info si, di;
-	struct gw_stats ss, ds;
+	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 	char name[64], url[200];
 	int sret, dret;
 

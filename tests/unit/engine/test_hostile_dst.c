@@ -44,7 +44,7 @@
 #include "net/io.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
-#include "state.h"
+#include "util/state.h"
 #include "codec/xbzrle.h"
 #include "test_util.h"
 #include "test_vm.h"
@@ -634,7 +634,7 @@ static void expect_refused_then_valid(struct env *e, int code)
 {
 	uint8_t buf[GW_WIRE_MAX_REASON + 64], page[PAGE];
 	uint64_t ent = gw_page_entry(5, GW_PAGE_NORMAL);
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	for (int i = 0; i < 4 && !e->got_error; i++)
 		if (hs_recv(e, &e->ctl, buf, sizeof(buf), NULL) < 0)
@@ -727,7 +727,7 @@ static void sc_digest_mismatch(struct env *e)
 	hs_pages_plain(e, 0, &ent, 1, page, PAGE);
 	hs_finish_valid(e, 1, 1, dg, false);
 	{
-		struct gw_stats st;
+		struct gw_stats st = { .size = sizeof(st) };
 
 		gw_session_wait(e->s);
 		gw_session_stats(e->s, &st);
@@ -861,7 +861,7 @@ static void sc_valid_verified(struct env *e)
 	TEST_CHECK(!memcmp(e->ram.host, want, RAM_BYTES), "RAM == expected");
 	munmap(want, RAM_BYTES);
 	{
-		struct gw_stats st;
+		struct gw_stats st = { .size = sizeof(st) };
 
 		gw_session_wait(e->s);
 		gw_session_stats(e->s, &st);
@@ -954,7 +954,7 @@ static void sc_not_godwit_first(struct env *e)
 	TEST_CHECK(t == GW_MSG_ERROR, "GO first answered with ERROR (%d)", t);
 	gw_conn_close(&c);
 	{
-		struct gw_stats st;
+		struct gw_stats st = { .size = sizeof(st) };
 
 		gw_session_stats(e->s, &st);
 		TEST_CHECK(st.status != GW_STATUS_FAILED, "still waiting for a source: %s", gw_status_name(st.status));
@@ -973,7 +973,7 @@ static void sc_not_godwit_first(struct env *e)
 /* Wait (bounded) for the session to end; cancel it if it does not. */
 static int end_session(struct env *e)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	for (int i = 0; i < 1000; i++) {
 		gw_session_stats(e->s, &st);
@@ -994,7 +994,7 @@ static void run_scenario(const struct scenario *sc)
 {
 	struct env e;
 	struct gw_vm_info vm;
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 	char url[160];
 	int ret;
 
@@ -1338,7 +1338,7 @@ static void run_pc_scenario(const struct scenario *sc)
 {
 	struct env e;
 	struct gw_vm_info vm;
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 	char url[160];
 	int ret;
 

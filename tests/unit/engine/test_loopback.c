@@ -178,7 +178,7 @@ static void run_migration(const char *name, const struct config *cf, const uint3
 {
 	struct run *r = calloc(1, sizeof(*r));
 	struct gw_vm_info svm_info, dvm_info;
-	struct gw_stats ss, ds;
+	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 	char url[200];
 	int sret, dret;
 	uint64_t t0 = gw_now_ns();

@@ -23,8 +23,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "codec/codec.h"
-#include "pages_in.h"
-#include "pages_out.h"
+#include "pipe/pages_in.h"
+#include "pipe/pages_out.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -246,7 +246,7 @@ static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 
 static void wait_status(struct gw_session *s, enum gw_status want, unsigned seconds)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	for (unsigned i = 0; i < seconds * 100; i++) {
 		gw_session_stats(s, &st);
@@ -265,7 +265,7 @@ static void run(const struct config *cf)
 	struct dst_guest dg = { 0 };
 	struct gw_vm_info si, di;
 	struct gw_session *src, *dst;
-	struct gw_stats ss, ds;
+	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 	uint8_t *anon = NULL, *frozen;
 	char url[200];
 	int sret, dret;
@@ -396,7 +396,7 @@ static void cancel_before_switch(void)
 	struct src_guest sg = { 0 };
 	struct gw_vm_info si, di;
 	struct gw_session *src, *dst;
-	struct gw_stats ss, ds;
+	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 
 	TEST_ASSERT(test_ram_create(&sram, "pc-src", RAM_BYTES, 0) == 0, "source RAM");
 	TEST_ASSERT(test_ram_create(&dram, "pc-dst", RAM_BYTES, 0) == 0, "destination RAM");

@@ -8,7 +8,7 @@
  * 1 ms, 1/64 above).
  */
 #include <stdint.h>
-#include "postcopy_fault.h"
+#include "postcopy/faults.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -9,7 +9,7 @@
  */
 #include <stdint.h>
 #include <string.h>
-#include "postcopy_pick.h"
+#include "postcopy/pick.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

@@ -152,7 +152,7 @@ static void fill(uint8_t *host)
 
 static enum gw_status status_of(struct gw_session *s)
 {
-	struct gw_stats st;
+	struct gw_stats st = { .size = sizeof(st) };
 
 	gw_session_stats(s, &st);
 	return st.status;
@@ -206,7 +206,7 @@ static void one_run(uint64_t seed)
 	struct dst_guest dg = { 0 };
 	struct gw_vm_info si, di;
 	struct gw_session *src, *dst;
-	struct gw_stats ss, ds;
+	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 	struct relay *relay;
 	uint8_t *frozen = malloc(RAM_BYTES);
 	unsigned channels, delay_ms, cut_pct, cut_conns;

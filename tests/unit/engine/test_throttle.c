@@ -10,7 +10,7 @@
  * dirty limit switches on at the same trigger, or from the first round
  * when its start says so. Nothing happens when neither is asked for.
  */
-#include "throttle.h"
+#include "source/throttle.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;

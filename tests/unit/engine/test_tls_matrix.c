@@ -130,6 +130,7 @@ static int migrate(const struct side *sd, const char *url, struct gw_stats *st)
 	ret = gw_migrate_start(p->s, url);
 	if (!ret)
 		ret = gw_session_wait(p->s);
+	st->size = sizeof(*st);
 	gw_session_stats(p->s, st);
 	if (!st->error[0])
 		gw_session_error(p->s, st->error, sizeof(st->error));
@@ -153,7 +154,7 @@ static void run_case(const struct tcase *c)
 	struct test_vm tvm = { 0 };
 	struct gw_vm_info vm;
 	struct gw_session *d;
-	struct gw_stats st, ds;
+	struct gw_stats st = { .size = sizeof(st) }, ds = { .size = sizeof(ds) };
 	char url[200], bound[200], upath[160];
 	int ret;
 

@@ -86,9 +86,13 @@ void test_ram_destroy(struct test_ram *r)
 	r->fd = -1;
 }
 
-void test_vm_info_one(struct gw_vm_info *vm, const struct test_ram *r, const char *name)
+void test_vm_info_one(struct gw_vm_info *vm, struct test_ram *r, const char *name)
 {
 	memset(vm, 0, sizeof(*vm));
+	memset(&r->block, 0, sizeof(r->block));
+	vm->size = sizeof(*vm);
+	vm->blocks = &r->block;
+	vm->kvm_dirty_ring_full_efd = -1;
 	vm->nr_blocks = 1;
 	vm->kvm_vm_fd = -1;
 	vm->nr_vcpus = 1;
@@ -210,6 +214,7 @@ static int tvm_postcopy_ram(void *opaque, bool complete)
 }
 
 const struct gw_vm_ops test_vm_ops = {
+	.size = sizeof(struct gw_vm_ops),
 	.pause = tvm_pause,
 	.resume = tvm_resume,
 	.save_state = tvm_save,

@@ -26,6 +26,7 @@ struct test_ram {
 	size_t size_bytes;
 	size_t guard_bytes;		/* each side; 0 = no guards */
 	int fd;				/* memfd backing host */
+	struct gw_ram_block block;	/* test_vm_info_one's block (gw_vm_info points at it) */
 };
 
 /* memfd RAM of @size_bytes with @guard_bytes read-only guards each side. 0 or -errno. */
@@ -33,8 +34,8 @@ int test_ram_create(struct test_ram *r, const char *name, size_t size_bytes, siz
 /* True when both guards still hold TEST_GUARD_BYTE everywhere. */
 bool test_ram_guards_intact(const struct test_ram *r);
 void test_ram_destroy(struct test_ram *r);
-/* A one-block layout: block @name over @r at gpa 0. */
-void test_vm_info_one(struct gw_vm_info *vm, const struct test_ram *r, const char *name);
+/* A one-block layout: block @name over @r at gpa 0 (the block lives in @r). */
+void test_vm_info_one(struct gw_vm_info *vm, struct test_ram *r, const char *name);
 
 struct test_vm {
 	unsigned pause_calls, resume_calls;	/* atomics */

@@ -97,7 +97,9 @@ static void fill_pattern(uint8_t *p, uint64_t bytes)
 
 int main(void)
 {
-	struct gw_vm_info a = { .kvm_vm_fd = -1 }, b = { .kvm_vm_fd = -1 };
+	static struct gw_ram_block ablk[GW_MAX_RAM_BLOCKS], bblk[GW_MAX_RAM_BLOCKS];
+	struct gw_vm_info a = { .size = sizeof(a), .blocks = ablk, .kvm_vm_fd = -1 },
+			  b = { .size = sizeof(b), .blocks = bblk, .kvm_vm_fd = -1 };
 	struct gw_digest d1, d2, d3, dz, dh, d;
 	static const uint64_t flips[] = {
 		0, BIG_BYTES - 1, (3ull << 20) + 12345 /* hole */,

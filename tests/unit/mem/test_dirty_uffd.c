@@ -237,7 +237,8 @@ static void run_backend(const struct gw_dirty_ops *ops, struct gw_vm_info *vm)
 
 int main(void)
 {
-	struct gw_vm_info vm = { .nr_blocks = 2, .kvm_vm_fd = -1, .nr_vcpus = 1 };
+	struct gw_ram_block blk[2] = { 0 };
+	struct gw_vm_info vm = { .size = sizeof(vm), .nr_blocks = 2, .blocks = blk, .kvm_vm_fd = -1, .nr_vcpus = 1 };
 	unsigned nr_run = 0;
 	int fd;
 

@@ -37,7 +37,8 @@ static uint8_t *ram_memfd(int *fd)
 
 int main(void)
 {
-	struct gw_vm_info vm = { .nr_blocks = 1, .kvm_vm_fd = -1 };
+	struct gw_ram_block blk = { 0 };
+	struct gw_vm_info vm = { .size = sizeof(vm), .nr_blocks = 1, .blocks = &blk, .kvm_vm_fd = -1 };
 	struct gw_page_digest fwd = { 0 }, back = { 0 }, part[3] = { { 0 } }, whole = { 0 }, d;
 	struct gw_bitmap as_zero;
 	uint8_t *anon, *mem;

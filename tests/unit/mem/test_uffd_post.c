@@ -68,7 +68,8 @@ static void start(struct toucher *t, uint8_t *host, unsigned page, bool write)
 
 static void check_ram(bool memfd)
 {
-	struct gw_vm_info vm = { .nr_blocks = 1, .kvm_vm_fd = -1 };
+	struct gw_ram_block blk = { 0 };
+	struct gw_vm_info vm = { .size = sizeof(vm), .nr_blocks = 1, .blocks = &blk, .kvm_vm_fd = -1 };
 	struct gw_ram_block *b = &vm.blocks[0];
 	uint8_t page[PAGE], stale[PAGE];
 	struct gw_uffd_post *u;

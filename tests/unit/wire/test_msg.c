@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "state.h"
+#include "util/state.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 #include "test_util.h"

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Setting a migration up on the destination: the first HELLO this
+ * destination can hold (the acceptor, admit.h, brought it in), the RAM
+ * layout, the data connections. A HELLO refused before anything is
+ * committed (undecodable, no common version or codec, more RAM than
+ * max-memory-bytes, a layout the VMM refuses) is answered with ERROR on its
+ * own connection and the destination keeps waiting for another source.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "net/admit.h"
+#include "pipe/channel.h"
+#include "codec/codec.h"
+#include "dest/dest.h"
+#include "net/tls.h"
+#include "dest/postcopy.h"
+#include "mem/mapped.h"
+
+/* What this destination can do with a decoded HELLO: 0, or -errno with @why. */
+static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hello *h,
+			    char *why, size_t why_len)
+{
+	uint64_t max_bytes = (uint64_t)gw_param(s, GW_PARAM_MAX_MEMORY_BYTES);
+	enum gw_codec_id codec;
+
+	if (h->min_version > GW_WIRE_VERSION || h->max_version < GW_WIRE_VERSION) {
+		snprintf(why, why_len, "no common protocol version (source %u..%u, destination %u)",
+			 h->min_version, h->max_version, GW_WIRE_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (gw_wire_codec_to_id(h->codec, &codec) ||
+	    (codec != GW_CODEC_AUTO && codec != GW_CODEC_NONE && !gw_codec_get(codec))) {
+		snprintf(why, why_len, "codec %u not available here", h->codec);
+		return -EOPNOTSUPP;
+	}
+	if ((h->flags & GW_HELLO_LOCAL) && (!s->url.ops->can_pass_fds || s->tls_ctx)) {
+		snprintf(why, why_len, "local migration over %s%s", s->url.ops->scheme, s->tls_ctx ? " with TLS" : "");
+		return -EPROTO;
+	}
+	if (max_bytes) {
+		uint64_t total = 0;
+
+		for (unsigned i = 0; i < h->nr_blocks; i++)
+			total += h->blocks[i].size_bytes;	/* blocks <= 2^52 bytes each (msg.c): no overflow */
+		if (total > max_bytes) {
+			snprintf(why, why_len, "the source's RAM is %llu bytes, this destination takes at most %llu "
+				 "(max-memory-bytes)", (unsigned long long)total, (unsigned long long)max_bytes);
+			return -ERANGE;
+		}
+	}
+	if ((h->flags & GW_HELLO_POSTCOPY) && ((h->flags & GW_HELLO_LOCAL) || h->nr_channels >= GW_WIRE_MAX_CHANNELS)) {
+		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
+		return -EPROTO;
+	}
+	if ((h->flags & GW_HELLO_POSTCOPY) && !s->ops->postcopy_ram) {
+		/* A VMM without it cannot be told RAM is incomplete. */
+		snprintf(why, why_len, "postcopy: this destination's VMM does not support it (no postcopy_ram callback)");
+		return -EOPNOTSUPP;
+	}
+	if (h->flags & GW_HELLO_POSTCOPY)
+		return dst_pc_probe(why, why_len);
+	return 0;
+}
+
+/* Local migration: the FDS message with one descriptor per block. 0, or -EPROTO with @why. */
+static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int *nr_fds,
+		    char *why, size_t why_len)
+{
+	uint8_t buf[4 + GW_MAX_RAM_BLOCKS * 4];
+	union gw_msg m;
+	int type = gw_conn_recv_msg_fds(&s->ctl, &m, buf, sizeof(buf), fds, GW_MAX_RAM_BLOCKS,
+					nr_fds, NULL, 0);
+
+	if (type != GW_MSG_FDS || *nr_fds != (int)h->nr_blocks || m.fds.count != h->nr_blocks) {
+		for (int i = 0; i < *nr_fds; i++)
+			close(fds[i]);
+		*nr_fds = 0;
+		snprintf(why, why_len, "expected FDS with %u descriptors", h->nr_blocks);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Without a setup_ram callback: the layout given at creation must be the announced one. */
+static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
+{
+	if (s->vm.nr_blocks != want->nr_blocks) {
+		snprintf(why, why_len, "RAM layout refused: %u blocks, expected %u", want->nr_blocks,
+			 s->vm.nr_blocks);
+		return -ERANGE;
+	}
+	for (unsigned i = 0; i < want->nr_blocks; i++) {
+		if (strcmp(s->vm.blocks[i].name, want->blocks[i].name) ||
+		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes) {
+			snprintf(why, why_len, "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
+				 want->blocks[i].name, (unsigned long long)want->blocks[i].size_bytes,
+				 s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
+			return -ERANGE;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Whether fd-backed block @b is mapped here page for page (the VMM
+ * preallocated it through its mapping): then pages are received and written
+ * through the mapping, with no fault and no pwrite copy. Otherwise the
+ * file is written (pwrite into the page cache): a first touch through the
+ * mapping costs far more on this host than the copy.
+ */
+static bool block_mapped(const struct gw_ram_block *b, int pagemap_fd)
+{
+	uint64_t nr = b->size_bytes / GW_PAGE_BYTES;
+
+	return pagemap_fd >= 0 && gw_mapped_count(pagemap_fd, b->host, nr) == (int64_t)nr;
+}
+
+/*
+ * The receive layout over the blocks the VMM built. The write path of each
+ * block (choose_write_paths) is decided later, once the channels are in.
+ */
+static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
+{
+	int ret = 0;
+
+	if (s->vm.nr_blocks != want->nr_blocks)
+		return gw_fail(s, GW_PHASE_SETUP, -ERANGE, "RAM layout refused by the VMM");
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+		struct gw_dst_block *db = &s->dst->dblk[i];
+
+		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES) {
+			ret = gw_fail(s, GW_PHASE_SETUP, -ERANGE, "VMM built block %s wrongly", b->name);
+			break;
+		}
+		db->host = b->host;
+		db->fd = (s->dst->hello_flags & GW_HELLO_LOCAL) ? -1 : b->fd;
+		db->fd_offset_bytes = b->fd_offset_bytes;
+		db->nr_pages = b->size_bytes / GW_PAGE_BYTES;
+		db->map_write = false;
+		if (gw_bitmap_init(&db->written, db->nr_pages) || gw_bitmap_init(&db->stale, db->nr_pages)) {
+			ret = gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory for bitmaps");
+			break;
+		}
+	}
+	if (ret)
+		return ret;
+	s->dst->layout = (struct gw_dst_layout){ .nr_blocks = s->vm.nr_blocks, .blocks = s->dst->dblk,
+						 .xbzrle = (s->dst->hello_flags & GW_HELLO_XBZRLE) != 0 };
+	s->layout = &s->dst->layout;
+	return 0;
+}
+
+/*
+ * Compare the announced layout with ours, or let the VMM build it. Takes
+ * the fds. 0; 1 with @why when refused before anything was committed (the
+ * destination waits for another source); or the sticky error.
+ */
+static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int *fds, int nr_fds,
+			char *why, size_t why_len)
+{
+	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
+	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
+				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
+	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
+	char reason[200] = "";
+	int ret;
+
+	for (unsigned i = 0; i < h->nr_blocks; i++) {
+		struct gw_ram_block *b = &blocks[i];
+
+		memcpy(b->name, h->blocks[i].name, GW_RAM_NAME_MAX);
+		b->gpa = h->blocks[i].gpa;
+		b->size_bytes = h->blocks[i].size_bytes;
+		b->page_size_bytes = h->blocks[i].page_size_bytes;
+		b->fd = (h->flags & GW_HELLO_LOCAL) && (int)i < nr_fds ? fds[i] : -1;
+	}
+	if (!s->ops->setup_ram) {
+		for (int i = 0; i < nr_fds; i++)
+			close(fds[i]);
+		if (layout_compare(s, &want, why, why_len))
+			return 1;
+		return layout_build(s, &want);
+	}
+	/* The VMM owns the fds now, whatever it answers; a refusal commits nothing. */
+	ret = s->ops->setup_ram(s->opaque, &want, &got, reason, sizeof(reason));
+	if (ret) {
+		snprintf(why, why_len, "RAM layout refused: %s", reason[0] ? reason : strerror(-ret));
+		return 1;
+	}
+	/* What the VMM built, in its struct's size, becomes the session's layout. */
+	if (gw_session_take_vm_info(s, &got))
+		return gw_fail(s, GW_PHASE_SETUP, -EINVAL, "the VMM's setup_ram filled a bad gw_vm_info (size %u)",
+			       got.size);
+	return layout_build(s, &want);
+}
+
+/* HELLO_ACK, or (testing) a frame whose header is garbage. */
+static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
+{
+	struct gw_msg_hello_ack ack = { .version = GW_WIRE_VERSION, .flags = h->flags };
+
+	memcpy(ack.boot_id, s->boot_id, sizeof(ack.boot_id));
+
+	if (gw_fault_armed(s, GW_FAULT_DST_BAD_FRAME)) {
+		static const uint8_t junk[GW_WIRE_HDR_BYTES + 8] = "this is not a godwit frame!!!!!";
+
+		return write(s->ctl.fd, junk, sizeof(junk)) < 0 ? -errno : 0;
+	}
+	return gw_conn_send_msg(&s->ctl, GW_MSG_HELLO_ACK, &ack);
+}
+
+/* What the statistics say of the migration as announced: RAM size, codec asked for. */
+static void publish_layout(struct gw_session *s, const struct gw_msg_hello *h)
+{
+	enum gw_codec_id codec = GW_CODEC_NONE;
+	uint64_t total = 0;
+
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
+		total += s->vm.blocks[i].size_bytes;
+	gw_wire_codec_to_id(h->codec, &codec);
+	pthread_mutex_lock(&s->lock);
+	s->stats.ram_total_bytes = total;
+	snprintf(s->stats.codec, sizeof(s->stats.codec), "%s", gw_codec_name(codec));
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* A HELLO refused before anything was committed: ERROR on its connection; the destination waits on. */
+static int hello_refused(struct gw_session *s, struct gw_admitted *c, int code, const char *why)
+{
+	char reason[GW_WIRE_MAX_REASON];
+
+	snprintf(reason, sizeof(reason), "HELLO refused: %s", why);
+	gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code, why);
+	if (c->fd >= 0) {
+		gw_admitted_refuse(c, code, reason);
+	} else {	/* taken over already: it is s->ctl */
+		gw_conn_send_error(&s->ctl, code, reason);
+		gw_conn_close(&s->ctl);
+		gw_admitted_release(c);
+	}
+	return 1;
+}
+
+/* The source's TLS session, in the log and the statistics. */
+static void note_tls(struct gw_session *s, const char *peer)
+{
+	struct gw_tls_info ti;
+
+	if (!s->ctl.tls)
+		return;
+	gw_tls_info(s->ctl.tls, &ti);
+	gw_log(GW_LOG_INFO, "mig", "tls_handshake", "conn=control peer=\"%s\" mode=%s version=%s cipher=%s "
+	       "ktls_tx=%d ktls_rx=%d records=%s", peer, ti.mode, ti.version, ti.cipher, ti.ktls_tx, ti.ktls_rx,
+	       ti.records);
+	pthread_mutex_lock(&s->lock);
+	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
+	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(s->ctl.tls));
+	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
+	s->stats.ktls_tx = ti.ktls_tx;
+	s->stats.ktls_rx = ti.ktls_rx;
+	snprintf(s->stats.tls_records, sizeof(s->stats.tls_records), "%s", ti.records);
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Accepted: from here the migration is this source's; strangers get BUSY. */
+static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struct gw_msg_hello *h)
+{
+	char holder[GW_ADMIT_PEER_MAX + 64];
+	int ret;
+
+	snprintf(holder, sizeof(holder), "%s (migration %02x%02x%02x%02x)", c->peer, h->id[0], h->id[1],
+		 h->id[2], h->id[3]);
+	gw_admit_hold(s->adm, h->id, c->identity, holder);
+	snprintf(s->dst->src_identity, sizeof(s->dst->src_identity), "%s", c->identity);
+	snprintf(s->dst->src_holder, sizeof(s->dst->src_holder), "%s", holder);
+	gw_set_status(s, GW_STATUS_SETUP);
+	pthread_mutex_lock(&s->lock);
+	s->t_start_ns = gw_now_ns();
+	pthread_mutex_unlock(&s->lock);
+	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
+	note_tls(s, c->peer);
+	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
+	s->dst->snap_err = 0;
+	if ((h->flags & GW_HELLO_VERIFY) && !(h->flags & GW_HELLO_LOCAL)) {
+		s->dst->snap_err = gw_snapshot_new(&s->vm, &s->snap);
+		if (s->dst->snap_err)
+			gw_log(GW_LOG_WARN, "mig", "snapshot_unavailable", "err=\"%s\"", strerror(-s->dst->snap_err));
+	}
+	ret = send_hello_ack(s, h);
+	if (ret)
+		return gw_fail(s, GW_PHASE_SETUP, ret, "sending HELLO_ACK: %s", strerror(-ret));
+	gw_log(GW_LOG_INFO, "mig", "handshake_done", "peer=\"%s\" channels=%u codec=%u flags=0x%x blocks=%u tls=%s",
+	       c->peer, s->nr_channels, h->codec, h->flags, h->nr_blocks,
+	       s->tls_ctx ? gw_tls_ctx_mode(s->tls_ctx) : "none");
+	publish_layout(s, h);
+	return 0;
+}
+
+/*
+ * One admitted HELLO. 0: it holds the destination now; 1: refused on its
+ * own connection, wait for another; or the sticky error (committed).
+ */
+static int hello_try(struct gw_session *s, struct gw_admitted *c, struct gw_msg_hello *h)
+{
+	int fds[GW_MAX_RAM_BLOCKS], nr_fds = 0, ret;
+	char why[300] = "";
+
+	ret = gw_msg_decode(GW_MSG_HELLO, c->payload, c->len, h, why, sizeof(why));
+	if (!ret)
+		ret = hello_acceptable(s, h, why, sizeof(why));
+	if (ret)
+		return hello_refused(s, c, ret, why);
+	/* The control connection from here on (FDS follow on it). */
+	gw_conn_adopt(&s->ctl, c->fd, c->sock, c->tls, 1);
+	c->fd = -1;
+	c->tls = NULL;
+	/*
+	 * A HELLO left behind by a source that gave up (its FIN is queued)
+	 * must not take the destination: the real source may be next.
+	 */
+	if (gw_conn_peer_alive(&s->ctl))
+		return hello_refused(s, c, -ECONNRESET, "the source closed the connection before it was answered");
+	gw_conn_set_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	memcpy(s->mig_id, h->id, sizeof(s->mig_id));
+	s->dst->hello_flags = h->flags;
+	s->nr_channels = (h->flags & GW_HELLO_LOCAL) ? 0 : h->nr_channels;
+	if (h->flags & GW_HELLO_LOCAL) {
+		ret = recv_fds(s, h, fds, &nr_fds, why, sizeof(why));
+		if (ret)
+			return hello_refused(s, c, ret, why);
+	}
+	ret = setup_layout(s, h, fds, nr_fds, why, sizeof(why));
+	if (ret == 1)
+		return hello_refused(s, c, -ERANGE, why);
+	if (!ret)
+		ret = hello_commit(s, c, h);
+	gw_admitted_release(c);
+	return ret;
+}
+
+int dst_handshake(struct gw_session *s)
+{
+	struct gw_msg_hello *h = malloc(sizeof(*h));
+	int ret = h ? 1 : gw_fail(s, GW_PHASE_SETUP, -ENOMEM, "no memory");
+
+	while (ret == 1) {
+		struct gw_admitted c;
+
+		ret = gw_admit_take(s->adm, GW_MSG_HELLO, 0, &c);
+		if (ret) {
+			ret = gw_failed(s) ? gw_failed(s) : gw_fail(s, GW_PHASE_SETUP, ret, "waiting for a source: %s",
+								       strerror(-ret));
+			break;
+		}
+		ret = hello_try(s, &c, h);
+	}
+	free(h);
+	return ret;
+}
+
+/* Receives of a connection of this migration: frames within the I/O timeout, idle while the migration progresses. */
+void dst_conn_watch(struct gw_session *s, struct gw_conn *c)
+{
+	gw_conn_set_timeout(c, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	gw_conn_watch_progress(c, &s->rx_progress_ns);
+}
+
+/*
+ * One data connection (the acceptor checked the migration id and the
+ * identity): a free index. The index, or the sticky error.
+ */
+static int admit_channel(struct gw_session *s, struct gw_admitted *c)
+{
+	struct gw_msg_chan_hello m;
+	unsigned idx;
+
+	if (gw_msg_decode(GW_MSG_CHAN_HELLO, c->payload, c->len, &m, NULL, 0) ||
+	    m.index >= s->nr_channels || s->chans[m.index].conn.fd >= 0) {
+		gw_admitted_refuse(c, -EPROTO, "channel index invalid or repeated");
+		return gw_fail(s, GW_PHASE_SETUP, -EPROTO, "a data connection with an invalid or repeated index");
+	}
+	idx = m.index;
+	gw_conn_adopt(&s->chans[idx].conn, c->fd, c->sock, c->tls, 1);
+	c->fd = -1;
+	c->tls = NULL;
+	/* The CHAN_HELLO counts among the channel's bytes, as on the source. */
+	__atomic_store_n(&s->chans[idx].conn.bytes_recv, GW_WIRE_HDR_BYTES + (uint64_t)c->len, __ATOMIC_RELAXED);
+	gw_admitted_release(c);
+	dst_conn_watch(s, &s->chans[idx].conn);
+	return (int)idx;
+}
+
+/*
+ * Each block's write path, before the first page arrives. Asking the page
+ * tables costs 4-5 ms per GiB mapped here: done after the channels are
+ * acknowledged, it runs while the source starts its dirty tracking, not
+ * while it waits for HELLO_ACK or a CHAN_ACK.
+ */
+static void choose_write_paths(struct gw_session *s)
+{
+	int pm = gw_pagemap_open();
+
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		const struct gw_ram_block *b = &s->vm.blocks[i];
+		struct gw_dst_block *db = &s->dst->dblk[i];
+
+		/*
+		 * Not with postcopy allowed: the populate thread unmaps the
+		 * RAM ahead of a switch (userfaultfd then places every page
+		 * once), and writes through the mapping would fault it back.
+		 */
+		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
+				!(s->dst->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
+		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
+		       db->fd < 0 || db->map_write ? "mapping" : "file");
+	}
+	if (pm >= 0)
+		close(pm);
+}
+
+int dst_accept_channels(struct gw_session *s)
+{
+	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
+	int ret = gw_channels_create(s, s->nr_channels);
+
+	for (unsigned joined = 0; !ret && joined < s->nr_channels; joined++) {
+		struct gw_admitted c;
+		struct gw_msg_chan_ack ack;
+		int idx;
+
+		ret = gw_admit_take(s->adm, GW_MSG_CHAN_HELLO, gw_now_ns() + timeout_ms * 1000000ull, &c);
+		if (ret)
+			return gw_failed(s) ? gw_failed(s) :
+			       gw_fail(s, GW_PHASE_SETUP, ret, "waiting for data connection %u of %u: %s",
+				       joined + 1, s->nr_channels, strerror(-ret));
+		idx = admit_channel(s, &c);
+		if (idx < 0)
+			return idx;
+		ack.index = (uint32_t)idx;
+		ret = gw_conn_send_msg(&s->chans[idx].conn, GW_MSG_CHAN_ACK, &ack);
+		if (ret)
+			return gw_fail(s, GW_PHASE_SETUP, ret, "channel %d ack", idx);
+	}
+	if (ret)
+		return ret;
+	choose_write_paths(s);
+	return gw_channels_start(s, gw_channel_recv_main);
+}
+
+void dst_layout_release(struct gw_session *s)
+{
+	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
+		gw_bitmap_free(&s->dst->dblk[i].written);
+		gw_bitmap_free(&s->dst->dblk[i].stale);
+	}
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The source's migration thread, in three files that follow the protocol:
+ *   source.c      set-up (connect, HELLO, channels, tracking, EXTENTS),
+ *                 the state machine, the end (resume on failure, teardown);
+ *   precopy.c     rounds: harvest, batches to channels, convergence;
+ *   switchover.c  pause, final pages, state, COMPLETE / READY, then GO and
+ *                 RESUMED.
+ * The source owns the VM until it sends GO: every failure before that
+ * resumes the VM (if paused) and reports failed. After GO, a lost RESUMED
+ * leaves the VM paused and the status "unknown" (docs/protocol.md).
+ *
+ * Threads: struct src_ctx belongs to the migration thread; what others may
+ * read is published into s->stats under s->lock (src_publish).
+ */
+#ifndef GW_SOURCE_H
+#define GW_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "source/converge.h"
+#include "mem/bitmap.h"
+#include "core/session_int.h"
+#include "util/state.h"
+#include "source/throttle.h"
+
+/*
+ * CLOCK_MONOTONIC at each step of the switchover, in this order: the
+ * breakdown is their differences. The state is saved and sent while the
+ * channels still send the last pages they were given.
+ */
+struct src_times {
+	uint64_t pause;			/* pause requested */
+	uint64_t paused;		/* no vCPU runs */
+	uint64_t harvested;		/* final harvest done */
+	uint64_t queued;		/* final pages queued on the channels */
+	uint64_t state_saved;
+	uint64_t state_sent;
+	uint64_t pages_sent;		/* final pages out, channels ended */
+	uint64_t ready;			/* READY received */
+	uint64_t go;			/* GO sent */
+	uint64_t resumed;		/* the destination resumed (its clock, or estimated) */
+};
+
+/*
+ * Free-page hints (gw_session_hint_free) take pages out of dirty and put
+ * them in free; a harvest takes the pages written since out of free again.
+ * At the switchover, the free pages the destination holds data for (sent)
+ * are sent as ZERO entries ("discarded"): both sides then hold zeros there,
+ * and the RAM digests compare free pages as zeros.
+ */
+struct src_ctx {
+	struct gw_bitmap dirty[GW_MAX_RAM_BLOCKS];	/* pages to send; s->hint_lock while hints run */
+	struct gw_bitmap free[GW_MAX_RAM_BLOCKS];	/* hinted free, not written since; s->hint_lock */
+	struct gw_bitmap sent[GW_MAX_RAM_BLOCKS];	/* handed to a channel at least once; s->hint_lock */
+	struct gw_converge conv;
+	uint64_t ram_pages, skipped_pages;
+	uint64_t dirty_pages;		/* pages to send now: weight of dirty after a harvest */
+	uint64_t harvested_pages;	/* pages the last harvest reported written since the one before */
+	uint64_t harvest_ns;		/* how long the last harvest took */
+	uint64_t rtt_ns;		/* control round trip, as the model last read it */
+	/* Where the pass stopped when a round ended mid-pass (round-max-ms). */
+	unsigned pass_block;
+	uint64_t pass_pos;
+	bool pass_done;			/* the last round ended its pass: a switchover may follow */
+	uint64_t discarded_pages;	/* free pages sent as zeros at the switchover */
+	uint64_t cpu_user0_ns, cpu_sys0_ns;
+	uint64_t last_publish_ns;	/* live statistics every 100 ms */
+	bool switched_over;		/* expected downtime frozen at the decision */
+	bool paused;			/* the VM is paused by us (resume on failure) */
+	bool handed_over;		/* RESUMED received: total time is final */
+	bool resume_measured;		/* the destination's resume stamp was usable (same clock) */
+	bool postcopy;			/* switching or switched to postcopy (postcopy_src.c) */
+	struct src_times t;
+	struct gw_state state;
+	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
+	char hint[192];			/* why precopy does not converge, "" when it does */
+	uint64_t exp_hist_ns[3];	/* expected downtime of the last three rounds, newest first */
+	uint64_t pc_best_exp_ns;	/* postcopy auto: lowest expected downtime so far */
+	unsigned pc_flat_rounds;	/* postcopy auto: rounds since it last fell by a tenth */
+};
+
+/* Publish counters into the stats snapshot (under the lock). */
+void src_publish(struct gw_session *s, struct src_ctx *c);
+/* Wire bytes sent so far on every connection. */
+uint64_t src_wire_bytes(struct gw_session *s);
+
+/* source.c: the control reader (restarted by a postcopy recovery). 0 or the sticky error. */
+int src_start_ctl_reader(struct gw_session *s);
+void src_join_ctl_reader(struct gw_session *s);
+
+/* precopy.c */
+/* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
+int src_harvest(struct gw_session *s, struct src_ctx *c);
+/* The last harvest (VM paused, tracking ends): the backend's collect_last when it has one. */
+int src_harvest_last(struct gw_session *s, struct src_ctx *c);
+/*
+ * Send ROUND and queue the pages of c->dirty on the channels. The pass goes
+ * on from where the last round stopped; it stops at @deadline_ns (0: none,
+ * a whole sweep from the start). 0 or the sticky error.
+ */
+int src_queue_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
+/* Wait until every channel sent what it was given. 0 or the sticky error. */
+int src_drain(struct gw_session *s);
+/* src_queue_round, then src_drain. */
+int src_send_round(struct gw_session *s, struct src_ctx *c, uint64_t deadline_ns);
+/* Paused, after the final round: queue the free pages sent before, as zeros. 0 or the sticky error. */
+int src_queue_discards(struct gw_session *s, struct src_ctx *c);
+/*
+ * Rounds until the expected downtime fits (or the policy says stop): 0,
+ * SRC_POSTCOPY (switch to postcopy now), or the sticky error.
+ */
+#define SRC_POSTCOPY 2
+int src_precopy(struct gw_session *s, struct src_ctx *c);
+
+/* Throttle and dirty limit back to none (the migration ends either way). */
+void src_unthrottle(struct gw_session *s, struct src_ctx *c);
+
+/* switchover.c */
+/* Stop the vCPUs (hints off, status device). 0 or the sticky error. */
+int src_pause_vm(struct gw_session *s, struct src_ctx *c);
+/* Save and send the device state. 0 or the sticky error. */
+int src_send_state(struct gw_session *s, struct src_ctx *c);
+/* COMPLETE with @flags (GW_COMPLETE_*), then wait for READY. 0 or the sticky error. */
+int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags);
+/* Testing: the src-delay-go fault point. */
+void src_fault_delay_go(struct gw_session *s);
+/*
+ * GO, unless an error was recorded first (decided under s->lock). *@sent says
+ * whether it left; c->t.go is stamped just before it leaves.
+ */
+int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent);
+/*
+ * When the destination resumed: its clock when shared (*@measured true),
+ * else estimated from ours.
+ */
+uint64_t src_resume_time(const struct gw_session *s, const struct src_times *t,
+			 const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured);
+/* The downtime and its breakdown into the statistics (status completed, or postcopy-active). */
+void src_publish_downtime(struct gw_session *s, struct src_ctx *c);
+/* Pause, final pages, state, COMPLETE, READY. 0 or the sticky error. */
+int src_switchover(struct gw_session *s, struct src_ctx *c, bool local);
+/* GO, then RESUMED. 0, 1 (outcome unknown: GO sent, RESUMED lost) or the error. */
+int src_handover(struct gw_session *s, struct src_ctx *c);
+/* After RESUMED: hash the frozen RAM, VERIFY, wait for VERIFIED. Never fails the migration. */
+void src_verify(struct gw_session *s, struct src_ctx *c);
+/* Wait for the control reader to deliver @type. 0 or the sticky error (-ETIMEDOUT). */
+int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms);
+
+#endif

@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The source's switchover (everything between the pause and GO), the
+ * handover (GO, RESUMED) and, after it, the verification of the two RAM
+ * digests. Inside the pause only what must be there: pause, final harvest
+ * and pages, state, COMPLETE, the destination's READY. Each step stamps
+ * src_times; the downtime breakdown is their differences, so its parts add
+ * up to the downtime: pause request to the destination's resume.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "pipe/channel.h"
+#include "mem/digest.h"
+#include "source/postcopy.h"
+#include "source/source.h"
+
+int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
+{
+	struct timespec deadline = gw_deadline_ms(timeout_ms);
+	uint32_t bit = 1u << type;
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (!(s->mbox_seen & bit) && !gw_failed(s) && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);
+	ret = (s->mbox_seen & bit) ? 0 : gw_failed(s) ? gw_failed(s) : -ETIMEDOUT;
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+int src_pause_vm(struct gw_session *s, struct src_ctx *c)
+{
+	int ret;
+
+	src_publish(s, c);
+	c->switched_over = true;
+	if (s->ops->hints_stop)
+		s->ops->hints_stop(s->opaque);
+	pthread_mutex_lock(&s->hint_lock);
+	s->hint_target = NULL;	/* the VM stops: no more hints */
+	s->hint_free = NULL;
+	pthread_mutex_unlock(&s->hint_lock);
+	gw_events_hold(s);	/* to the resume: no observer wakes inside the downtime */
+	gw_set_status(s, GW_STATUS_DEVICE);
+	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
+	gw_thread_critical(s, "switchover");
+	c->t.pause = gw_now_ns();
+	ret = s->ops->pause(s->opaque);
+	if (ret)
+		return gw_fail(s, GW_PHASE_FINAL, ret, "pausing the vCPUs: %s", strerror(-ret));
+	c->paused = true;
+	c->t.paused = gw_now_ns();
+	gw_log(GW_LOG_INFO, "mig", "vm_pause", "round=%u pause_us=%llu", gw_round(s),
+	       (unsigned long long)((c->t.paused - c->t.pause) / 1000));
+	return 0;
+}
+
+/* The last harvest; the last pages (and the discards) queued on every channel. */
+static int final_pages_queue(struct gw_session *s, struct src_ctx *c, bool local)
+{
+	int ret;
+
+	c->t.harvested = c->t.queued = c->t.paused;
+	if (local)
+		return 0;
+	ret = src_harvest_last(s, c);
+	if (ret)
+		return ret;
+	c->t.harvested = gw_now_ns();
+	gw_log(GW_LOG_INFO, "mig", "final_round", "round=%u dirty_pages=%llu",
+	       gw_round(s), (unsigned long long)c->dirty_pages);
+	gw_emit_round(s, gw_round(s), c->dirty_pages, true);
+	ret = src_queue_round(s, c, 0);
+	if (!ret)
+		ret = src_queue_discards(s, c);
+	c->t.queued = gw_now_ns();
+	return ret;
+}
+
+/* The channels send what they hold, then CHAN_END; their threads are joined. */
+static int final_pages_end(struct gw_session *s, struct src_ctx *c, bool local)
+{
+	int ret;
+
+	c->t.pages_sent = c->t.state_sent;
+	if (local)
+		return 0;
+	ret = src_drain(s);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < s->nr_channels; i++)
+		gw_channel_finish(&s->chans[i]);
+	gw_channels_join(s);
+	ret = gw_failed(s);
+	if (ret)
+		return ret;
+	c->t.pages_sent = gw_now_ns();
+	gw_log(GW_LOG_INFO, "mig", "final_sent", "pages=%llu queue_us=%llu after_state_us=%llu",
+	       (unsigned long long)c->dirty_pages,
+	       (unsigned long long)((c->t.queued - c->t.harvested) / 1000),
+	       (unsigned long long)((c->t.pages_sent - c->t.state_sent) / 1000));
+	c->dirty_pages = 0;
+	return 0;
+}
+
+/* Saved and sent while the channels still send the last pages they hold. */
+int src_send_state(struct gw_session *s, struct src_ctx *c)
+{
+	struct gw_msg_state m = { .st = &c->state };
+	int ret = 0;
+
+	gw_state_init(&c->state);
+	if (s->ops->save_state)
+		ret = s->ops->save_state(s->opaque, &c->state);
+	if (ret)
+		return gw_fail(s, GW_PHASE_FINAL, ret, "saving device state: %s", strerror(-ret));
+	c->t.state_saved = gw_now_ns();
+	ret = gw_conn_send_msg(&s->ctl, GW_MSG_STATE, &m);
+	if (ret)
+		return gw_fail(s, GW_PHASE_FINAL, ret, "sending state: %s", strerror(-ret));
+	c->t.state_sent = gw_now_ns();
+	gw_log(GW_LOG_INFO, "mig", "state_sent", "sections=%u bytes=%zu save_us=%llu send_us=%llu",
+	       gw_state_count(&c->state), c->state.total_bytes,
+	       (unsigned long long)((c->t.state_saved - c->t.queued) / 1000),
+	       (unsigned long long)((c->t.state_sent - c->t.state_saved) / 1000));
+	return 0;
+}
+
+/* COMPLETE (totals, @flags), then the destination's READY. */
+int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags)
+{
+	struct gw_msg_complete m = { .nr_channels = s->nr_channels, .flags = flags };
+	struct gw_msg_ready r;
+	int ret;
+
+	for (unsigned i = 0; i < s->nr_channels; i++)
+		m.total_pages += s->chans[i].pages;
+	ret = gw_conn_send_msg(&s->ctl, GW_MSG_COMPLETE, &m);
+	if (ret)
+		return gw_fail(s, GW_PHASE_FINAL, ret, "sending COMPLETE: %s", strerror(-ret));
+	gw_set_status(s, GW_STATUS_HANDOVER);
+	ret = src_wait_mbox(s, GW_MSG_READY, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	if (ret)
+		return ret == -ETIMEDOUT ? gw_fail(s, GW_PHASE_HANDOVER, ret,
+			"destination did not answer ready within the I/O timeout") : ret;
+	c->t.ready = gw_now_ns();
+	pthread_mutex_lock(&s->lock);
+	r = s->mbox_ready;
+	pthread_mutex_unlock(&s->lock);
+	gw_log(GW_LOG_INFO, "mig", "ready", "dst_load_us=%llu round_trip_us=%llu",
+	       (unsigned long long)(r.load_ns / 1000),
+	       (unsigned long long)((c->t.ready - c->t.pages_sent) / 1000));
+	return 0;
+}
+
+int src_switchover(struct gw_session *s, struct src_ctx *c, bool local)
+{
+	int ret = src_pause_vm(s, c);
+
+	if (!ret)
+		ret = final_pages_queue(s, c, local);
+	if (!ret)
+		ret = src_send_state(s, c);
+	if (!ret)
+		ret = final_pages_end(s, c, local);
+	return ret ? ret : src_complete_and_ready(s, c, 0);
+}
+
+/* Testing: wait between READY and GO (the destination may die meanwhile). */
+void src_fault_delay_go(struct gw_session *s)
+{
+	uint64_t ms = gw_fault_arg(s);
+	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	if (!gw_fault_armed(s, GW_FAULT_SRC_DELAY_GO))
+		return;
+	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=src-delay-go ms=%llu", (unsigned long long)ms);
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Just before GO, without blocking: is the destination still there? A
+ * destination that died a moment ago (its FIN or reset is queued) must not
+ * be sent GO: the source would be left not knowing whether the VM runs
+ * there. The control reader may be about to turn a last ERROR of the
+ * destination into the sticky error: that reason is the better one, so it
+ * gets a moment (bounded) before ours is recorded. 0 or the sticky error.
+ */
+static int check_alive_before_go(struct gw_session *s)
+{
+	struct timespec deadline;
+	int ret = gw_conn_peer_alive(&s->ctl);
+
+	if (!ret)
+		return 0;
+	deadline = gw_deadline_ms(200);
+	pthread_mutex_lock(&s->lock);
+	while (!s->err.code && pthread_cond_timedwait(&s->cond, &s->lock, &deadline) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&s->lock);
+	gw_log(GW_LOG_WARN, "mig", "go_withheld", "reason=\"the destination closed the control connection\"");
+	return gw_fail(s, GW_PHASE_HANDOVER, ret, "the destination closed the control connection before GO: "
+		       "the VM stays here");
+}
+
+/*
+ * GO, unless an error (cancel included) was recorded first: decided under
+ * one lock. c->t.go is stamped just before the send: the destination may
+ * resume before this thread runs again (on a busy host it can wait a
+ * scheduler tick after the send), and a stamp taken after the send would
+ * come later than the resume it is compared with (src_resume_time).
+ */
+int src_send_go(struct gw_session *s, struct src_ctx *c, bool *sent)
+{
+	int ret = check_alive_before_go(s);
+
+	*sent = false;
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&s->lock);
+	ret = s->err.code;
+	if (!ret)
+		s->go_sent = true;	/* from here cancel is refused */
+	pthread_mutex_unlock(&s->lock);
+	*sent = !ret;
+	if (ret)
+		return ret;
+	c->t.go = gw_now_ns();
+	ret = gw_conn_send_msg(&s->ctl, GW_MSG_GO, NULL);
+	gw_log(GW_LOG_INFO, "mig", "go_sent", "ok=%d", ret == 0);
+	return ret;
+}
+
+/* RESUMED lost after GO: the VM may run there. Stay paused, say so. */
+static int outcome_unknown(struct gw_session *s, int err)
+{
+	pthread_mutex_lock(&s->lock);
+	gw_error_set_locked(s, GW_PHASE_HANDOVER, err,
+			    "GO sent but RESUMED not received (%s): the VM may run on the destination; "
+			    "the source stays paused: ask the destination", strerror(-err));
+	pthread_mutex_unlock(&s->lock);
+	gw_log(GW_LOG_ERROR, "mig", "outcome_unknown",
+	       "reason=\"no RESUMED after GO: source stays paused, ask the destination\"");
+	gw_set_status(s, GW_STATUS_UNKNOWN);
+	return 1;
+}
+
+/*
+ * When the destination resumed. One kernel (same boot id): its own clock
+ * says. Otherwise from ours: GO sent + one way + its GO-to-resume time,
+ * one way = (round trip - its time) / 2.
+ */
+uint64_t src_resume_time(const struct gw_session *s, const struct src_times *t,
+			 const struct gw_msg_resumed *r, uint64_t t_resumed_rx, bool *measured)
+{
+	uint64_t rtt = t_resumed_rx - t->go, own = r->go_to_resume_ns < rtt ? r->go_to_resume_ns : rtt;
+
+	*measured = s->same_clock && r->resume_mono_ns >= t->go && r->resume_mono_ns <= t_resumed_rx;
+	if (*measured)
+		return r->resume_mono_ns;
+	return t->go + (rtt - own) / 2 + own;
+}
+
+/* The downtime and its parts, from the stamps; published under the lock. */
+void src_publish_downtime(struct gw_session *s, struct src_ctx *c)
+{
+	const struct src_times *t = &c->t;
+	struct gw_downtime_breakdown bd = {
+		.pause_ns = t->paused - t->pause, .final_harvest_ns = t->harvested - t->paused,
+		/* The final pages are queued before the state is saved and drain after it is sent. */
+		.final_send_ns = (t->queued - t->harvested) + (t->pages_sent - t->state_sent),
+		.state_save_ns = t->state_saved - t->queued, .state_send_ns = t->state_sent - t->state_saved,
+		.dst_load_ns = t->ready - t->pages_sent,
+		.handover_ns = t->resumed - t->ready,
+	};
+
+	pthread_mutex_lock(&s->lock);
+	s->stats.downtime = bd;
+	s->stats.downtime_ns = t->resumed - t->pause;
+	s->stats.downtime_measured = c->resume_measured;
+	if (c->postcopy) {
+		/* The VM runs there; the migration ends when every page has arrived. */
+		s->stats.status = s->status = GW_STATUS_POSTCOPY_ACTIVE;
+	} else {
+		s->stats.total_time_ns = t->resumed - s->t_start_ns;
+		s->stats.status = s->status = GW_STATUS_COMPLETED;
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	gw_emit_status(s);
+	gw_events_release(s);	/* the destination resumed: what the downtime held */
+	c->handed_over = !c->postcopy;
+}
+
+int src_handover(struct gw_session *s, struct src_ctx *c)
+{
+	struct gw_msg_resumed r;
+	struct gw_error err;
+	uint64_t t_rx;
+	bool sent;
+	int ret;
+
+	src_fault_delay_go(s);
+	ret = src_send_go(s, c, &sent);
+	if (!sent)
+		return ret;
+	if (!ret)
+		ret = src_wait_mbox(s, GW_MSG_RESUMED, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	t_rx = gw_now_ns();
+	gw_error_get(s, &err);
+	if (ret && err.from_peer) {
+		/*
+		 * The destination answered GO with ERROR: it reports that it did
+		 * not resume (it sends nothing but RESUMED once the VM runs
+		 * there), so the VM is still ours to run.
+		 */
+		gw_log(GW_LOG_WARN, "mig", "go_refused", "reason=\"%s\"", err.msg);
+		return ret;
+	}
+	if (ret)
+		return outcome_unknown(s, ret);
+	pthread_mutex_lock(&s->lock);
+	r = s->mbox_resumed;
+	pthread_mutex_unlock(&s->lock);
+	c->t.resumed = src_resume_time(s, &c->t, &r, t_rx, &c->resume_measured);
+	src_publish_downtime(s, c);
+	return 0;
+}
+
+static void set_verify(struct gw_session *s, enum gw_verify v, uint64_t src_ns,
+		       const struct gw_msg_verified *m)
+{
+	pthread_mutex_lock(&s->lock);
+	s->stats.verify = v;
+	s->stats.verified = v == GW_VERIFY_OK;
+	s->stats.verify_src_ns = src_ns;
+	if (m) {
+		s->stats.verify_dst_ns = m->verify_ns;
+		s->stats.verify_faults = m->snapshot_faults;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * After GO the source's VM never runs again unless the operator says so:
+ * its RAM is frozen, so it is hashed now, out of the downtime. The
+ * destination hashed its RAM as it was at resume (mem/snapshot.h) and
+ * compares. A mismatch is loud; the source keeps its copy for the operator.
+ */
+void src_verify(struct gw_session *s, struct src_ctx *c)
+{
+	struct gw_msg_verify m = { 0 };
+	struct gw_msg_verified v;
+	struct gw_digest dg;
+	uint64_t t = gw_now_ns();
+	int ret;
+
+	if (!gw_param(s, GW_PARAM_VERIFY) || gw_param(s, GW_PARAM_LOCAL))
+		return;
+	set_verify(s, GW_VERIFY_PENDING, 0, NULL);
+	/* Free pages are zeros on the destination (never sent, or discarded). */
+	ret = c->postcopy ? src_pc_digest(s, c, &dg) : gw_ram_digest_except(&s->vm, 2, c->free, &dg);
+	m = (struct gw_msg_verify){ dg.lo, dg.hi, gw_now_ns() - t };
+	if (!ret)
+		ret = gw_conn_send_msg(&s->ctl, GW_MSG_VERIFY, &m);
+	if (!ret)
+		ret = src_wait_mbox(s, GW_MSG_VERIFIED, gw_verify_wait_ms(s));
+	if (ret) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"%s\"", strerror(-ret));
+		set_verify(s, GW_VERIFY_UNKNOWN, m.verify_ns, NULL);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	v = s->mbox_verified;
+	pthread_mutex_unlock(&s->lock);
+	if (v.flags & GW_VERIFIED_UNAVAILABLE) {
+		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"the destination cannot snapshot its RAM\"");
+		set_verify(s, GW_VERIFY_UNKNOWN, m.verify_ns, &v);
+		return;
+	}
+	set_verify(s, (v.flags & GW_VERIFIED_MATCH) ? GW_VERIFY_OK : GW_VERIFY_MISMATCH, m.verify_ns, &v);
+	gw_log((v.flags & GW_VERIFIED_MATCH) ? GW_LOG_INFO : GW_LOG_ERROR, "mig",
+	       (v.flags & GW_VERIFIED_MATCH) ? "verified" : "verify_mismatch",
+	       "source=%016llx%016llx destination=%016llx%016llx src_us=%llu dst_us=%llu faults=%llu%s",
+	       (unsigned long long)m.digest_hi, (unsigned long long)m.digest_lo,
+	       (unsigned long long)v.digest_hi, (unsigned long long)v.digest_lo,
+	       (unsigned long long)(m.verify_ns / 1000), (unsigned long long)(v.verify_ns / 1000),
+	       (unsigned long long)v.snapshot_faults,
+	       (v.flags & GW_VERIFIED_MATCH) ? "" : " action=\"the source keeps its copy: resolve\"");
+}
