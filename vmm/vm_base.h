@@ -17,7 +17,12 @@
  *     following a migration, a checkable workload's pages are checked on a
  *     thread of its own (guest work after the resume, not downtime), then
  *     the vCPUs start; under postcopy the check waits for every page
- *     (postcopy_ram(true)) and runs with the vCPUs paused;
+ *     (postcopy_ram(true)) and runs with the vCPUs paused. The guest does
+ *     not run until it is done, so the dirty workload (what the demo and
+ *     the benchmarks measure) checks then only when the RAM arrived shared
+ *     (ram_shared: a local migration, where no digest verifies it); else
+ *     the engine's RAM digest verifies and its check runs on request
+ *     (vmm_vm_check) without delaying the guest after its resume;
  *   - the throttles (atomic stores the vCPU threads read at their pace
  *     calls) and the RAM release (every block unmapped and closed).
  *
@@ -118,6 +123,11 @@ struct vmm_vm {
 	uint64_t ws_pages;		/* working set, from wl and RAM */
 	unsigned nr_vcpus;		/* vCPUs that run the workload (a destination: as loaded) */
 	bool loaded;			/* destination: a state was applied */
+	/*
+	 * Destination: the last setup_ram mapped the fds the source passed (a
+	 * local migration: one copy of RAM, nothing for a digest to compare).
+	 */
+	bool ram_shared;
 	/* Canonical workload spec: written under ctl and lock, read under either. */
 	char spec[VMM_WORKLOAD_SPEC_MAX];
 
@@ -178,6 +188,12 @@ static inline void vmm_vm_set_state(struct vmm_vm *vm, enum vmm_state st)
 
 /* ctl held: whether the workload has an exact check (the checkable hook, or the workload's kind). */
 bool vmm_vm_checkable(const struct vmm_vm *vm);
+
+/*
+ * ctl held: whether the first resume after a migration (or postcopy_ram(true))
+ * runs the check: a checkable workload, dirty only with ram_shared.
+ */
+bool vmm_vm_check_at_resume(const struct vmm_vm *vm);
 
 /* ctl held: wait for a pending post-migration check and the vCPU start after it. */
 void vmm_vm_join_post_check(struct vmm_vm *vm);

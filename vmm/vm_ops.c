@@ -90,10 +90,14 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 		ret = vm->hooks->setup_ram(vm, want, reason, reason_len);
 	}
 	if (!ret) {
+		/* Accepted: every received fd is mapped (a hook closes none it was given then). */
+		vm->ram_shared = false;
+		for (unsigned i = 0; i < want->nr_blocks; i++)
+			vm->ram_shared |= want->blocks[i].fd >= 0;
 		*out = vm->info;
 		gw_log(GW_LOG_INFO, vm->hooks->subsys, "ram_setup",
 		       "blocks=%u ram_bytes=%" PRIu64 " local=%d us=%.1f", vm->info.nr_blocks,
-		       vm->ram_pages * GW_PAGE_BYTES, want->blocks[0].fd >= 0,
+		       vm->ram_pages * GW_PAGE_BYTES, vm->ram_shared,
 		       (double)(gw_now_ns() - t0) / 1000.0);
 	}
 	pthread_mutex_unlock(&vm->ctl);
@@ -147,7 +151,8 @@ static int ops_vcpu_of_thread(void *opaque, pid_t tid)
 /*
  * Postcopy (destination): RAM incomplete from the resume on (@complete
  * false: the vCPUs start without the post-migration check; returns the
- * vCPU count), then complete (the deferred check runs now, vCPUs paused).
+ * vCPU count), then complete (the check the first resume deferred runs
+ * now when vmm_vm_check_at_resume says so, vCPUs paused).
  */
 static int ops_postcopy_ram(void *opaque, bool complete)
 {
@@ -167,7 +172,7 @@ static int ops_postcopy_ram(void *opaque, bool complete)
 		return (int)vm->nr_vcpus;
 	pthread_mutex_lock(&vm->ctl);
 	atomic_store(&vm->postcopy_incomplete, false);
-	if (vmm_vm_checkable(vm) && vmm_vm_state(vm) == VMM_RUNNING) {
+	if (vmm_vm_check_at_resume(vm) && vmm_vm_state(vm) == VMM_RUNNING) {
 		/* Every page is here: the check the first resume deferred, the vCPUs parked. */
 		vm->hooks->pause_vcpus(vm);
 		vmm_vm_post_check_run(vm);
