@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <godwit/godwit.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_vm.h"
 #include "mem/dirty.h"
 

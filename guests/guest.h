@@ -22,7 +22,7 @@
 #define GW_GUEST_H
 
 #include <stdint.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 
 #define barrier() __asm__ __volatile__("" ::: "memory")
 

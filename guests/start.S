@@ -3,7 +3,7 @@
  * Guest entry and interrupt stubs. The VMM starts every vCPU here in 64-bit
  * mode with RDI = vCPU index, RSI = boot info, RSP = top of its stack.
  */
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 
 	.section .text.start, "ax"
 	.code64

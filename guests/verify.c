@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * verify: pass after pass, rewrite every page of this vCPU's slice with
- * vmm_verify_page(page, gen) (vmm/content.h, the function the host checks
+ * vmm_verify_page(page, gen) (common/content.h, the function the host checks
  * against), keeping the invariant of guest_abi.h: `written` moves by one
  * 64-bit store after the page is whole. With GW_BOOT_RECHECK, after each
  * incoming migration the guest re-checks

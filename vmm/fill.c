@@ -24,7 +24,7 @@
 #include <unistd.h>
 #include "content.h"
 #include "fill.h"
-#include "lifecycle.h"
+#include "thread.h"
 
 _Static_assert(VMM_PAGE_BYTES == GW_PAGE_BYTES, "content.h and the engine disagree on the page size");
 
@@ -58,6 +58,29 @@ const char *vmm_fill_name(enum vmm_fill f)
 	if ((unsigned)f < sizeof(fill_names) / sizeof(fill_names[0]))
 		return fill_names[f];
 	return "?";
+}
+
+uint32_t vmm_fill_to_wire(enum vmm_fill f)
+{
+	switch (f) {
+	case VMM_FILL_ZERO: return 1;
+	case VMM_FILL_MIX: return 2;
+	case VMM_FILL_RANDOM: return 3;
+	case VMM_FILL_TEXT: return 4;
+	default: return 0;
+	}
+}
+
+int vmm_fill_from_wire(uint32_t w, enum vmm_fill *out)
+{
+	static const enum vmm_fill map[] = {
+		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
+	};
+
+	if (w >= sizeof(map) / sizeof(map[0]))
+		return -EINVAL;
+	*out = map[w];
+	return 0;
 }
 
 /*

@@ -4,7 +4,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/mman.h>
-#include "lifecycle.h"
+#include "thread.h"
 #include "prealloc.h"
 #include "content.h"
 

@@ -4,10 +4,13 @@
  * backends (KVM, soft), chosen with --accel from an explicit table in
  * preference order. A backend owns its VM: RAM, vCPUs (threads), workload,
  * state sections; it hands the engine a struct gw_vm_info and the
- * gw_vm_ops callbacks (opaque = its struct vmm *).
+ * gw_vm_ops callbacks (opaque = its struct vmm *). Every backend's VM
+ * embeds struct vmm_vm (vm_base.h) first: the lifecycle, the gw_vm_ops
+ * table and most vmm_backend entries are written once there.
  *
- * vmm/ sees only the public API of libgodwit (include/godwit/) and its own
- * headers: whatever a VMM needs from the engine is public API.
+ * vmm/ sees only the public API of libgodwit (include/godwit/), common/
+ * (what it shares with the guests) and its own headers: whatever a VMM
+ * needs from the engine is public API.
  *
  * Lifecycle, the same for every backend:
  *   created --start--> running <--pause/resume (engine)--> paused
@@ -16,7 +19,7 @@
  *   any --destroy--> gone
  *
  * Threads: create/destroy on the owning thread; every other operation may
- * be called from any thread (the backend serialises them).
+ * be called from any thread (the VM's ctl serialises them, vm_base.h).
  */
 #ifndef GW_VMM_H
 #define GW_VMM_H
@@ -113,5 +116,12 @@ const struct vmm_backend *vmm_backend_by_name(const char *name);
 /* Fill names: none zero mix random text. 0 and *out set, or -EINVAL. */
 int vmm_fill_parse(const char *name, enum vmm_fill *out);
 const char *vmm_fill_name(enum vmm_fill f);
+/*
+ * Fill numbers in state sections are fixed (0 none, 1 zero, 2 mix,
+ * 3 random, 4 text); the enum may change. from_wire: 0 and *out set, or
+ * -EINVAL for a number it does not know.
+ */
+uint32_t vmm_fill_to_wire(enum vmm_fill f);
+int vmm_fill_from_wire(uint32_t w, enum vmm_fill *out);
 
 #endif

@@ -10,7 +10,7 @@
  *                        0 = full speed. Progress: pages written.
  *                        Checked like verify (same cursor and generation
  *                        invariant): a page holds vmm_dirty_page() of its
- *                        last generation (vmm/content.h).
+ *                        last generation (common/content.h).
  *   verify[:ws=SIZE,rate=PAGES_PER_SECOND]
  *                        (default: all RAM, full speed) pass after pass,
  *                        rewrite every page of the slice whole with
@@ -41,7 +41,7 @@
  * the workload": the initial fill content of that page. A page is written
  * whole before the cursor moves. Where a vCPU can stop in the middle of a
  * page (KVM), the page at the cursor holds, word by word, its gen or its
- * gen-1 value (vmm/kvm/guest_abi.h).
+ * gen-1 value (common/guest_abi.h).
  */
 #ifndef GW_VMM_WORKLOAD_H
 #define GW_VMM_WORKLOAD_H

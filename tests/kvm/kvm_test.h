@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_vm.h"
 
 /* Skip (77) unless the KVM backend probes; quiet the log unless GW_TEST_VERBOSE. */

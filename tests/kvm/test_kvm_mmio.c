@@ -72,10 +72,10 @@ static int vm_setup(struct kvm_vm *vm, uint8_t *ram)
 	TEST_ASSERT(ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) == 0, "KVM_CREATE_IRQCHIP");
 	TEST_ASSERT(ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &slot) == 0,
 		    "KVM_SET_USER_MEMORY_REGION");
-	vm->info.size = sizeof(vm->info);
-	vm->info.blocks = vm->blocks;
-	vm->info.nr_blocks = 1;
-	vm->info.blocks[0] = (struct gw_ram_block){ .name = "ram", .gpa = 0, .host = ram,
+	vm->base.info.size = sizeof(vm->base.info);
+	vm->base.info.blocks = vm->base.blocks;
+	vm->base.info.nr_blocks = 1;
+	vm->base.info.blocks[0] = (struct gw_ram_block){ .name = "ram", .gpa = 0, .host = ram,
 						    .size_bytes = RAM_BYTES, .page_size_bytes = 4096 };
 	return ioctl(vm->vm_fd, KVM_CREATE_VCPU, 0);
 }

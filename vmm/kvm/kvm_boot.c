@@ -2,7 +2,7 @@
 /* Page tables, GDT, TSS and system registers for a 64-bit start (kvm_boot.h). */
 #include <errno.h>
 #include <string.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_boot.h"
 
 #define PAGE_BYTES 4096ull

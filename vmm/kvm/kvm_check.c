@@ -35,7 +35,7 @@
  */
 static uint64_t area_counter_fd(const struct kvm_vm *vm, unsigned i, size_t field_off)
 {
-	const struct gw_ram_block *b = &vm->info.blocks[KVM_BLOCK_SYS];
+	const struct gw_ram_block *b = &vm->base.info.blocks[KVM_BLOCK_SYS];
 	uint64_t v = 0;
 	off_t at = (off_t)(b->fd_offset_bytes + GW_GUEST_VCPU_AREA_GPA + i * GW_VCPU_AREA_BYTES +
 			   field_off);
@@ -48,12 +48,12 @@ static uint64_t area_counter_fd(const struct kvm_vm *vm, unsigned i, size_t fiel
 uint64_t kvm_progress(const struct kvm_vm *vm)
 {
 	uint64_t sum = 0;
-	bool ticks = vm->wl.kind == VMM_WL_IDLE || !strcmp(vm->guest, "compute");
-	bool via_fd = atomic_load(&((struct kvm_vm *)vm)->postcopy_incomplete);
+	bool ticks = vm->base.wl.kind == VMM_WL_IDLE || !strcmp(vm->guest, "compute");
+	bool via_fd = atomic_load(&((struct kvm_vm *)vm)->base.postcopy_incomplete);
 
-	if (vm->info.nr_blocks <= KVM_BLOCK_SYS)
+	if (vm->base.info.nr_blocks <= KVM_BLOCK_SYS)
 		return 0;
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		const struct gw_vcpu_area *a;
 
 		if (via_fd) {
@@ -70,8 +70,8 @@ uint64_t kvm_progress(const struct kvm_vm *vm)
 
 bool kvm_workload_checkable(const struct kvm_vm *vm)
 {
-	return vm->wl.kind == VMM_WL_VERIFY ||
-	       (vm->wl.kind == VMM_WL_DIRTY && !strcmp(vm->guest, "dirty"));
+	return vm->base.wl.kind == VMM_WL_VERIFY ||
+	       (vm->base.wl.kind == VMM_WL_DIRTY && !strcmp(vm->guest, "dirty"));
 }
 
 /*
@@ -81,9 +81,9 @@ bool kvm_workload_checkable(const struct kvm_vm *vm)
 static bool expected(const struct kvm_vm *vm, uint64_t page, uint64_t off, uint64_t g,
 		     uint64_t *out)
 {
-	bool whole = vm->wl.pattern_page;
+	bool whole = vm->base.wl.pattern_page;
 
-	if (g && vm->wl.kind != VMM_WL_DIRTY) {
+	if (g && vm->base.wl.kind != VMM_WL_DIRTY) {
 		vmm_verify_page(page, g, out);
 		return true;
 	}
@@ -103,7 +103,7 @@ struct window {
 
 static int read_window(const struct kvm_vm *vm, struct window *w, uint64_t page, uint64_t end)
 {
-	const struct gw_ram_block *b = &vm->info.blocks[KVM_BLOCK_RAM];
+	const struct gw_ram_block *b = &vm->base.info.blocks[KVM_BLOCK_RAM];
 	uint64_t n = end - page < CHECK_WINDOW_PAGES ? end - page : CHECK_WINDOW_PAGES;
 	size_t len = n * GW_PAGE_BYTES, done = 0;
 
@@ -149,7 +149,7 @@ static int check_slice(const struct kvm_vm *vm, unsigned i, struct window *w, ui
 	uint64_t cursor = n ? t % n : 0, gen = n ? t / n + 1 : 1;
 	int ret;
 
-	if (first > vm->ram_pages || n > vm->ram_pages - first) {
+	if (first > vm->base.ram_pages || n > vm->base.ram_pages - first) {
 		kvm_why(msg, msg_len, "vCPU %u: slice [%" PRIu64 ", +%" PRIu64 ") outside RAM", i, first, n);
 		return -EIO;
 	}
@@ -187,7 +187,7 @@ int kvm_check_verify(struct kvm_vm *vm, char *msg, size_t msg_len)
 		ret = -ENOMEM;
 		goto out;
 	}
-	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++)
+	for (unsigned i = 0; i < vm->base.nr_vcpus && !ret; i++)
 		ret = check_slice(vm, i, &w, exp, alt, &checked, msg, msg_len);
 	if (!ret)
 		kvm_why(msg, msg_len, "%" PRIu64 " pages checked", checked);

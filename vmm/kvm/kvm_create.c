@@ -3,8 +3,8 @@
  * Creating a KVM VM (vmm_kvm_create_opts): the configuration checked, the
  * dirty-ring decision (made before any vCPU exists), the VM allocated and
  * freed, its RAM blocks and their initial content, and for a source the
- * boot structures and vCPUs; the guest image table's lookup. Lifecycle is in
- * kvm_backend.c, the engine's callbacks in kvm_engine.c.
+ * boot structures and vCPUs; the guest image table's lookup. The lifecycle
+ * and the engine's callbacks are the base's (vm_base.h) over kvm_hooks.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -81,18 +81,13 @@ static struct kvm_vm *vm_alloc(const struct vmm_config *cfg, const struct kvm_vm
 		vm->vcpus[i].vm = vm;
 		vm->vcpus[i].index = i;
 	}
-	pthread_mutex_init(&vm->ctl, NULL);
-	pthread_mutex_init(&vm->lock, NULL);
+	vmm_vm_init(&vm->base, &kvm_hooks);
 	kvm_pause_init(&vm->pause, kvm_kick, vm);
 	vm->memory_file = cfg->memory_file ? strdup(cfg->memory_file) : NULL;
 	vm->prealloc = cfg->prealloc;
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
 	vm->has_pit = !vm->opts.no_pit;
-	vm->info.size = sizeof(vm->info);
-	vm->info.blocks = vm->blocks;
-	vm->info.kvm_vm_fd = -1;
-	vm->info.kvm_dirty_ring_full_efd = -1;
 	return vm;
 }
 
@@ -100,7 +95,7 @@ void kvm_vm_free(struct kvm_vm *vm)
 {
 	kvm_vcpus_stop(vm);	/* a destination's threads made ahead, parked (none if stopped) */
 	kvm_vcpus_destroy(vm);
-	kvm_ram_free(vm);
+	vmm_vm_ram_release(&vm->base);
 	if (vm->ring_full_efd >= 0)
 		close(vm->ring_full_efd);
 	if (vm->vm_fd >= 0)
@@ -111,20 +106,19 @@ void kvm_vm_free(struct kvm_vm *vm)
 	kvm_state_load_ahead_free(vm);
 	free(vm->host_compat);
 	free((char *)vm->memory_file);
-	pthread_mutex_destroy(&vm->ctl);
-	pthread_mutex_destroy(&vm->lock);
+	vmm_vm_release(&vm->base);
 	free(vm);
 }
 
 /* Publish what the engine's trackers need (kvm-log, kvm-ring). */
 void kvm_publish_info(struct kvm_vm *vm)
 {
-	vm->info.kvm_vm_fd = vm->vm_fd;
-	vm->info.nr_vcpus = vm->nr_vcpus;
-	vm->info.kvm_dirty_ring_entries = vm->ring_entries;
-	vm->info.kvm_dirty_rings = vm->ring_entries ? vm->rings : NULL;
-	vm->info.kvm_dirty_ring_fetch = vm->ring_entries ? vm->ring_fetch : NULL;
-	vm->info.kvm_dirty_ring_full_efd = vm->ring_full_efd;
+	vm->base.info.kvm_vm_fd = vm->vm_fd;
+	vm->base.info.nr_vcpus = vm->base.nr_vcpus;
+	vm->base.info.kvm_dirty_ring_entries = vm->ring_entries;
+	vm->base.info.kvm_dirty_rings = vm->ring_entries ? vm->rings : NULL;
+	vm->base.info.kvm_dirty_ring_fetch = vm->ring_entries ? vm->ring_fetch : NULL;
+	vm->base.info.kvm_dirty_ring_full_efd = vm->ring_full_efd;
 }
 
 /* Blocks "sys" and "ram" for @ram_bytes of workload RAM. */
@@ -144,7 +138,7 @@ static int ram_create(struct kvm_vm *vm, uint64_t ram_bytes, bool *ram_fresh,
 static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
 {
 	struct gw_vm_info ram_only = { .size = sizeof(ram_only), .nr_blocks = 1,
-				       .blocks = &vm->blocks[KVM_BLOCK_RAM], .kvm_vm_fd = -1 };
+				       .blocks = &vm->base.blocks[KVM_BLOCK_RAM], .kvm_vm_fd = -1 };
 	uint64_t t0 = gw_now_ns();
 	int ret;
 
@@ -158,7 +152,7 @@ static int fill_ram(struct kvm_vm *vm, bool fresh, char *why, size_t why_len)
 	vm->init_known = fresh || vm->fill != VMM_FILL_NONE;
 	if (vm->fill != VMM_FILL_NONE)
 		gw_log(GW_LOG_INFO, "kvm", "ram_filled", "fill=%s bytes=%" PRIu64 " ms=%.1f",
-		       vmm_fill_name(vm->fill), vm->ram_pages * GW_PAGE_BYTES, (gw_now_ns() - t0) / 1e6);
+		       vmm_fill_name(vm->fill), vm->base.ram_pages * GW_PAGE_BYTES, (gw_now_ns() - t0) / 1e6);
 	return 0;
 }
 
@@ -193,9 +187,9 @@ static int vcpus_ahead(struct kvm_vm *vm, unsigned nr, char *why, size_t why_len
 	if (ret)
 		return ret;
 	/* Made, not loaded: the VM still has no CPU state (nr_vcpus 0 means that). */
-	vm->vcpus_ahead = vm->nr_vcpus;
-	vm->nr_vcpus = 0;
-	vm->info.nr_vcpus = 0;
+	vm->vcpus_ahead = vm->base.nr_vcpus;
+	vm->base.nr_vcpus = 0;
+	vm->base.info.nr_vcpus = 0;
 	kvm_pause_set_vcpus(&vm->pause, 0);
 	if (kvm_state_load_ahead(vm, nr))
 		gw_log(GW_LOG_WARN, "kvm", "load_ahead_failed", "vcpus=%u: the load allocates its own", nr);
@@ -248,17 +242,17 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = vmm_workload_parse(cfg->workload, &vm->wl, why, sizeof(why));
+	ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, sizeof(why));
 	if (ret)
 		goto fail;
-	if (vm->wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
+	if (vm->base.wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
 		snprintf(why, sizeof(why), "the balloon workload (free-page hints) runs on the soft VM only: "
 			 "use --accel soft");
 		ret = -EOPNOTSUPP;
 		goto fail;
 	}
 	snprintf(vm->guest, sizeof(vm->guest), "%s", vm->opts.guest ? vm->opts.guest :
-		 vm->wl.kind == VMM_WL_DIRTY ? "dirty" : vm->wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
+		 vm->base.wl.kind == VMM_WL_DIRTY ? "dirty" : vm->base.wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
 	ret = kvm_open_dev(why, sizeof(why));
 	if (ret < 0)
 		goto fail;
@@ -288,11 +282,11 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 	if (ret)
 		goto fail;
 	kvm_publish_info(vm);
-	kvm_set_vmm_state(vm, cfg->incoming ? VMM_INCOMING : VMM_CREATED);
+	vmm_vm_set_state(&vm->base, cfg->incoming ? VMM_INCOMING : VMM_CREATED);
 	gw_log(GW_LOG_INFO, "kvm", "vm_created", "memory_bytes=%" PRIu64 " vcpus=%u fill=%s "
 	       "workload=%s guest=%s dirty_ring_entries=%u pit=%d msrs=%u incoming=%d",
 	       cfg->memory_bytes, cfg->incoming ? 0 : cfg->nr_vcpus, vmm_fill_name(vm->fill),
-	       vm->spec, vm->guest, vm->ring_entries, vm->has_pit, vm->nr_msrs, cfg->incoming);
+	       vm->base.spec, vm->guest, vm->ring_entries, vm->has_pit, vm->nr_msrs, cfg->incoming);
 	return (struct vmm *)vm;
 fail:
 	kvm_why(err, err_len, "%s", why[0] ? why : strerror(-ret));

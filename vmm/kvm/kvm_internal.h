@@ -5,12 +5,12 @@
  *   kvm_setup.c    guest image, boot structures, vCPU creation
  *   kvm_vcpu.c     vCPU threads: KVM_RUN loop, exits, serial, PV port, kicks
  *   kvm_state.c    save/load of vCPU and VM state (sections)
- *   kvm_check.c    progress and the verify check
+ *   kvm_check.c    progress and the workload check (verify, dirty)
  *   kvm_create.c   creation: config, allocation, RAM blocks and content
- *   kvm_backend.c  struct vmm_backend vmm_kvm: probe and lifecycle
- *   kvm_engine.c   the engine's callbacks (struct gw_vm_ops kvm_engine_ops)
+ *   kvm_hooks.c    the base's hooks (vm_base.h): vCPUs, state, RAM set-up
+ *   kvm_backend.c  struct vmm_backend vmm_kvm: probe, creation, reports
  *
- * Ownership: `ctl` serializes every control operation (create, start,
+ * Ownership: `base.ctl` serializes every control operation (create, start,
  * pause, resume, save, load, check, destroy); fields marked "ctl" change
  * only under it. vCPU threads own their struct kvm_vcpu "thread" fields
  * while they run; the pause handshake (kvm_pause.h) orders their last
@@ -26,15 +26,16 @@
 #include <stdint.h>
 #include <linux/kvm.h>
 #include <godwit/vm.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_compat.h"
 #include "kvm/kvm_pause.h"
 #include "kvm/kvm_vm.h"
 #include "dev/mmio_bus.h"
 #include "dirty_bucket.h"
+#include "vm_base.h"
 #include "workload.h"
 
-#define KVM_MSG_MAX 256
+#define KVM_MSG_MAX VMM_MSG_MAX
 #define KVM_SERIAL_LINE_MAX 160
 #define KVM_BLOCK_SYS 0u		/* info.blocks[] index and memslot */
 #define KVM_BLOCK_RAM 1u
@@ -74,7 +75,14 @@ struct kvm_vcpu {
 	unsigned warned_ports;		/* unexpected I/O reported (capped) */
 };
 
+/*
+ * The KVM VM: the base (vm_base.h: ctl, state, RAM info, workload, vCPU
+ * count, post-migration check, throttles, each field's owner said there)
+ * first, then what only KVM has.
+ */
 struct kvm_vm {
+	struct vmm_vm base;
+
 	/* creation */
 	int kvm_fd, vm_fd;
 	struct kvm_caps caps;
@@ -88,30 +96,19 @@ struct kvm_vm {
 	struct kvm_vm_opts opts;
 	struct vmm_mmio_bus mmio;	/* devices' MMIO regions (kvm_mmio_dev.h) */
 
-	pthread_mutex_t ctl;
-	atomic_int state;		/* enum vmm_state; written under ctl */
-
-	/* ctl: RAM, layout, workload (fixed once vCPUs run) */
-	struct gw_vm_info info;		/* blocks "sys" and "ram" (in blocks[]); ring fields below */
-	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
-	uint64_t ram_pages;
-	struct vmm_workload wl;
-	uint64_t ws_pages;
-	char spec[VMM_WORKLOAD_SPEC_MAX];	/* written under ctl and lock, read under either */
+	/* ctl: guest and layout (fixed once vCPUs run); base.info has blocks "sys" and "ram" */
 	char guest[32];			/* guest image name */
 	uint64_t entry_gpa;		/* its entry point (boot only) */
 	enum vmm_fill init_fill;	/* what never-rewritten pages hold */
 	uint64_t init_seed;
 	bool init_known;
-	bool loaded;			/* destination: state applied */
 	uint64_t migrations;		/* incoming migrations so far (GW_PV_MIGRATIONS) */
 
-	/* ctl: vCPUs */
-	unsigned nr_vcpus;
+	/* ctl: vCPUs (base.nr_vcpus of them run) */
 	/*
 	 * Destination: vCPUs 0..vcpus_ahead-1 made at creation (--vcpus), not
-	 * counted in nr_vcpus (0 until a load: "has a CPU state") and never run;
-	 * the load takes them over (kvm_vcpus_create). Creation and load, ctl.
+	 * counted in base.nr_vcpus (0 until a load: "has a CPU state") and never
+	 * run; the load takes them over (kvm_vcpus_create). Creation and load, ctl.
 	 */
 	unsigned vcpus_ahead;
 	bool vcpus_parked;		/* ctl: their threads wait for the first start (kvm_vcpus_start) */
@@ -134,27 +131,20 @@ struct kvm_vm {
 
 	struct kvm_pause pause;
 	uint64_t pace_rate_pps;		/* per vCPU, 0 = not paced (creation or load) */
-	/* The engine's brakes, read by vCPU threads at their pace calls (any thread stores). */
-	atomic_uint throttle_pct;	/* auto-converge: vCPUs sleep this % of each 10 ms slice */
-	atomic_uint_least64_t dirty_limit_bps;	/* per vCPU, 0 = off */
 
-	/*
-	 * Destination, postcopy: set by postcopy_ram(false) just before the
-	 * resume, cleared by postcopy_ram(true) once every page is there.
-	 * While set, RAM is reached only through the mappings (a fault waits
-	 * for its page), except progress, which reads its counters through the
-	 * fds (stale but never blocking); the verify check waits for the end.
-	 */
-	atomic_bool postcopy_incomplete;
-
-	/* post-migration check (destination, verify): like the soft VM's */
-	pthread_t post_thread;		/* ctl */
-	bool post_thread_started;	/* ctl */
-	pthread_mutex_t lock;		/* guards the fields below */
-	int post_check;			/* 1 ok, 0 not run, -1 failed */
-	char post_msg[KVM_MSG_MAX];
-	struct kvm_guest_report report;
+	struct kvm_guest_report report;	/* base.lock: what the guests reported (vCPU threads write) */
 };
+
+/* The KVM VM whose base is @b (the base is its first member). */
+static inline struct kvm_vm *kvm_of(struct vmm_vm *b)
+{
+	return (struct kvm_vm *)b;
+}
+
+static inline const struct kvm_vm *kvm_of_const(const struct vmm_vm *b)
+{
+	return (const struct kvm_vm *)b;
+}
 
 /* kvm_sys.c */
 int kvm_open_dev(char *why, size_t why_len);	/* fd or -errno */
@@ -166,7 +156,6 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 /* Point block @bi at another fd (local migration): remap and re-register. */
 int kvm_ram_replace(struct kvm_vm *vm, unsigned bi, int fd, uint64_t fd_offset,
 		    char *why, size_t why_len);
-void kvm_ram_free(struct kvm_vm *vm);
 void *kvm_gpa_host(const struct kvm_vm *vm, uint64_t gpa, uint64_t len);
 
 /* kvm_setup.c */
@@ -212,19 +201,11 @@ int kvm_host_compat_probe(struct kvm_vm *vm);
 /* kvm_check.c */
 uint64_t kvm_progress(const struct kvm_vm *vm);
 int kvm_check_verify(struct kvm_vm *vm, char *msg, size_t msg_len);
-/* Whether the guest's RAM has an exact check (the verify and dirty guests). */
+/*
+ * Whether the guest's RAM has an exact check: the verify workload, and
+ * dirty when the dirty guest runs it (the base's checkable hook).
+ */
 bool kvm_workload_checkable(const struct kvm_vm *vm);
-
-/* The VM's lifecycle state (vm->state): written under ctl, read anywhere. */
-static inline enum vmm_state kvm_vmm_state(const struct kvm_vm *vm)
-{
-	return (enum vmm_state)atomic_load(&((struct kvm_vm *)vm)->state);
-}
-
-static inline void kvm_set_vmm_state(struct kvm_vm *vm, enum vmm_state st)
-{
-	atomic_store(&vm->state, (int)st);
-}
 
 /* kvm_create.c */
 /* Close and free everything of @vm (vCPUs stopped already); the backend's destroy. */
@@ -232,16 +213,8 @@ void kvm_vm_free(struct kvm_vm *vm);
 /* Publish what the engine's trackers need (vm->info: VM fd, vCPUs, rings). */
 void kvm_publish_info(struct kvm_vm *vm);
 
-/* kvm_backend.c, for kvm_engine.c: ctl held for each. */
-/* Run the workload check now and record its outcome for post_migration_check. */
-int kvm_post_check_run(struct kvm_vm *vm);
-/* Wait for a pending post-migration check and vCPU start. */
-void kvm_join_post_check(struct kvm_vm *vm);
-/* State created or incoming: the first start of the vCPUs. */
-int kvm_start_first_locked(struct kvm_vm *vm);
-
-/* kvm_engine.c */
-extern const struct gw_vm_ops kvm_engine_ops;
+/* kvm_hooks.c */
+extern const struct vmm_vm_hooks kvm_hooks;
 
 /* Reasons: snprintf into a caller's buffer, NULL-safe. */
 void kvm_why(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

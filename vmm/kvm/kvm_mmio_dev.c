@@ -38,8 +38,8 @@ int kvm_virtio_mem(const struct kvm_vm *vm, struct virtq_mem *m,
 		   void (*mark_dirty)(void *opaque, uint64_t gpa, uint64_t len_bytes), void *opaque)
 {
 	memset(m, 0, sizeof(*m));
-	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
-		const struct gw_ram_block *b = &vm->info.blocks[i];
+	for (unsigned i = 0; i < vm->base.info.nr_blocks; i++) {
+		const struct gw_ram_block *b = &vm->base.info.blocks[i];
 		int ret = virtq_mem_add(m, b->gpa, b->host, b->size_bytes);
 
 		if (ret)

@@ -34,12 +34,12 @@ void kvm_layout_workload(struct kvm_vm *vm)
 {
 	char spec[VMM_WORKLOAD_SPEC_MAX];
 
-	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
-	vmm_workload_format(&vm->wl, vm->ws_pages, spec, sizeof(spec));
-	/* Readers (the report, status, QMP) copy it under vm->lock, not ctl. */
-	pthread_mutex_lock(&vm->lock);
-	memcpy(vm->spec, spec, sizeof(spec));
-	pthread_mutex_unlock(&vm->lock);
+	vm->base.ws_pages = vmm_workload_ws_pages(&vm->base.wl, vm->base.ram_pages);
+	vmm_workload_format(&vm->base.wl, vm->base.ws_pages, spec, sizeof(spec));
+	/* Readers (the report, status, QMP) copy it under vm->base.lock, not ctl. */
+	pthread_mutex_lock(&vm->base.lock);
+	memcpy(vm->base.spec, spec, sizeof(spec));
+	pthread_mutex_unlock(&vm->base.lock);
 }
 
 static int load_image(struct kvm_vm *vm, uint8_t *sys, char *why, size_t why_len)
@@ -59,7 +59,7 @@ static int load_image(struct kvm_vm *vm, uint8_t *sys, char *why, size_t why_len
 		kvm_why(why, why_len, "guest %s: %s", g->name, reason);
 		return ret;
 	}
-	ret = kvm_elf_load(g->elf, &img, sys, 0, vm->info.blocks[KVM_BLOCK_SYS].size_bytes);
+	ret = kvm_elf_load(g->elf, &img, sys, 0, vm->base.info.blocks[KVM_BLOCK_SYS].size_bytes);
 	if (ret) {
 		kvm_why(why, why_len, "guest %s does not fit block sys", g->name);
 		return ret;
@@ -79,7 +79,7 @@ static uint32_t guest_workload(const struct kvm_vm *vm)
 {
 	if (!strcmp(vm->guest, "compute"))
 		return GW_GUEST_WL_COMPUTE;
-	switch (vm->wl.kind) {
+	switch (vm->base.wl.kind) {
 	case VMM_WL_DIRTY: return GW_GUEST_WL_DIRTY;
 	case VMM_WL_VERIFY: return GW_GUEST_WL_VERIFY;
 	default: return GW_GUEST_WL_IDLE;
@@ -101,10 +101,10 @@ static bool writes(const struct kvm_vm *vm)
 static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 {
 	struct gw_boot_info *bi = kvm_boot_info(vm);
-	uint64_t per_vcpu = kvm_pace_per_vcpu(vm->wl.rate_pps, nr_vcpus);
+	uint64_t per_vcpu = kvm_pace_per_vcpu(vm->base.wl.rate_pps, nr_vcpus);
 	uint64_t batch = 64;
 	bool recheck = vm->opts.guest_recheck > 0 ||
-		       (vm->opts.guest_recheck < 0 && vm->ws_pages <= RECHECK_AUTO_MAX_PAGES);
+		       (vm->opts.guest_recheck < 0 && vm->base.ws_pages <= RECHECK_AUTO_MAX_PAGES);
 
 	if (per_vcpu && per_vcpu / 100 < batch)
 		batch = per_vcpu / 100 ? per_vcpu / 100 : 1;
@@ -114,29 +114,29 @@ static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 	bi->abi_version = GW_GUEST_ABI_VERSION;
 	bi->nr_vcpus = nr_vcpus;
 	bi->workload = guest_workload(vm);
-	bi->flags = (vm->wl.pattern_page ? GW_BOOT_PATTERN_PAGE : 0) |
+	bi->flags = (vm->base.wl.pattern_page ? GW_BOOT_PATTERN_PAGE : 0) |
 		    (per_vcpu || writes(vm) ? GW_BOOT_PACED : 0) | (recheck ? GW_BOOT_RECHECK : 0);
 	bi->ram_gpa = GW_GUEST_RAM_GPA;
-	bi->ram_pages = vm->ram_pages;
-	bi->ws_pages = vm->ws_pages;
+	bi->ram_pages = vm->base.ram_pages;
+	bi->ws_pages = vm->base.ws_pages;
 	bi->pace_batch_pages = batch;
 	bi->seed = vm->seed;
 	bi->tick_apic_count = vm->opts.tick_ns ? vm->opts.tick_ns : 1000000;
 	bi->compute_iters = vm->opts.compute_iters;
 	for (unsigned i = 0; i < nr_vcpus; i++) {
 		struct gw_vcpu_area *a = kvm_vcpu_area(vm, i);
-		uint64_t first = vm->ws_pages * i / nr_vcpus;
+		uint64_t first = vm->base.ws_pages * i / nr_vcpus;
 
 		memset(a, 0, sizeof(*a));
 		a->first_page = first;
-		a->nr_pages = vm->ws_pages * (i + 1) / nr_vcpus - first;
+		a->nr_pages = vm->base.ws_pages * (i + 1) / nr_vcpus - first;
 	}
 }
 
 /* Everything block "sys" holds at boot, for @nr_vcpus vCPUs. Needs both blocks. */
 int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len)
 {
-	const struct gw_ram_block *sb = &vm->info.blocks[KVM_BLOCK_SYS];
+	const struct gw_ram_block *sb = &vm->base.info.blocks[KVM_BLOCK_SYS];
 	struct kvm_boot_range r[2];
 	uint8_t *sys = sb->host;
 	uint64_t pt_bytes;
@@ -148,7 +148,7 @@ int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_l
 		return ret;
 	kvm_boot_gdt_build(sys + GW_GUEST_GDT_GPA, GW_GUEST_TSS_GPA);
 	kvm_boot_tss_build(sys + GW_GUEST_TSS_GPA);
-	n = kvm_boot_ranges(vm->info.blocks[KVM_BLOCK_RAM].size_bytes, r);
+	n = kvm_boot_ranges(vm->base.info.blocks[KVM_BLOCK_RAM].size_bytes, r);
 	pt_bytes = sb->size_bytes - GW_GUEST_PT_GPA;
 	ret = kvm_boot_pt_build(sys + GW_GUEST_PT_GPA, pt_bytes, GW_GUEST_PT_GPA, r, n);
 	if (ret) {
@@ -390,7 +390,7 @@ int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entr
 
 		if (i >= made)
 			ret = vcpu_create_one(vm, i, why, why_len);
-		vm->nr_vcpus = i + 1;	/* what exists is destroyed on failure */
+		vm->base.nr_vcpus = i + 1;	/* what exists is destroyed on failure */
 		/* KVM takes a new CPUID until the vCPU's first KVM_RUN. */
 		if (!ret && !(i < made && same) && (ret = vcpu_cpuid(v, cpuid, nr_cpuid)) < 0)
 			kvm_why(why, why_len, "KVM_SET_CPUID2 on vCPU %u: %s", i, strerror(-ret));
@@ -403,9 +403,9 @@ int kvm_vcpus_create(struct kvm_vm *vm, unsigned nr, const struct kvm_cpuid_entr
 		if (ret)
 			return ret;
 	}
-	vm->nr_vcpus = nr > made ? nr : made;
+	vm->base.nr_vcpus = nr > made ? nr : made;
 	vm->vcpus_ahead = 0;
-	vm->info.nr_vcpus = nr;
+	vm->base.info.nr_vcpus = nr;
 	kvm_pause_set_vcpus(&vm->pause, nr);
 	return 0;
 }
@@ -414,7 +414,7 @@ void kvm_vcpus_destroy(struct kvm_vm *vm)
 {
 	uint64_t ring_bytes = (uint64_t)vm->ring_entries * sizeof(struct kvm_dirty_gfn);
 
-	unsigned nr = vm->nr_vcpus > vm->vcpus_ahead ? vm->nr_vcpus : vm->vcpus_ahead;
+	unsigned nr = vm->base.nr_vcpus > vm->vcpus_ahead ? vm->base.nr_vcpus : vm->vcpus_ahead;
 
 	for (unsigned i = 0; i < nr; i++) {
 		struct kvm_vcpu *v = &vm->vcpus[i];
@@ -430,8 +430,8 @@ void kvm_vcpus_destroy(struct kvm_vm *vm)
 		v->fd = -1;
 		vm->rings[i] = NULL;
 	}
-	vm->nr_vcpus = 0;
-	vm->info.nr_vcpus = 0;
+	vm->base.nr_vcpus = 0;
+	vm->base.info.nr_vcpus = 0;
 	free(vm->cpuid);
 	vm->cpuid = NULL;
 	vm->nr_cpuid = 0;

@@ -193,27 +193,6 @@ static int vm_set(struct kvm_vm *vm, const struct kvm_clock_state *clk,
 	return ret;
 }
 
-/* Fill numbers on the wire are fixed; the enum may change. */
-static uint32_t fill_to_wire(enum vmm_fill f)
-{
-	switch (f) {
-	case VMM_FILL_ZERO: return 1;
-	case VMM_FILL_MIX: return 2;
-	case VMM_FILL_RANDOM: return 3;
-	case VMM_FILL_TEXT: return 4;
-	default: return 0;
-	}
-}
-
-static enum vmm_fill fill_from_wire(uint32_t w)
-{
-	static const enum vmm_fill map[] = {
-		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
-	};
-
-	return w < sizeof(map) / sizeof(map[0]) ? map[w] : VMM_FILL_NONE;
-}
-
 int kvm_host_compat_probe(struct kvm_vm *vm)
 {
 	struct kvm_compat *c = calloc(1, sizeof(*c));
@@ -263,11 +242,11 @@ void kvm_host_compat(const struct kvm_vm *vm, struct kvm_compat *out)
 static void vm_state_of(const struct kvm_vm *vm, struct kvm_vm_state *vs)
 {
 	memset(vs, 0, sizeof(*vs));
-	vs->nr_vcpus = vm->nr_vcpus;
+	vs->nr_vcpus = vm->base.nr_vcpus;
 	vs->has_pit = vm->has_pit;
 	vs->compat.caps = vm->caps.compat;
 	vs->compat.xsave_bytes = vm->caps.xsave_bytes;
-	vs->compat.max_vcpus = vm->nr_vcpus;
+	vs->compat.max_vcpus = vm->base.nr_vcpus;
 	vs->compat.nr_cpuid = vm->nr_cpuid < KVM_COMPAT_MAX_CPUID ? vm->nr_cpuid : KVM_COMPAT_MAX_CPUID;
 	memcpy(vs->compat.cpuid, vm->cpuid, vs->compat.nr_cpuid * sizeof(vm->cpuid[0]));
 	vs->compat.nr_msrs = vm->nr_msrs;
@@ -277,11 +256,11 @@ static void vm_state_of(const struct kvm_vm *vm, struct kvm_vm_state *vs)
 static void workload_state_of(const struct kvm_vm *vm, struct kvm_workload_state *ws)
 {
 	memset(ws, 0, sizeof(*ws));
-	ws->fill_wire = fill_to_wire(vm->init_fill);
+	ws->fill_wire = vmm_fill_to_wire(vm->init_fill);
 	ws->init_unknown = !vm->init_known;
 	ws->seed = vm->init_seed;
-	ws->ram_pages = vm->ram_pages;
-	snprintf(ws->spec, sizeof(ws->spec), "%s", vm->spec);
+	ws->ram_pages = vm->base.ram_pages;
+	snprintf(ws->spec, sizeof(ws->spec), "%s", vm->base.spec);
 	snprintf(ws->guest, sizeof(ws->guest), "%s", vm->guest);
 	ws->migrations = vm->migrations;
 }
@@ -311,7 +290,7 @@ static void vcpu_get_item(void *opaque, unsigned i)
 int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 {
 	struct kvm_vm_state *vs = calloc(1, sizeof(*vs));
-	struct kvm_vcpu_state *cs = calloc(vm->nr_vcpus ? vm->nr_vcpus : 1, sizeof(*cs));
+	struct kvm_vcpu_state *cs = calloc(vm->base.nr_vcpus ? vm->base.nr_vcpus : 1, sizeof(*cs));
 	struct save_job *job = calloc(1, sizeof(*job));
 	struct kvm_workload_state ws;
 	struct kvm_clock_state clk;
@@ -337,8 +316,8 @@ int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 		ADD_SECTION(st, KVM_SEC_PIT, kvm_enc_pit, &pit);
 	/* Every vCPU thread is parked: they read vCPUs too, two at a time on two cores. */
 	*job = (struct save_job){ .vm = vm, .cs = cs };
-	kvm_pause_run_parked(&vm->pause, vcpu_get_item, job, vm->nr_vcpus);
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	kvm_pause_run_parked(&vm->pause, vcpu_get_item, job, vm->base.nr_vcpus);
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		ret = job->ret[i];
 		failed = job->failed[i];
 		if (ret)
@@ -348,15 +327,15 @@ int kvm_state_save(struct kvm_vm *vm, struct gw_state *st)
 		if (ret)
 			goto out;
 	}
-	gw_log(GW_LOG_INFO, "kvm", "state_saved", "vcpus=%u sections=%u us=%.1f", vm->nr_vcpus,
+	gw_log(GW_LOG_INFO, "kvm", "state_saved", "vcpus=%u sections=%u us=%.1f", vm->base.nr_vcpus,
 	       gw_state_count(st), (gw_now_ns() - t0) / 1e3);
 out:
 	if (ret)
 		gw_log(GW_LOG_ERROR, "kvm", "state_save_failed", "err=%d ioctl=%s", ret,
 		       failed ? failed : "-");
-	for (unsigned i = 0; cs && i < vm->nr_vcpus; i++)
+	for (unsigned i = 0; cs && i < vm->base.nr_vcpus; i++)
 		free(cs[i].xsave);
-	for (unsigned i = 0; job && i < vm->nr_vcpus; i++)
+	for (unsigned i = 0; job && i < vm->base.nr_vcpus; i++)
 		free(job->sec[i]);
 	free(cs);
 	free(job);
@@ -501,9 +480,9 @@ static int load_decode_devices(struct kvm_vm *vm, struct gw_state *st, struct kv
 		return ret;
 	if (kvm_dec_workload(p, len, &c->ws, why, sizeof(why)))
 		return gw_state_reject(st, -EINVAL, "%s", why);
-	if (c->ws.ram_pages != vm->ram_pages)
+	if (c->ws.ram_pages != vm->base.ram_pages)
 		return gw_state_reject(st, -EINVAL, "source has %" PRIu64 " pages of RAM, here %" PRIu64,
-				       c->ws.ram_pages, vm->ram_pages);
+				       c->ws.ram_pages, vm->base.ram_pages);
 	if (vmm_workload_parse(c->ws.spec, &c->wl, why, sizeof(why)))
 		return gw_state_reject(st, -EINVAL, "workload '%s': %s", c->ws.spec, why);
 	if (!(p = find(st, KVM_SEC_CLOCK, &len, &ret)))
@@ -592,11 +571,12 @@ static int load_apply(struct kvm_vm *vm, struct gw_state *st, struct kvm_load_ct
 	}
 	if (ret)
 		return gw_state_reject(st, ret, "%s: %s", failed ? failed : "?", strerror(-ret));
-	vm->wl = c->wl;
+	vm->base.wl = c->wl;
 	kvm_layout_workload(vm);
-	vm->pace_rate_pps = kvm_pace_per_vcpu(vm->wl.rate_pps, vm->nr_vcpus);
+	vm->pace_rate_pps = kvm_pace_per_vcpu(vm->base.wl.rate_pps, vm->base.nr_vcpus);
 	snprintf(vm->guest, sizeof(vm->guest), "%s", c->ws.guest);
-	vm->init_fill = fill_from_wire(c->ws.fill_wire);
+	if (vmm_fill_from_wire(c->ws.fill_wire, &vm->init_fill))
+		vm->init_fill = VMM_FILL_NONE;	/* the decoder refused unknown numbers */
 	vm->init_seed = c->ws.seed;
 	vm->init_known = !c->ws.init_unknown;
 	vm->migrations = c->ws.migrations + 1;
@@ -622,7 +602,7 @@ int kvm_state_load(struct kvm_vm *vm, struct gw_state *st)
 	if (!ret)
 		gw_log(GW_LOG_INFO, "kvm", "state_loaded",
 		       "vcpus=%u workload=%s guest=%s us=%.1f check_decode_us=%.1f create_us=%.1f set_us=%.1f",
-		       vm->nr_vcpus, vm->spec, vm->guest, (gw_now_ns() - t0) / 1e3, (c->decoded_ns - t0) / 1e3,
+		       vm->base.nr_vcpus, vm->base.spec, vm->guest, (gw_now_ns() - t0) / 1e3, (c->decoded_ns - t0) / 1e3,
 		       (c->created_ns - c->decoded_ns) / 1e3, (gw_now_ns() - c->created_ns) / 1e3);
 	load_ctx_free(c);
 	return ret;

@@ -28,120 +28,120 @@ int kvm_dec_bad(char *why, size_t why_len, const char *fmt, ...)
 
 /* ---- kvm-vm ---- */
 
-void kvm_enc_vm(struct kvm_le_w *w, const struct kvm_vm_state *s)
+void kvm_enc_vm(struct gw_wbuf *w, const struct kvm_vm_state *s)
 {
 	const struct kvm_compat *c = &s->compat;
 	uint32_t nc = c->nr_cpuid <= KVM_COMPAT_MAX_CPUID ? c->nr_cpuid : KVM_COMPAT_MAX_CPUID;
 	uint32_t nm = c->nr_msrs <= KVM_COMPAT_MAX_MSRS ? c->nr_msrs : KVM_COMPAT_MAX_MSRS;
 
-	kvm_le_put_u32(w, s->nr_vcpus);
-	kvm_le_put_u32(w, c->caps);
-	kvm_le_put_u32(w, c->xsave_bytes);
-	kvm_le_put_u32(w, s->has_pit ? 1 : 0);
-	kvm_le_put_u32(w, nc);
+	gw_put_le32(w, s->nr_vcpus);
+	gw_put_le32(w, c->caps);
+	gw_put_le32(w, c->xsave_bytes);
+	gw_put_le32(w, s->has_pit ? 1 : 0);
+	gw_put_le32(w, nc);
 	for (uint32_t i = 0; i < nc; i++) {
 		const struct kvm_cpuid_entry2 *e = &c->cpuid[i];
 
-		kvm_le_put_u32(w, e->function);
-		kvm_le_put_u32(w, e->index);
-		kvm_le_put_u32(w, e->flags);
-		kvm_le_put_u32(w, e->eax);
-		kvm_le_put_u32(w, e->ebx);
-		kvm_le_put_u32(w, e->ecx);
-		kvm_le_put_u32(w, e->edx);
+		gw_put_le32(w, e->function);
+		gw_put_le32(w, e->index);
+		gw_put_le32(w, e->flags);
+		gw_put_le32(w, e->eax);
+		gw_put_le32(w, e->ebx);
+		gw_put_le32(w, e->ecx);
+		gw_put_le32(w, e->edx);
 	}
-	kvm_le_put_u32(w, nm);
+	gw_put_le32(w, nm);
 	for (uint32_t i = 0; i < nm; i++)
-		kvm_le_put_u32(w, c->msrs[i]);
+		gw_put_le32(w, c->msrs[i]);
 }
 
 int kvm_dec_vm(const void *buf, size_t len, struct kvm_vm_state *s, char *why, size_t why_len)
 {
 	struct kvm_compat *c = &s->compat;
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 	uint32_t flags;
 
 	memset(s, 0, sizeof(*s));
-	kvm_le_r_init(&r, buf, len);
-	s->nr_vcpus = kvm_le_get_u32(&r);
-	c->caps = kvm_le_get_u32(&r);
-	c->xsave_bytes = kvm_le_get_u32(&r);
-	flags = kvm_le_get_u32(&r);
-	c->nr_cpuid = kvm_le_get_u32(&r);
-	if (kvm_le_r_err(&r))
+	gw_rbuf_init(&r, buf, len);
+	s->nr_vcpus = gw_get_le32(&r);
+	c->caps = gw_get_le32(&r);
+	c->xsave_bytes = gw_get_le32(&r);
+	flags = gw_get_le32(&r);
+	c->nr_cpuid = gw_get_le32(&r);
+	if (gw_rbuf_err(&r))
 		return kvm_dec_bad(why, why_len, "%s: %zu bytes, too short", KVM_SEC_VM, len);
 	if (flags & ~1u)
 		return kvm_dec_bad(why, why_len, "%s: unknown flags %#x", KVM_SEC_VM, flags);
 	s->has_pit = flags & 1;
-	if (c->nr_cpuid > KVM_COMPAT_MAX_CPUID || kvm_le_left(&r) < (size_t)c->nr_cpuid * CPUID_BYTES)
+	if (c->nr_cpuid > KVM_COMPAT_MAX_CPUID || gw_rbuf_left(&r) < (size_t)c->nr_cpuid * CPUID_BYTES)
 		return kvm_dec_bad(why, why_len, "%s: %u CPUID entries", KVM_SEC_VM, c->nr_cpuid);
 	for (uint32_t i = 0; i < c->nr_cpuid; i++) {
 		struct kvm_cpuid_entry2 *e = &c->cpuid[i];
 
-		e->function = kvm_le_get_u32(&r);
-		e->index = kvm_le_get_u32(&r);
-		e->flags = kvm_le_get_u32(&r);
-		e->eax = kvm_le_get_u32(&r);
-		e->ebx = kvm_le_get_u32(&r);
-		e->ecx = kvm_le_get_u32(&r);
-		e->edx = kvm_le_get_u32(&r);
+		e->function = gw_get_le32(&r);
+		e->index = gw_get_le32(&r);
+		e->flags = gw_get_le32(&r);
+		e->eax = gw_get_le32(&r);
+		e->ebx = gw_get_le32(&r);
+		e->ecx = gw_get_le32(&r);
+		e->edx = gw_get_le32(&r);
 	}
-	c->nr_msrs = kvm_le_get_u32(&r);
-	if (c->nr_msrs > KVM_COMPAT_MAX_MSRS || kvm_le_left(&r) != (size_t)c->nr_msrs * 4)
+	c->nr_msrs = gw_get_le32(&r);
+	if (c->nr_msrs > KVM_COMPAT_MAX_MSRS || gw_rbuf_left(&r) != (size_t)c->nr_msrs * 4)
 		return kvm_dec_bad(why, why_len, "%s: %u MSR indices do not fit", KVM_SEC_VM, c->nr_msrs);
 	for (uint32_t i = 0; i < c->nr_msrs; i++)
-		c->msrs[i] = kvm_le_get_u32(&r);
+		c->msrs[i] = gw_get_le32(&r);
 	c->max_vcpus = s->nr_vcpus;
-	if (kvm_le_r_done(&r))
+	if (gw_rbuf_done(&r))
 		return kvm_dec_bad(why, why_len, "%s: trailing bytes", KVM_SEC_VM);
 	return 0;
 }
 
 /* ---- kvm-workload ---- */
 
-static void enc_str(struct kvm_le_w *w, const char *s)
+static void enc_str(struct gw_wbuf *w, const char *s)
 {
 	size_t n = strlen(s);
 
-	kvm_le_put_u32(w, (uint32_t)n);
-	kvm_le_put_bytes(w, s, n);
+	gw_put_le32(w, (uint32_t)n);
+	gw_put_bytes(w, s, n);
 }
 
-static int dec_str(struct kvm_le_r *r, char *out, size_t cap)
+static int dec_str(struct gw_rbuf *r, char *out, size_t cap)
 {
-	uint32_t n = kvm_le_get_u32(r);
+	uint32_t n = gw_get_le32(r);
 
-	if (kvm_le_r_err(r) || n >= cap || n > kvm_le_left(r))
+	if (gw_rbuf_err(r) || n >= cap || n > gw_rbuf_left(r))
 		return -EBADMSG;
-	kvm_le_get_bytes(r, out, n);
+	gw_get_copy(r, out, n);
 	out[n] = '\0';
 	return strlen(out) == n ? 0 : -EBADMSG;	/* no NUL inside */
 }
 
-void kvm_enc_workload(struct kvm_le_w *w, const struct kvm_workload_state *s)
+void kvm_enc_workload(struct gw_wbuf *w, const struct kvm_workload_state *s)
 {
-	kvm_le_put_u32(w, s->fill_wire);
-	kvm_le_put_u32(w, s->init_unknown ? 1 : 0);
-	kvm_le_put_u64(w, s->seed);
-	kvm_le_put_u64(w, s->ram_pages);
+	gw_put_le32(w, s->fill_wire);
+	gw_put_le32(w, s->init_unknown ? 1 : 0);
+	gw_put_le64(w, s->seed);
+	gw_put_le64(w, s->ram_pages);
 	enc_str(w, s->spec);
 	enc_str(w, s->guest);
-	kvm_le_put_u64(w, s->migrations);
+	gw_put_le64(w, s->migrations);
 }
 
 int kvm_dec_workload(const void *buf, size_t len, struct kvm_workload_state *s,
 		     char *why, size_t why_len)
 {
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 	uint32_t flags;
 
 	memset(s, 0, sizeof(*s));
-	kvm_le_r_init(&r, buf, len);
-	s->fill_wire = kvm_le_get_u32(&r);
-	flags = kvm_le_get_u32(&r);
-	s->seed = kvm_le_get_u64(&r);
-	s->ram_pages = kvm_le_get_u64(&r);
-	if (kvm_le_r_err(&r) || s->fill_wire > 4 || (flags & ~1u))
+	gw_rbuf_init(&r, buf, len);
+	s->fill_wire = gw_get_le32(&r);
+	flags = gw_get_le32(&r);
+	s->seed = gw_get_le64(&r);
+	s->ram_pages = gw_get_le64(&r);
+	if (gw_rbuf_err(&r) || s->fill_wire > 4 || (flags & ~1u))
 		return kvm_dec_bad(why, why_len, "%s: bad header (fill %u, flags %#x)", KVM_SEC_WORKLOAD,
 			   s->fill_wire, flags);
 	s->init_unknown = flags & 1;
@@ -149,40 +149,40 @@ int kvm_dec_workload(const void *buf, size_t len, struct kvm_workload_state *s,
 		return kvm_dec_bad(why, why_len, "%s: bad workload spec", KVM_SEC_WORKLOAD);
 	if (dec_str(&r, s->guest, sizeof(s->guest)) || !s->guest[0])
 		return kvm_dec_bad(why, why_len, "%s: bad guest name", KVM_SEC_WORKLOAD);
-	s->migrations = kvm_le_get_u64(&r);
-	if (kvm_le_r_done(&r))
+	s->migrations = gw_get_le64(&r);
+	if (gw_rbuf_done(&r))
 		return kvm_dec_bad(why, why_len, "%s: trailing bytes", KVM_SEC_WORKLOAD);
 	return 0;
 }
 
 /* ---- kvm-clock ---- */
 
-void kvm_enc_clock(struct kvm_le_w *w, const struct kvm_clock_state *s)
+void kvm_enc_clock(struct gw_wbuf *w, const struct kvm_clock_state *s)
 {
-	kvm_le_put_u64(w, s->clock_ns);
-	kvm_le_put_u32(w, s->flags);
-	kvm_le_put_u64(w, s->realtime_ns);
-	kvm_le_put_u64(w, s->host_tsc);
+	gw_put_le64(w, s->clock_ns);
+	gw_put_le32(w, s->flags);
+	gw_put_le64(w, s->realtime_ns);
+	gw_put_le64(w, s->host_tsc);
 }
 
 int kvm_dec_clock(const void *buf, size_t len, struct kvm_clock_state *s, char *why, size_t why_len)
 {
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 
 	memset(s, 0, sizeof(*s));
-	kvm_le_r_init(&r, buf, len);
-	s->clock_ns = kvm_le_get_u64(&r);
-	s->flags = kvm_le_get_u32(&r);
-	s->realtime_ns = kvm_le_get_u64(&r);
-	s->host_tsc = kvm_le_get_u64(&r);
-	if (kvm_le_r_done(&r))
+	gw_rbuf_init(&r, buf, len);
+	s->clock_ns = gw_get_le64(&r);
+	s->flags = gw_get_le32(&r);
+	s->realtime_ns = gw_get_le64(&r);
+	s->host_tsc = gw_get_le64(&r);
+	if (gw_rbuf_done(&r))
 		return kvm_dec_bad(why, why_len, "%s: %zu bytes, expected 28", KVM_SEC_CLOCK, len);
 	return 0;
 }
 
 /* ---- kvm-irqchip ---- */
 
-static void enc_pic(struct kvm_le_w *w, const struct kvm_pic_state *p)
+static void enc_pic(struct gw_wbuf *w, const struct kvm_pic_state *p)
 {
 	const uint8_t v[16] = {
 		p->last_irr, p->irr, p->imr, p->isr, p->priority_add, p->irq_base,
@@ -191,10 +191,10 @@ static void enc_pic(struct kvm_le_w *w, const struct kvm_pic_state *p)
 		p->elcr_mask,
 	};
 
-	kvm_le_put_bytes(w, v, sizeof(v));
+	gw_put_bytes(w, v, sizeof(v));
 }
 
-static void dec_pic(struct kvm_le_r *r, struct kvm_pic_state *p)
+static void dec_pic(struct gw_rbuf *r, struct kvm_pic_state *p)
 {
 	uint8_t *v[16] = {
 		&p->last_irr, &p->irr, &p->imr, &p->isr, &p->priority_add, &p->irq_base,
@@ -204,37 +204,37 @@ static void dec_pic(struct kvm_le_r *r, struct kvm_pic_state *p)
 	};
 
 	for (unsigned i = 0; i < 16; i++)
-		*v[i] = kvm_le_get_u8(r);
+		*v[i] = gw_get_u8(r);
 }
 
-void kvm_enc_irqchip(struct kvm_le_w *w, const struct kvm_irqchip_state *s)
+void kvm_enc_irqchip(struct gw_wbuf *w, const struct kvm_irqchip_state *s)
 {
 	enc_pic(w, &s->pic[0]);
 	enc_pic(w, &s->pic[1]);
-	kvm_le_put_u64(w, s->ioapic.base_address);
-	kvm_le_put_u32(w, s->ioapic.ioregsel);
-	kvm_le_put_u32(w, s->ioapic.id);
-	kvm_le_put_u32(w, s->ioapic.irr);
+	gw_put_le64(w, s->ioapic.base_address);
+	gw_put_le32(w, s->ioapic.ioregsel);
+	gw_put_le32(w, s->ioapic.id);
+	gw_put_le32(w, s->ioapic.irr);
 	for (unsigned i = 0; i < KVM_IOAPIC_NUM_PINS; i++)
-		kvm_le_put_u64(w, s->ioapic.redirtbl[i].bits);
+		gw_put_le64(w, s->ioapic.redirtbl[i].bits);
 }
 
 int kvm_dec_irqchip(const void *buf, size_t len, struct kvm_irqchip_state *s,
 		    char *why, size_t why_len)
 {
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 
 	memset(s, 0, sizeof(*s));
-	kvm_le_r_init(&r, buf, len);
+	gw_rbuf_init(&r, buf, len);
 	dec_pic(&r, &s->pic[0]);
 	dec_pic(&r, &s->pic[1]);
-	s->ioapic.base_address = kvm_le_get_u64(&r);
-	s->ioapic.ioregsel = kvm_le_get_u32(&r);
-	s->ioapic.id = kvm_le_get_u32(&r);
-	s->ioapic.irr = kvm_le_get_u32(&r);
+	s->ioapic.base_address = gw_get_le64(&r);
+	s->ioapic.ioregsel = gw_get_le32(&r);
+	s->ioapic.id = gw_get_le32(&r);
+	s->ioapic.irr = gw_get_le32(&r);
 	for (unsigned i = 0; i < KVM_IOAPIC_NUM_PINS; i++)
-		s->ioapic.redirtbl[i].bits = kvm_le_get_u64(&r);
-	if (kvm_le_r_done(&r))
+		s->ioapic.redirtbl[i].bits = gw_get_le64(&r);
+	if (gw_rbuf_done(&r))
 		return kvm_dec_bad(why, why_len, "%s: %zu bytes, expected %u", KVM_SEC_IRQCHIP, len,
 			   32 + 20 + 8 * KVM_IOAPIC_NUM_PINS);
 	return 0;
@@ -242,53 +242,53 @@ int kvm_dec_irqchip(const void *buf, size_t len, struct kvm_irqchip_state *s,
 
 /* ---- kvm-pit ---- */
 
-void kvm_enc_pit(struct kvm_le_w *w, const struct kvm_pit_state2 *s)
+void kvm_enc_pit(struct gw_wbuf *w, const struct kvm_pit_state2 *s)
 {
 	for (unsigned i = 0; i < 3; i++) {
 		const struct kvm_pit_channel_state *c = &s->channels[i];
 
-		kvm_le_put_u32(w, c->count);
-		kvm_le_put_u16(w, c->latched_count);
-		kvm_le_put_u8(w, c->count_latched);
-		kvm_le_put_u8(w, c->status_latched);
-		kvm_le_put_u8(w, c->status);
-		kvm_le_put_u8(w, c->read_state);
-		kvm_le_put_u8(w, c->write_state);
-		kvm_le_put_u8(w, c->write_latch);
-		kvm_le_put_u8(w, c->rw_mode);
-		kvm_le_put_u8(w, c->mode);
-		kvm_le_put_u8(w, c->bcd);
-		kvm_le_put_u8(w, c->gate);
-		kvm_le_put_u64(w, (uint64_t)c->count_load_time);
+		gw_put_le32(w, c->count);
+		gw_put_le16(w, c->latched_count);
+		gw_put_u8(w, c->count_latched);
+		gw_put_u8(w, c->status_latched);
+		gw_put_u8(w, c->status);
+		gw_put_u8(w, c->read_state);
+		gw_put_u8(w, c->write_state);
+		gw_put_u8(w, c->write_latch);
+		gw_put_u8(w, c->rw_mode);
+		gw_put_u8(w, c->mode);
+		gw_put_u8(w, c->bcd);
+		gw_put_u8(w, c->gate);
+		gw_put_le64(w, (uint64_t)c->count_load_time);
 	}
-	kvm_le_put_u32(w, s->flags);
+	gw_put_le32(w, s->flags);
 }
 
 int kvm_dec_pit(const void *buf, size_t len, struct kvm_pit_state2 *s, char *why, size_t why_len)
 {
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 
 	memset(s, 0, sizeof(*s));
-	kvm_le_r_init(&r, buf, len);
+	gw_rbuf_init(&r, buf, len);
 	for (unsigned i = 0; i < 3; i++) {
 		struct kvm_pit_channel_state *c = &s->channels[i];
 
-		c->count = kvm_le_get_u32(&r);
-		c->latched_count = kvm_le_get_u16(&r);
-		c->count_latched = kvm_le_get_u8(&r);
-		c->status_latched = kvm_le_get_u8(&r);
-		c->status = kvm_le_get_u8(&r);
-		c->read_state = kvm_le_get_u8(&r);
-		c->write_state = kvm_le_get_u8(&r);
-		c->write_latch = kvm_le_get_u8(&r);
-		c->rw_mode = kvm_le_get_u8(&r);
-		c->mode = kvm_le_get_u8(&r);
-		c->bcd = kvm_le_get_u8(&r);
-		c->gate = kvm_le_get_u8(&r);
-		c->count_load_time = (int64_t)kvm_le_get_u64(&r);
+		c->count = gw_get_le32(&r);
+		c->latched_count = gw_get_le16(&r);
+		c->count_latched = gw_get_u8(&r);
+		c->status_latched = gw_get_u8(&r);
+		c->status = gw_get_u8(&r);
+		c->read_state = gw_get_u8(&r);
+		c->write_state = gw_get_u8(&r);
+		c->write_latch = gw_get_u8(&r);
+		c->rw_mode = gw_get_u8(&r);
+		c->mode = gw_get_u8(&r);
+		c->bcd = gw_get_u8(&r);
+		c->gate = gw_get_u8(&r);
+		c->count_load_time = (int64_t)gw_get_le64(&r);
 	}
-	s->flags = kvm_le_get_u32(&r);
-	if (kvm_le_r_done(&r))
+	s->flags = gw_get_le32(&r);
+	if (gw_rbuf_done(&r))
 		return kvm_dec_bad(why, why_len, "%s: %zu bytes, expected %u", KVM_SEC_PIT, len,
 			   3 * PIT_CHANNEL_BYTES + 4);
 	return 0;

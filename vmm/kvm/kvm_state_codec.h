@@ -2,7 +2,7 @@
 /*
  * State sections of the KVM VMM: the in-memory form of each, and its wire
  * form, encoded field by field in little-endian with fixed widths
- * (kvm_le.h). Pure functions: the unit tests round-trip every field without
+ * (<godwit/buf.h>). Pure functions: the unit tests round-trip every field without
  * KVM; kvm_state.c moves these structures to and from KVM.
  *
  * Sections (name, version 1 each):
@@ -59,8 +59,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <linux/kvm.h>
+#include <godwit/buf.h>
 #include "kvm/kvm_compat.h"
-#include "kvm/kvm_le.h"
 
 #define KVM_SEC_VM "kvm-vm"
 #define KVM_SEC_WORKLOAD "kvm-workload"
@@ -139,12 +139,12 @@ struct kvm_workload_state {
 };
 
 /* Encoders: append to @w (sticky error in w). */
-void kvm_enc_vcpu(struct kvm_le_w *w, const struct kvm_vcpu_state *s);
-void kvm_enc_vm(struct kvm_le_w *w, const struct kvm_vm_state *s);
-void kvm_enc_workload(struct kvm_le_w *w, const struct kvm_workload_state *s);
-void kvm_enc_clock(struct kvm_le_w *w, const struct kvm_clock_state *s);
-void kvm_enc_irqchip(struct kvm_le_w *w, const struct kvm_irqchip_state *s);
-void kvm_enc_pit(struct kvm_le_w *w, const struct kvm_pit_state2 *s);
+void kvm_enc_vcpu(struct gw_wbuf *w, const struct kvm_vcpu_state *s);
+void kvm_enc_vm(struct gw_wbuf *w, const struct kvm_vm_state *s);
+void kvm_enc_workload(struct gw_wbuf *w, const struct kvm_workload_state *s);
+void kvm_enc_clock(struct gw_wbuf *w, const struct kvm_clock_state *s);
+void kvm_enc_irqchip(struct gw_wbuf *w, const struct kvm_irqchip_state *s);
+void kvm_enc_pit(struct gw_wbuf *w, const struct kvm_pit_state2 *s);
 
 /*
  * Decoders: the whole buffer, hostile. 0, or -EBADMSG with the reason in
@@ -174,20 +174,20 @@ int kvm_dec_bad(char *why, size_t why_len, const char *fmt, ...) __attribute__((
  * one. Evaluates to the buffer (*@lenp set) or NULL (no memory, overflow).
  */
 #define KVM_ENCODE_ALLOC(fn, arg, lenp) __extension__ ({			\
-	struct kvm_le_w w_;							\
+	struct gw_wbuf w_;							\
 	uint8_t *b_;								\
-	kvm_le_w_init(&w_, NULL, 0);						\
+	gw_wbuf_init(&w_, NULL, 0);						\
 	fn(&w_, arg);								\
-	b_ = malloc(w_.len_bytes ? w_.len_bytes : 1);				\
+	b_ = malloc(w_.len ? w_.len : 1);				\
 	if (b_) {								\
-		kvm_le_w_init(&w_, b_, w_.len_bytes);				\
+		gw_wbuf_init(&w_, b_, w_.len);				\
 		fn(&w_, arg);							\
-		if (kvm_le_w_err(&w_)) {					\
+		if (gw_wbuf_done(&w_)) {					\
 			free(b_);						\
 			b_ = NULL;						\
 		}								\
 	}									\
-	*(lenp) = w_.len_bytes;							\
+	*(lenp) = w_.len;							\
 	b_;									\
 })
 

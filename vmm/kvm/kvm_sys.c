@@ -173,7 +173,7 @@ int kvm_vm_fd_setup(struct kvm_vm *vm, char *why, size_t why_len)
 
 static int set_slot(struct kvm_vm *vm, unsigned bi, uint64_t bytes)
 {
-	const struct gw_ram_block *b = &vm->info.blocks[bi];
+	const struct gw_ram_block *b = &vm->base.info.blocks[bi];
 	struct kvm_userspace_memory_region r = {
 		.slot = b->kvm_slot, .flags = 0, .guest_phys_addr = b->gpa,
 		.memory_size = bytes, .userspace_addr = (uintptr_t)b->host,
@@ -214,8 +214,8 @@ fail:
 int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t bytes,
 		int fd, uint64_t fd_offset, bool *fresh, char *why, size_t why_len)
 {
-	unsigned bi = vm->info.nr_blocks;
-	struct gw_ram_block *b = &vm->info.blocks[bi];
+	unsigned bi = vm->base.info.nr_blocks;
+	struct gw_ram_block *b;
 	bool own = fd < 0;
 	void *host;
 	int ret;
@@ -248,16 +248,8 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 		gw_log(GW_LOG_INFO, "kvm", "ram_prealloc", "block=%s bytes=%" PRIu64 " ms=%.1f fresh=%d", name,
 		       bytes, (gw_now_ns() - t0) / 1e6, *fresh);
 	}
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->gpa = gpa;
-	b->host = host;
-	b->size_bytes = bytes;
-	b->page_size_bytes = GW_PAGE_BYTES;
-	b->fd = fd;
-	b->fd_offset_bytes = fd_offset;
-	b->kvm_slot = bi;
-	vm->info.nr_blocks++;
+	b = vmm_vm_ram_block_add(&vm->base, name, gpa, host, bytes, fd, fd_offset);
+	b->kvm_slot = bi;		/* the memslot is the block's index */
 	ret = set_slot(vm, bi, bytes);
 	if (ret) {
 		kvm_why(why, why_len, "KVM memslot for block %s at %#" PRIx64 ": %s", name, gpa,
@@ -265,14 +257,14 @@ int kvm_ram_add(struct kvm_vm *vm, const char *name, uint64_t gpa, uint64_t byte
 		return ret;
 	}
 	if (bi == KVM_BLOCK_RAM)
-		vm->ram_pages = bytes / GW_PAGE_BYTES;
+		vm->base.ram_pages = bytes / GW_PAGE_BYTES;
 	return 0;
 }
 
 int kvm_ram_replace(struct kvm_vm *vm, unsigned bi, int fd, uint64_t fd_offset,
 		    char *why, size_t why_len)
 {
-	struct gw_ram_block *b = &vm->info.blocks[bi];
+	struct gw_ram_block *b = &vm->base.info.blocks[bi];
 	void *host = mmap(NULL, b->size_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
 			  (off_t)fd_offset);
 	int ret;
@@ -297,24 +289,10 @@ int kvm_ram_replace(struct kvm_vm *vm, unsigned bi, int fd, uint64_t fd_offset,
 	return ret;
 }
 
-void kvm_ram_free(struct kvm_vm *vm)
-{
-	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
-		struct gw_ram_block *b = &vm->info.blocks[i];
-
-		if (b->host)
-			munmap(b->host, b->size_bytes);
-		if (b->fd >= 0)
-			close(b->fd);
-	}
-	vm->info.nr_blocks = 0;
-	vm->ram_pages = 0;
-}
-
 void *kvm_gpa_host(const struct kvm_vm *vm, uint64_t gpa, uint64_t len)
 {
-	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
-		const struct gw_ram_block *b = &vm->info.blocks[i];
+	for (unsigned i = 0; i < vm->base.info.nr_blocks; i++) {
+		const struct gw_ram_block *b = &vm->base.info.blocks[i];
 
 		if (gpa >= b->gpa && gpa - b->gpa <= b->size_bytes && len <= b->size_bytes - (gpa - b->gpa))
 			return (uint8_t *)b->host + (gpa - b->gpa);

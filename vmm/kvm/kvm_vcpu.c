@@ -33,7 +33,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <godwit/log.h>
-#include "lifecycle.h"
+#include "thread.h"
 #include "kvm/kvm_internal.h"
 #include "kvm/kvm_mmio_dev.h"
 
@@ -75,9 +75,9 @@ void kvm_kick(void *opaque, unsigned idx)
 
 static void record_panic(struct kvm_vm *vm)
 {
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	vm->report.panics++;
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 }
 
 /* ---- serial port: a line at a time into the log ---- */
@@ -122,7 +122,7 @@ static void serial_io(struct kvm_vcpu *v, struct kvm_run *run, uint8_t *data)
 /* Throttle: past (100 - pct)% of the current 10 ms slice, sleep to its end. */
 static void throttle(struct kvm_vcpu *v)
 {
-	unsigned pct = atomic_load_explicit(&v->vm->throttle_pct, memory_order_relaxed);
+	unsigned pct = atomic_load_explicit(&v->vm->base.throttle_pct, memory_order_relaxed);
 	uint64_t now = kvm_pause_now_ns(), run_ns;
 
 	if (!pct) {
@@ -143,7 +143,7 @@ static void throttle(struct kvm_vcpu *v)
 /* Dirty limit: take @pages' worth of tokens, sleep while the bucket is short. */
 static void dirty_limit(struct kvm_vcpu *v, uint64_t pages)
 {
-	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
+	uint64_t bps = atomic_load_explicit(&v->vm->base.dirty_limit_bps, memory_order_relaxed);
 	uint64_t now = kvm_pause_now_ns(), wait_ns;
 
 	if (vmm_dirty_bucket_take(&v->bucket, bps, now, pages * GW_GUEST_PAGE_BYTES,
@@ -194,19 +194,19 @@ static uint32_t pv_call(struct kvm_vcpu *v, unsigned cmd)
 		gw_log(arg[0] ? GW_LOG_ERROR : GW_LOG_INFO, "kvm", "guest_check",
 		       "vcpu=%u ok=%d pages_checked=%" PRIu64 " first_bad_page=%" PRIu64,
 		       v->index, !arg[0], arg[2], arg[0] ? arg[1] : 0);
-		pthread_mutex_lock(&vm->lock);
+		pthread_mutex_lock(&vm->base.lock);
 		if (arg[0])
 			vm->report.guest_checks_bad++;
 		else
 			vm->report.guest_checks_ok++;
-		pthread_mutex_unlock(&vm->lock);
+		pthread_mutex_unlock(&vm->base.lock);
 		return 0;
 	case GW_PV_DONE:
 		gw_log(GW_LOG_INFO, "kvm", "guest_done", "vcpu=%u result=%#" PRIx64, v->index, arg[0]);
-		pthread_mutex_lock(&vm->lock);
+		pthread_mutex_lock(&vm->base.lock);
 		vm->report.done = true;
 		vm->report.result = arg[0];
-		pthread_mutex_unlock(&vm->lock);
+		pthread_mutex_unlock(&vm->base.lock);
 		return 0;
 	case GW_PV_MIGRATIONS:
 		return (uint32_t)vm->migrations;	/* set before the vCPUs start */
@@ -279,9 +279,9 @@ static int handle_exit(struct kvm_vcpu *v)
 			       (unsigned long long)run->mmio.phys_addr);
 		return 0;
 	case KVM_EXIT_DIRTY_RING_FULL:
-		pthread_mutex_lock(&vm->lock);
+		pthread_mutex_lock(&vm->base.lock);
 		vm->report.dirty_ring_full_exits++;
-		pthread_mutex_unlock(&vm->lock);
+		pthread_mutex_unlock(&vm->base.lock);
 		if (vm->ring_full_efd >= 0) {
 			uint64_t one = 1;
 
@@ -376,7 +376,7 @@ out:
  */
 int kvm_vcpus_start(struct kvm_vm *vm, bool parked)
 {
-	unsigned nr = vm->nr_vcpus > vm->vcpus_ahead ? vm->nr_vcpus : vm->vcpus_ahead;
+	unsigned nr = vm->base.nr_vcpus > vm->vcpus_ahead ? vm->base.nr_vcpus : vm->vcpus_ahead;
 	pthread_attr_t attr;
 	sigset_t block, old;
 	int ret = 0;
@@ -419,7 +419,7 @@ int kvm_vcpus_start(struct kvm_vm *vm, bool parked)
 
 void kvm_vcpus_stop(struct kvm_vm *vm)
 {
-	unsigned nr = vm->nr_vcpus > vm->vcpus_ahead ? vm->nr_vcpus : vm->vcpus_ahead;
+	unsigned nr = vm->base.nr_vcpus > vm->vcpus_ahead ? vm->base.nr_vcpus : vm->vcpus_ahead;
 
 	kvm_pause_stop_all(&vm->pause);
 	for (unsigned i = 0; i < nr; i++) {

@@ -23,7 +23,7 @@
 
 /* ---- pieces ---- */
 
-static void enc_regs(struct kvm_le_w *w, const struct kvm_regs *r)
+static void enc_regs(struct gw_wbuf *w, const struct kvm_regs *r)
 {
 	const uint64_t v[18] = {
 		r->rax, r->rbx, r->rcx, r->rdx, r->rsi, r->rdi, r->rsp, r->rbp,
@@ -31,10 +31,10 @@ static void enc_regs(struct kvm_le_w *w, const struct kvm_regs *r)
 	};
 
 	for (unsigned i = 0; i < 18; i++)
-		kvm_le_put_u64(w, v[i]);
+		gw_put_le64(w, v[i]);
 }
 
-static void dec_regs(struct kvm_le_r *r, struct kvm_regs *g)
+static void dec_regs(struct gw_rbuf *r, struct kvm_regs *g)
 {
 	uint64_t *v[18] = {
 		(uint64_t *)&g->rax, (uint64_t *)&g->rbx, (uint64_t *)&g->rcx, (uint64_t *)&g->rdx,
@@ -46,53 +46,53 @@ static void dec_regs(struct kvm_le_r *r, struct kvm_regs *g)
 
 	memset(g, 0, sizeof(*g));
 	for (unsigned i = 0; i < 18; i++)
-		*v[i] = kvm_le_get_u64(r);
+		*v[i] = gw_get_le64(r);
 }
 
-static void enc_seg(struct kvm_le_w *w, const struct kvm_segment *s)
+static void enc_seg(struct gw_wbuf *w, const struct kvm_segment *s)
 {
-	kvm_le_put_u64(w, s->base);
-	kvm_le_put_u32(w, s->limit);
-	kvm_le_put_u16(w, s->selector);
-	kvm_le_put_u8(w, s->type);
-	kvm_le_put_u8(w, s->present);
-	kvm_le_put_u8(w, s->dpl);
-	kvm_le_put_u8(w, s->db);
-	kvm_le_put_u8(w, s->s);
-	kvm_le_put_u8(w, s->l);
-	kvm_le_put_u8(w, s->g);
-	kvm_le_put_u8(w, s->avl);
-	kvm_le_put_u8(w, s->unusable);
+	gw_put_le64(w, s->base);
+	gw_put_le32(w, s->limit);
+	gw_put_le16(w, s->selector);
+	gw_put_u8(w, s->type);
+	gw_put_u8(w, s->present);
+	gw_put_u8(w, s->dpl);
+	gw_put_u8(w, s->db);
+	gw_put_u8(w, s->s);
+	gw_put_u8(w, s->l);
+	gw_put_u8(w, s->g);
+	gw_put_u8(w, s->avl);
+	gw_put_u8(w, s->unusable);
 }
 
-static void dec_seg(struct kvm_le_r *r, struct kvm_segment *s)
+static void dec_seg(struct gw_rbuf *r, struct kvm_segment *s)
 {
 	memset(s, 0, sizeof(*s));
-	s->base = kvm_le_get_u64(r);
-	s->limit = kvm_le_get_u32(r);
-	s->selector = kvm_le_get_u16(r);
-	s->type = kvm_le_get_u8(r);
-	s->present = kvm_le_get_u8(r);
-	s->dpl = kvm_le_get_u8(r);
-	s->db = kvm_le_get_u8(r);
-	s->s = kvm_le_get_u8(r);
-	s->l = kvm_le_get_u8(r);
-	s->g = kvm_le_get_u8(r);
-	s->avl = kvm_le_get_u8(r);
-	s->unusable = kvm_le_get_u8(r);
+	s->base = gw_get_le64(r);
+	s->limit = gw_get_le32(r);
+	s->selector = gw_get_le16(r);
+	s->type = gw_get_u8(r);
+	s->present = gw_get_u8(r);
+	s->dpl = gw_get_u8(r);
+	s->db = gw_get_u8(r);
+	s->s = gw_get_u8(r);
+	s->l = gw_get_u8(r);
+	s->g = gw_get_u8(r);
+	s->avl = gw_get_u8(r);
+	s->unusable = gw_get_u8(r);
 }
 
-static void enc_dt(struct kvm_le_w *w, const struct kvm_dtable *d)
+static void enc_dt(struct gw_wbuf *w, const struct kvm_dtable *d)
 {
-	kvm_le_put_u64(w, d->base);
-	kvm_le_put_u16(w, d->limit);
+	gw_put_le64(w, d->base);
+	gw_put_le16(w, d->limit);
 }
 
-static void dec_dt(struct kvm_le_r *r, struct kvm_dtable *d)
+static void dec_dt(struct gw_rbuf *r, struct kvm_dtable *d)
 {
 	memset(d, 0, sizeof(*d));
-	d->base = kvm_le_get_u64(r);
-	d->limit = kvm_le_get_u16(r);
+	d->base = gw_get_le64(r);
+	d->limit = gw_get_le16(r);
 }
 
 /*
@@ -106,10 +106,10 @@ static void dec_dt(struct kvm_le_r *r, struct kvm_dtable *d)
 		enc_seg(w, segs_[i_]);						\
 	enc_dt(w, &(s)->gdt);							\
 	enc_dt(w, &(s)->idt);							\
-	kvm_le_put_u64(w, (s)->cr0); kvm_le_put_u64(w, (s)->cr2);		\
-	kvm_le_put_u64(w, (s)->cr3); kvm_le_put_u64(w, (s)->cr4);		\
-	kvm_le_put_u64(w, (s)->cr8); kvm_le_put_u64(w, (s)->efer);		\
-	kvm_le_put_u64(w, (s)->apic_base);					\
+	gw_put_le64(w, (s)->cr0); gw_put_le64(w, (s)->cr2);		\
+	gw_put_le64(w, (s)->cr3); gw_put_le64(w, (s)->cr4);		\
+	gw_put_le64(w, (s)->cr8); gw_put_le64(w, (s)->efer);		\
+	gw_put_le64(w, (s)->apic_base);					\
 } while (0)
 
 #define DEC_SYS_COMMON(r, s) do {						\
@@ -119,134 +119,134 @@ static void dec_dt(struct kvm_le_r *r, struct kvm_dtable *d)
 		dec_seg(r, segs_[i_]);						\
 	dec_dt(r, &(s)->gdt);							\
 	dec_dt(r, &(s)->idt);							\
-	(s)->cr0 = kvm_le_get_u64(r); (s)->cr2 = kvm_le_get_u64(r);		\
-	(s)->cr3 = kvm_le_get_u64(r); (s)->cr4 = kvm_le_get_u64(r);		\
-	(s)->cr8 = kvm_le_get_u64(r); (s)->efer = kvm_le_get_u64(r);		\
-	(s)->apic_base = kvm_le_get_u64(r);					\
+	(s)->cr0 = gw_get_le64(r); (s)->cr2 = gw_get_le64(r);		\
+	(s)->cr3 = gw_get_le64(r); (s)->cr4 = gw_get_le64(r);		\
+	(s)->cr8 = gw_get_le64(r); (s)->efer = gw_get_le64(r);		\
+	(s)->apic_base = gw_get_le64(r);					\
 } while (0)
 
-static void enc_sregs(struct kvm_le_w *w, const struct kvm_sregs *s)
+static void enc_sregs(struct gw_wbuf *w, const struct kvm_sregs *s)
 {
 	ENC_SYS_COMMON(w, s);
 	for (unsigned i = 0; i < 4; i++)
-		kvm_le_put_u64(w, s->interrupt_bitmap[i]);
+		gw_put_le64(w, s->interrupt_bitmap[i]);
 }
 
-static void dec_sregs(struct kvm_le_r *r, struct kvm_sregs *s)
+static void dec_sregs(struct gw_rbuf *r, struct kvm_sregs *s)
 {
 	memset(s, 0, sizeof(*s));
 	DEC_SYS_COMMON(r, s);
 	for (unsigned i = 0; i < 4; i++)
-		s->interrupt_bitmap[i] = kvm_le_get_u64(r);
+		s->interrupt_bitmap[i] = gw_get_le64(r);
 }
 
-static void enc_sregs2(struct kvm_le_w *w, const struct kvm_sregs2 *s)
+static void enc_sregs2(struct gw_wbuf *w, const struct kvm_sregs2 *s)
 {
 	ENC_SYS_COMMON(w, s);
-	kvm_le_put_u64(w, s->flags);
+	gw_put_le64(w, s->flags);
 	for (unsigned i = 0; i < 4; i++)
-		kvm_le_put_u64(w, s->pdptrs[i]);
+		gw_put_le64(w, s->pdptrs[i]);
 }
 
-static void dec_sregs2(struct kvm_le_r *r, struct kvm_sregs2 *s)
+static void dec_sregs2(struct gw_rbuf *r, struct kvm_sregs2 *s)
 {
 	memset(s, 0, sizeof(*s));
 	DEC_SYS_COMMON(r, s);
-	s->flags = kvm_le_get_u64(r);
+	s->flags = gw_get_le64(r);
 	for (unsigned i = 0; i < 4; i++)
-		s->pdptrs[i] = kvm_le_get_u64(r);
+		s->pdptrs[i] = gw_get_le64(r);
 }
 
-static void enc_events(struct kvm_le_w *w, const struct kvm_vcpu_events *e)
+static void enc_events(struct gw_wbuf *w, const struct kvm_vcpu_events *e)
 {
-	kvm_le_put_u8(w, e->exception.injected);
-	kvm_le_put_u8(w, e->exception.nr);
-	kvm_le_put_u8(w, e->exception.has_error_code);
-	kvm_le_put_u8(w, e->exception.pending);
-	kvm_le_put_u32(w, e->exception.error_code);
-	kvm_le_put_u8(w, e->interrupt.injected);
-	kvm_le_put_u8(w, e->interrupt.nr);
-	kvm_le_put_u8(w, e->interrupt.soft);
-	kvm_le_put_u8(w, e->interrupt.shadow);
-	kvm_le_put_u8(w, e->nmi.injected);
-	kvm_le_put_u8(w, e->nmi.pending);
-	kvm_le_put_u8(w, e->nmi.masked);
-	kvm_le_put_u32(w, e->sipi_vector);
-	kvm_le_put_u32(w, e->flags);
-	kvm_le_put_u8(w, e->smi.smm);
-	kvm_le_put_u8(w, e->smi.pending);
-	kvm_le_put_u8(w, e->smi.smm_inside_nmi);
-	kvm_le_put_u8(w, e->smi.latched_init);
-	kvm_le_put_u8(w, e->triple_fault.pending);
-	kvm_le_put_u8(w, e->exception_has_payload);
-	kvm_le_put_u64(w, e->exception_payload);
+	gw_put_u8(w, e->exception.injected);
+	gw_put_u8(w, e->exception.nr);
+	gw_put_u8(w, e->exception.has_error_code);
+	gw_put_u8(w, e->exception.pending);
+	gw_put_le32(w, e->exception.error_code);
+	gw_put_u8(w, e->interrupt.injected);
+	gw_put_u8(w, e->interrupt.nr);
+	gw_put_u8(w, e->interrupt.soft);
+	gw_put_u8(w, e->interrupt.shadow);
+	gw_put_u8(w, e->nmi.injected);
+	gw_put_u8(w, e->nmi.pending);
+	gw_put_u8(w, e->nmi.masked);
+	gw_put_le32(w, e->sipi_vector);
+	gw_put_le32(w, e->flags);
+	gw_put_u8(w, e->smi.smm);
+	gw_put_u8(w, e->smi.pending);
+	gw_put_u8(w, e->smi.smm_inside_nmi);
+	gw_put_u8(w, e->smi.latched_init);
+	gw_put_u8(w, e->triple_fault.pending);
+	gw_put_u8(w, e->exception_has_payload);
+	gw_put_le64(w, e->exception_payload);
 }
 
-static void dec_events(struct kvm_le_r *r, struct kvm_vcpu_events *e)
+static void dec_events(struct gw_rbuf *r, struct kvm_vcpu_events *e)
 {
 	memset(e, 0, sizeof(*e));
-	e->exception.injected = kvm_le_get_u8(r);
-	e->exception.nr = kvm_le_get_u8(r);
-	e->exception.has_error_code = kvm_le_get_u8(r);
-	e->exception.pending = kvm_le_get_u8(r);
-	e->exception.error_code = kvm_le_get_u32(r);
-	e->interrupt.injected = kvm_le_get_u8(r);
-	e->interrupt.nr = kvm_le_get_u8(r);
-	e->interrupt.soft = kvm_le_get_u8(r);
-	e->interrupt.shadow = kvm_le_get_u8(r);
-	e->nmi.injected = kvm_le_get_u8(r);
-	e->nmi.pending = kvm_le_get_u8(r);
-	e->nmi.masked = kvm_le_get_u8(r);
-	e->sipi_vector = kvm_le_get_u32(r);
-	e->flags = kvm_le_get_u32(r);
-	e->smi.smm = kvm_le_get_u8(r);
-	e->smi.pending = kvm_le_get_u8(r);
-	e->smi.smm_inside_nmi = kvm_le_get_u8(r);
-	e->smi.latched_init = kvm_le_get_u8(r);
-	e->triple_fault.pending = kvm_le_get_u8(r);
-	e->exception_has_payload = kvm_le_get_u8(r);
-	e->exception_payload = kvm_le_get_u64(r);
+	e->exception.injected = gw_get_u8(r);
+	e->exception.nr = gw_get_u8(r);
+	e->exception.has_error_code = gw_get_u8(r);
+	e->exception.pending = gw_get_u8(r);
+	e->exception.error_code = gw_get_le32(r);
+	e->interrupt.injected = gw_get_u8(r);
+	e->interrupt.nr = gw_get_u8(r);
+	e->interrupt.soft = gw_get_u8(r);
+	e->interrupt.shadow = gw_get_u8(r);
+	e->nmi.injected = gw_get_u8(r);
+	e->nmi.pending = gw_get_u8(r);
+	e->nmi.masked = gw_get_u8(r);
+	e->sipi_vector = gw_get_le32(r);
+	e->flags = gw_get_le32(r);
+	e->smi.smm = gw_get_u8(r);
+	e->smi.pending = gw_get_u8(r);
+	e->smi.smm_inside_nmi = gw_get_u8(r);
+	e->smi.latched_init = gw_get_u8(r);
+	e->triple_fault.pending = gw_get_u8(r);
+	e->exception_has_payload = gw_get_u8(r);
+	e->exception_payload = gw_get_le64(r);
 }
 
-static void enc_debugregs(struct kvm_le_w *w, const struct kvm_debugregs *d)
+static void enc_debugregs(struct gw_wbuf *w, const struct kvm_debugregs *d)
 {
 	for (unsigned i = 0; i < 4; i++)
-		kvm_le_put_u64(w, d->db[i]);
-	kvm_le_put_u64(w, d->dr6);
-	kvm_le_put_u64(w, d->dr7);
-	kvm_le_put_u64(w, d->flags);
+		gw_put_le64(w, d->db[i]);
+	gw_put_le64(w, d->dr6);
+	gw_put_le64(w, d->dr7);
+	gw_put_le64(w, d->flags);
 }
 
-static void dec_debugregs(struct kvm_le_r *r, struct kvm_debugregs *d)
+static void dec_debugregs(struct gw_rbuf *r, struct kvm_debugregs *d)
 {
 	memset(d, 0, sizeof(*d));
 	for (unsigned i = 0; i < 4; i++)
-		d->db[i] = kvm_le_get_u64(r);
-	d->dr6 = kvm_le_get_u64(r);
-	d->dr7 = kvm_le_get_u64(r);
-	d->flags = kvm_le_get_u64(r);
+		d->db[i] = gw_get_le64(r);
+	d->dr6 = gw_get_le64(r);
+	d->dr7 = gw_get_le64(r);
+	d->flags = gw_get_le64(r);
 }
 
-static void enc_xcrs(struct kvm_le_w *w, const struct kvm_xcrs *x)
+static void enc_xcrs(struct gw_wbuf *w, const struct kvm_xcrs *x)
 {
 	uint32_t n = x->nr_xcrs <= KVM_MAX_XCRS ? x->nr_xcrs : KVM_MAX_XCRS;
 
-	kvm_le_put_u32(w, n);
-	kvm_le_put_u32(w, x->flags);
+	gw_put_le32(w, n);
+	gw_put_le32(w, x->flags);
 	for (uint32_t i = 0; i < n; i++) {
-		kvm_le_put_u32(w, x->xcrs[i].xcr);
-		kvm_le_put_u64(w, x->xcrs[i].value);
+		gw_put_le32(w, x->xcrs[i].xcr);
+		gw_put_le64(w, x->xcrs[i].value);
 	}
 }
 
-static void enc_msrs(struct kvm_le_w *w, const struct kvm_vcpu_state *s)
+static void enc_msrs(struct gw_wbuf *w, const struct kvm_vcpu_state *s)
 {
 	uint32_t n = s->nr_msrs <= KVM_COMPAT_MAX_MSRS ? s->nr_msrs : KVM_COMPAT_MAX_MSRS;
 
-	kvm_le_put_u32(w, n);
+	gw_put_le32(w, n);
 	for (uint32_t i = 0; i < n; i++) {
-		kvm_le_put_u32(w, s->msrs[i].index);
-		kvm_le_put_u64(w, s->msrs[i].data);
+		gw_put_le32(w, s->msrs[i].index);
+		gw_put_le64(w, s->msrs[i].data);
 	}
 }
 
@@ -255,66 +255,66 @@ static void enc_msrs(struct kvm_le_w *w, const struct kvm_vcpu_state *s)
 /* One record: tag, length patched after the payload. */
 #define REC(w, tag, body) do {							\
 	size_t at_;								\
-	kvm_le_put_u32(w, tag);							\
-	at_ = kvm_le_put_u32_later(w);						\
-	size_t start_ = (w)->len_bytes;						\
+	gw_put_le32(w, tag);							\
+	at_ = gw_put_le32_later(w);						\
+	size_t start_ = (w)->len;						\
 	body;									\
-	kvm_le_patch_u32(w, at_, (uint32_t)((w)->len_bytes - start_));		\
+	gw_patch_le32(w, at_, (uint32_t)((w)->len - start_));			\
 	nr++;									\
 } while (0)
 
-void kvm_enc_vcpu(struct kvm_le_w *w, const struct kvm_vcpu_state *s)
+void kvm_enc_vcpu(struct gw_wbuf *w, const struct kvm_vcpu_state *s)
 {
 	size_t nr_at;
 	uint32_t nr = 0;
 
-	kvm_le_put_u32(w, s->index);
-	nr_at = kvm_le_put_u32_later(w);
+	gw_put_le32(w, s->index);
+	nr_at = gw_put_le32_later(w);
 	REC(w, KVM_REC_REGS, enc_regs(w, &s->regs));
 	if (s->has_sregs2)
 		REC(w, KVM_REC_SREGS2, enc_sregs2(w, &s->sregs2));
 	else
 		REC(w, KVM_REC_SREGS, enc_sregs(w, &s->sregs));
-	REC(w, KVM_REC_XSAVE, kvm_le_put_bytes(w, s->xsave, s->xsave_bytes));
+	REC(w, KVM_REC_XSAVE, gw_put_bytes(w, s->xsave, s->xsave_bytes));
 	if (s->has_xcrs)
 		REC(w, KVM_REC_XCRS, enc_xcrs(w, &s->xcrs));
 	REC(w, KVM_REC_MSRS, enc_msrs(w, s));
-	REC(w, KVM_REC_LAPIC, kvm_le_put_bytes(w, s->lapic.regs, sizeof(s->lapic.regs)));
+	REC(w, KVM_REC_LAPIC, gw_put_bytes(w, s->lapic.regs, sizeof(s->lapic.regs)));
 	if (s->has_events)
 		REC(w, KVM_REC_EVENTS, enc_events(w, &s->events));
-	REC(w, KVM_REC_MP_STATE, kvm_le_put_u32(w, s->mp.mp_state));
+	REC(w, KVM_REC_MP_STATE, gw_put_le32(w, s->mp.mp_state));
 	if (s->has_debugregs)
 		REC(w, KVM_REC_DEBUGREGS, enc_debugregs(w, &s->debugregs));
-	kvm_le_patch_u32(w, nr_at, nr);
+	gw_patch_le32(w, nr_at, nr);
 }
 
-static int dec_xcrs(struct kvm_le_r *r, struct kvm_xcrs *x, char *why, size_t why_len)
+static int dec_xcrs(struct gw_rbuf *r, struct kvm_xcrs *x, char *why, size_t why_len)
 {
-	uint32_t n = kvm_le_get_u32(r);
+	uint32_t n = gw_get_le32(r);
 
 	memset(x, 0, sizeof(*x));
-	if (n > KVM_MAX_XCRS || kvm_le_left(r) != 4 + (size_t)n * XCR_BYTES)
+	if (n > KVM_MAX_XCRS || gw_rbuf_left(r) != 4 + (size_t)n * XCR_BYTES)
 		return kvm_dec_bad(why, why_len, "XCRS record: %u entries do not fit its length", n);
 	x->nr_xcrs = n;
-	x->flags = kvm_le_get_u32(r);
+	x->flags = gw_get_le32(r);
 	for (uint32_t i = 0; i < n; i++) {
-		x->xcrs[i].xcr = kvm_le_get_u32(r);
-		x->xcrs[i].value = kvm_le_get_u64(r);
+		x->xcrs[i].xcr = gw_get_le32(r);
+		x->xcrs[i].value = gw_get_le64(r);
 	}
 	return 0;
 }
 
-static int dec_msrs(struct kvm_le_r *r, struct kvm_vcpu_state *s, char *why, size_t why_len)
+static int dec_msrs(struct gw_rbuf *r, struct kvm_vcpu_state *s, char *why, size_t why_len)
 {
-	uint32_t n = kvm_le_get_u32(r);
+	uint32_t n = gw_get_le32(r);
 
-	if (n > KVM_COMPAT_MAX_MSRS || kvm_le_left(r) != (size_t)n * MSR_BYTES)
+	if (n > KVM_COMPAT_MAX_MSRS || gw_rbuf_left(r) != (size_t)n * MSR_BYTES)
 		return kvm_dec_bad(why, why_len, "MSRS record: %u entries do not fit its length", n);
 	s->nr_msrs = n;
 	for (uint32_t i = 0; i < n; i++) {
 		memset(&s->msrs[i], 0, sizeof(s->msrs[i]));
-		s->msrs[i].index = kvm_le_get_u32(r);
-		s->msrs[i].data = kvm_le_get_u64(r);
+		s->msrs[i].index = gw_get_le32(r);
+		s->msrs[i].data = gw_get_le64(r);
 	}
 	return 0;
 }
@@ -327,10 +327,10 @@ static const uint32_t rec_bytes[KVM_REC__MAX + 1] = {
 	[KVM_REC_DEBUGREGS] = DEBUGREGS_BYTES,
 };
 
-static int dec_record(uint32_t tag, struct kvm_le_r *p, struct kvm_vcpu_state *s,
+static int dec_record(uint32_t tag, struct gw_rbuf *p, struct kvm_vcpu_state *s,
 		      uint32_t xsave_cap_bytes, char *why, size_t why_len)
 {
-	size_t n = kvm_le_left(p);
+	size_t n = gw_rbuf_left(p);
 
 	switch (tag) {
 	case KVM_REC_REGS: dec_regs(p, &s->regs); break;
@@ -344,13 +344,13 @@ static int dec_record(uint32_t tag, struct kvm_le_r *p, struct kvm_vcpu_state *s
 		if (!s->xsave)
 			return -ENOMEM;
 		s->xsave_bytes = (uint32_t)n;
-		kvm_le_get_bytes(p, s->xsave, n);
+		gw_get_copy(p, s->xsave, n);
 		break;
 	case KVM_REC_XCRS: s->has_xcrs = true; return dec_xcrs(p, &s->xcrs, why, why_len);
 	case KVM_REC_MSRS: return dec_msrs(p, s, why, why_len);
-	case KVM_REC_LAPIC: kvm_le_get_bytes(p, s->lapic.regs, sizeof(s->lapic.regs)); break;
+	case KVM_REC_LAPIC: gw_get_copy(p, s->lapic.regs, sizeof(s->lapic.regs)); break;
 	case KVM_REC_EVENTS: dec_events(p, &s->events); s->has_events = true; break;
-	case KVM_REC_MP_STATE: s->mp.mp_state = kvm_le_get_u32(p); break;
+	case KVM_REC_MP_STATE: s->mp.mp_state = gw_get_le32(p); break;
 	case KVM_REC_DEBUGREGS: dec_debugregs(p, &s->debugregs); s->has_debugregs = true; break;
 	default:
 		return kvm_dec_bad(why, why_len, "unknown vCPU record %u", tag);
@@ -388,22 +388,22 @@ int kvm_dec_vcpu(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_sta
 int kvm_dec_vcpu_into(const void *buf, size_t len, uint32_t caps, struct kvm_vcpu_state *s,
 		      uint8_t *xsave, uint32_t xsave_cap_bytes, char *why, size_t why_len)
 {
-	struct kvm_le_r r;
+	struct gw_rbuf r;
 	uint32_t nr, seen = 0;
 	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->xsave = xsave;
-	kvm_le_r_init(&r, buf, len);
-	s->index = kvm_le_get_u32(&r);
-	nr = kvm_le_get_u32(&r);
-	if (kvm_le_r_err(&r) || nr > KVM_REC__MAX)
+	gw_rbuf_init(&r, buf, len);
+	s->index = gw_get_le32(&r);
+	nr = gw_get_le32(&r);
+	if (gw_rbuf_err(&r) || nr > KVM_REC__MAX)
 		return kvm_dec_bad(why, why_len, "vCPU section header bad (%zu bytes, %u records)", len, nr);
 	for (uint32_t i = 0; i < nr; i++) {
-		uint32_t tag = kvm_le_get_u32(&r), n = kvm_le_get_u32(&r);
-		struct kvm_le_r p = kvm_le_sub(&r, n);
+		uint32_t tag = gw_get_le32(&r), n = gw_get_le32(&r);
+		struct gw_rbuf p = gw_rbuf_sub(&r, n);
 
-		if (kvm_le_r_err(&p))
+		if (gw_rbuf_err(&p))
 			ret = kvm_dec_bad(why, why_len, "vCPU record %u: %u bytes past the section end", tag, n);
 		else if (tag == 0 || tag > KVM_REC__MAX || (seen & (1u << tag)))
 			ret = kvm_dec_bad(why, why_len, "vCPU record %u unknown or repeated", tag);
@@ -416,12 +416,12 @@ int kvm_dec_vcpu_into(const void *buf, size_t len, uint32_t caps, struct kvm_vcp
 			goto fail;	/* frees what an earlier record allocated */
 		seen |= 1u << tag;
 		ret = dec_record(tag, &p, s, xsave_cap_bytes, why, why_len);
-		if (!ret && kvm_le_r_done(&p))
+		if (!ret && gw_rbuf_done(&p))
 			ret = kvm_dec_bad(why, why_len, "vCPU record %u: length and content disagree", tag);
 		if (ret)
 			goto fail;
 	}
-	ret = kvm_le_r_done(&r) ? kvm_dec_bad(why, why_len, "bytes after the last vCPU record") :
+	ret = gw_rbuf_done(&r) ? kvm_dec_bad(why, why_len, "bytes after the last vCPU record") :
 				  check_records(seen, caps, why, why_len);
 	if (!ret)
 		return 0;

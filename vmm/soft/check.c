@@ -48,7 +48,7 @@ static const uint8_t *page_read(struct page_reader *r, uint64_t page, uint64_t s
 	if (page >= r->first && page < r->first + r->count)
 		return r->buf + (page - r->first) * SOFT_PAGE_BYTES;
 	bi = soft_block_of(vm, page);
-	b = &vm->info.blocks[bi];
+	b = &vm->base.info.blocks[bi];
 	in_block = page - vm->block_first_page[bi];
 	if (b->fd < 0)
 		return soft_page_ptr(vm, page);
@@ -82,7 +82,7 @@ static const uint8_t *page_read(struct page_reader *r, uint64_t page, uint64_t s
 static bool page_is_hole(const struct soft_vm *vm, uint64_t page)
 {
 	unsigned bi = soft_block_of(vm, page);
-	const struct gw_ram_block *b = &vm->info.blocks[bi];
+	const struct gw_ram_block *b = &vm->base.info.blocks[bi];
 	off_t at = (off_t)(b->fd_offset_bytes + (page - vm->block_first_page[bi]) * SOFT_PAGE_BYTES);
 	off_t data;
 
@@ -111,7 +111,7 @@ static void describe_mismatch(const struct soft_vm *vm, const struct soft_vcpu *
 	while (at < SOFT_PAGE_BYTES && found[at] == exp[at])
 		at++;
 	memcpy(fw, found, sizeof(fw));
-	if (exp_gen && vm->wl.kind == VMM_WL_DIRTY)
+	if (exp_gen && vm->base.wl.kind == VMM_WL_DIRTY)
 		snprintf(msg, len, "page %" PRIu64 " (vcpu %u, cursor %" PRIu64 ", gen %" PRIu64
 			 "): expected the dirty workload's generation %" PRIu64 " content, found %#" PRIx64
 			 " in the word at byte %u, expected %#" PRIx64, page, v->index, v->cursor, v->gen,
@@ -138,9 +138,9 @@ static bool expected_page(const struct soft_vm *vm, const struct soft_vcpu *v, u
 			  uint64_t g, uint8_t *exp)
 {
 	uint64_t page = v->first_page + off;
-	bool whole = vm->wl.pattern_page;
+	bool whole = vm->base.wl.pattern_page;
 
-	if (g && vm->wl.kind != VMM_WL_DIRTY) {
+	if (g && vm->base.wl.kind != VMM_WL_DIRTY) {
 		vmm_verify_page(page, g, (uint64_t *)exp);
 		return true;
 	}
@@ -188,7 +188,7 @@ int soft_check_verify(const struct soft_vm *vm, char *msg, size_t msg_len)
 	rd.buf = aligned_alloc(SOFT_PAGE_BYTES, CHECK_WINDOW_PAGES * SOFT_PAGE_BYTES);
 	if (!exp || !rd.buf)
 		ret = -ENOMEM;
-	for (unsigned i = 0; i < vm->nr_vcpus && ret == 0; i++)
+	for (unsigned i = 0; i < vm->base.nr_vcpus && ret == 0; i++)
 		ret = check_slice(vm, &vm->vcpus[i], &rd, exp, &checked, msg, msg_len);
 	if (ret == 0)
 		snprintf(msg, msg_len, "%" PRIu64 " pages checked", checked);

@@ -29,7 +29,7 @@ unsigned soft_block_of(const struct soft_vm *vm, uint64_t page)
 {
 	unsigned bi = 0;
 
-	while (bi + 1 < vm->info.nr_blocks && page >= vm->block_first_page[bi + 1])
+	while (bi + 1 < vm->base.info.nr_blocks && page >= vm->block_first_page[bi + 1])
 		bi++;
 	return bi;
 }
@@ -38,22 +38,8 @@ uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page)
 {
 	unsigned bi = soft_block_of(vm, page);
 
-	return (uint8_t *)vm->info.blocks[bi].host +
+	return (uint8_t *)vm->base.info.blocks[bi].host +
 	       (page - vm->block_first_page[bi]) * SOFT_PAGE_BYTES;
-}
-
-void soft_ram_free(struct soft_vm *vm)
-{
-	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
-		struct gw_ram_block *b = &vm->info.blocks[i];
-
-		if (b->host)
-			munmap(b->host, b->size_bytes);
-		if (b->fd >= 0)
-			close(b->fd);
-	}
-	vm->info.nr_blocks = 0;
-	vm->ram_pages = 0;
 }
 
 /* The --memory-file, at least @size_bytes long. The fd, or -errno with a reason. */
@@ -138,12 +124,11 @@ static void *map_block(const struct soft_vm *vm, int fd, uint64_t fd_offset_byte
 int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size_bytes,
 		 int fd, uint64_t fd_offset_bytes, bool *fresh, char *err, size_t err_len)
 {
-	struct gw_ram_block *b;
 	void *host;
 	int ret = 0;
 
 	*fresh = fd < 0;
-	if (vm->info.nr_blocks >= GW_MAX_RAM_BLOCKS) {
+	if (vm->base.info.nr_blocks >= GW_MAX_RAM_BLOCKS) {
 		if (fd >= 0)
 			close(fd);
 		snprintf(err, err_len, "too many RAM blocks");
@@ -151,7 +136,7 @@ int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t si
 	}
 	if (fd < 0) {
 		fd_offset_bytes = 0;
-		if (vm->memory_file && vm->info.nr_blocks == 0)
+		if (vm->memory_file && vm->base.info.nr_blocks == 0)
 			fd = open_memory_file(vm->memory_file, size_bytes, fresh, err, err_len);
 		else
 			fd = open_memfd(size_bytes, err, err_len);
@@ -162,18 +147,10 @@ int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t si
 	if (!host)
 		return ret;
 
-	b = &vm->info.blocks[vm->info.nr_blocks++];
-	memset(b, 0, sizeof(*b));
-	snprintf(b->name, sizeof(b->name), "%s", name);
-	b->gpa = gpa;
-	b->host = host;
-	b->size_bytes = size_bytes;
-	b->page_size_bytes = SOFT_PAGE_BYTES;
-	b->fd = fd;
-	b->fd_offset_bytes = fd_offset_bytes;
-	vm->block_first_page[vm->info.nr_blocks] =
-		vm->block_first_page[vm->info.nr_blocks - 1] + size_bytes / SOFT_PAGE_BYTES;
-	vm->ram_pages = vm->block_first_page[vm->info.nr_blocks];
+	vmm_vm_ram_block_add(&vm->base, name, gpa, host, size_bytes, fd, fd_offset_bytes);
+	vm->block_first_page[vm->base.info.nr_blocks] =
+		vm->block_first_page[vm->base.info.nr_blocks - 1] + size_bytes / SOFT_PAGE_BYTES;
+	vm->base.ram_pages = vm->block_first_page[vm->base.info.nr_blocks];
 	return 0;
 }
 
@@ -185,11 +162,6 @@ static void close_untaken(const struct gw_vm_info *want, const bool *taken)
 	for (unsigned i = 0; want && i < want->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
 		if (want->blocks[i].fd >= 0 && !(taken && taken[i]))
 			close(want->blocks[i].fd);
-}
-
-void soft_ram_close_received(const struct gw_vm_info *want)
-{
-	close_untaken(want, NULL);
 }
 
 /* The source's layout, before anything is created: 0 or -EINVAL with a reason. */
@@ -237,13 +209,13 @@ static int layout_match(const struct soft_vm *vm, const struct gw_vm_info *want,
 {
 	unsigned n = want->nr_blocks;
 
-	for (unsigned i = 0; i < n || i < vm->info.nr_blocks; i++) {
+	for (unsigned i = 0; i < n || i < vm->base.info.nr_blocks; i++) {
 		const struct gw_ram_block *s = i < n ? &want->blocks[i] : NULL;
-		const struct gw_ram_block *d = i < vm->info.nr_blocks ? &vm->info.blocks[i] : NULL;
+		const struct gw_ram_block *d = i < vm->base.info.nr_blocks ? &vm->base.info.blocks[i] : NULL;
 
 		if (!s || !d) {
 			snprintf(reason, reason_len, "layout mismatch: source has %u RAM blocks, "
-				 "destination %u", n, vm->info.nr_blocks);
+				 "destination %u", n, vm->base.info.nr_blocks);
 			return -EINVAL;
 		}
 		if (strcmp(s->name, d->name) || s->size_bytes != d->size_bytes) {
@@ -264,7 +236,7 @@ static int take_received(struct soft_vm *vm, const struct gw_vm_info *want, bool
 			 char *reason, size_t reason_len)
 {
 	for (unsigned i = 0; i < want->nr_blocks; i++) {
-		struct gw_ram_block *d = &vm->info.blocks[i];
+		struct gw_ram_block *d = &vm->base.info.blocks[i];
 		const struct gw_ram_block *s = &want->blocks[i];
 		void *host;
 
@@ -304,7 +276,7 @@ static int create_like(struct soft_vm *vm, const struct gw_vm_info *want, bool *
 		ret = soft_ram_add(vm, s->name, s->gpa, s->size_bytes, s->fd, s->fd_offset_bytes,
 				   &fresh, reason, reason_len);
 		if (ret < 0) {
-			soft_ram_free(vm);
+			vmm_vm_ram_release(&vm->base);
 			return ret;
 		}
 	}
@@ -317,7 +289,7 @@ int soft_ram_setup(struct soft_vm *vm, const struct gw_vm_info *want, char *reas
 	bool taken[GW_MAX_RAM_BLOCKS] = { false };	/* received fd now owned by a block */
 	int ret = layout_check(want, reason, reason_len);
 
-	if (ret == 0 && vm->info.nr_blocks) {
+	if (ret == 0 && vm->base.info.nr_blocks) {
 		ret = layout_match(vm, want, reason, reason_len);
 		if (ret == 0)
 			ret = take_received(vm, want, taken, reason, reason_len);

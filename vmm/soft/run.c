@@ -50,19 +50,19 @@ void soft_run_slice(const struct vmm_workload *wl, uint64_t ws_pages, unsigned n
 
 void soft_run_layout(struct soft_vm *vm)
 {
-	char spec[sizeof(vm->spec)];
+	char spec[sizeof(vm->base.spec)];
 
-	vm->ws_pages = vmm_workload_ws_pages(&vm->wl, vm->ram_pages);
-	vmm_workload_format(&vm->wl, vm->ws_pages, spec, sizeof(spec));
-	pthread_mutex_lock(&vm->lock);	/* status readers copy it under lock */
-	memcpy(vm->spec, spec, sizeof(spec));
-	pthread_mutex_unlock(&vm->lock);
-	vm->info.nr_vcpus = vm->nr_vcpus;
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	vm->base.ws_pages = vmm_workload_ws_pages(&vm->base.wl, vm->base.ram_pages);
+	vmm_workload_format(&vm->base.wl, vm->base.ws_pages, spec, sizeof(spec));
+	pthread_mutex_lock(&vm->base.lock);	/* status readers copy it under lock */
+	memcpy(vm->base.spec, spec, sizeof(spec));
+	pthread_mutex_unlock(&vm->base.lock);
+	vm->base.info.nr_vcpus = vm->base.nr_vcpus;
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
 		struct soft_slice sl;
 
-		soft_run_slice(&vm->wl, vm->ws_pages, vm->nr_vcpus, i, &sl);
+		soft_run_slice(&vm->base.wl, vm->base.ws_pages, vm->base.nr_vcpus, i, &sl);
 		v->first_page = sl.first_page;
 		v->nr_pages = sl.nr_pages;
 		v->keep_pages = sl.keep_pages;
@@ -104,7 +104,7 @@ static void pacer_restart(struct pacer *pc)
 
 static void pacer_init(struct pacer *pc, const struct soft_vcpu *v, uint64_t rate_pps)
 {
-	unsigned nr = v->vm->nr_vcpus;
+	unsigned nr = v->vm->base.nr_vcpus;
 
 	pc->batch_pages = SOFT_CHECK_EVERY_PAGES;
 	pc->rate_pps = rate_pps ? rate_pps / (nr ? nr : 1) : 0;
@@ -178,7 +178,7 @@ static uint64_t window_of(const struct soft_vm *vm, const struct soft_vcpu *v)
 {
 	uint64_t m = freed_pages(v);
 
-	return vm->wl.window_pages < m ? vm->wl.window_pages : m;
+	return vm->base.wl.window_pages < m ? vm->base.wl.window_pages : m;
 }
 
 /* Report pages [first, first + n) of the slice free to the session taking hints (hint_lock). */
@@ -277,7 +277,7 @@ int64_t soft_run_expected_gen(const struct soft_vm *vm, const struct soft_vcpu *
 {
 	uint64_t m, o, d;
 
-	if (vm->wl.kind != VMM_WL_BALLOON || v->phase == 0)
+	if (vm->base.wl.kind != VMM_WL_BALLOON || v->phase == 0)
 		return (int64_t)(off < v->cursor ? v->gen : v->gen - 1);
 	if (off < v->keep_pages)
 		return (int64_t)(off < v->cursor ? v->gen : v->gen - 1);
@@ -296,13 +296,13 @@ void soft_run_hint_duty(struct soft_vcpu *v)
 
 	if (req == v->hints_done)
 		return;
-	if (vm->wl.kind == VMM_WL_BALLOON)
+	if (vm->base.wl.kind == VMM_WL_BALLOON)
 		hint_all_free(vm, v);
 	v->hints_done = req;
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	vm->hint_acks++;
 	pthread_cond_broadcast(&vm->cond);
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 }
 
 #define HINTS_START_WAIT_NS 1000000000ull
@@ -320,16 +320,16 @@ void soft_run_hints_start(struct soft_vm *vm, struct gw_session *s)
 	pthread_mutex_lock(&vm->hint_lock);
 	vm->hint_session = s;
 	pthread_mutex_unlock(&vm->hint_lock);
-	if (vm->wl.kind != VMM_WL_BALLOON)
+	if (vm->base.wl.kind != VMM_WL_BALLOON)
 		return;
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	vm->hint_acks = 0;
 	atomic_fetch_add(&vm->hint_req, 1);
 	/* A parked vCPU answers when it runs again: late hints are still right. */
 	while (vm->hint_acks + vm->nr_parked < vm->nr_threads &&
-	       pthread_cond_timedwait(&vm->cond, &vm->lock, &ts) != ETIMEDOUT)
+	       pthread_cond_timedwait(&vm->cond, &vm->base.lock, &ts) != ETIMEDOUT)
 		;
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 	gw_log(GW_LOG_INFO, "soft", "hints_reported", "vcpus=%u", vm->hint_acks);
 }
 
@@ -343,7 +343,7 @@ void soft_run_hints_stop(struct soft_vm *vm)
 /* dirty, verify and balloon: batches of page writes at the workload's rate. */
 static void run_writer(struct soft_vcpu *v)
 {
-	const struct vmm_workload *wl = &v->vm->wl;
+	const struct vmm_workload *wl = &v->vm->base.wl;
 	struct pacer pc;
 	bool slept;
 
@@ -375,7 +375,7 @@ void *soft_run_vcpu(void *vcpu)
 	struct soft_vcpu *v = vcpu;
 
 	atomic_store(&v->tid, (int)syscall(SYS_gettid));
-	if (v->vm->wl.kind == VMM_WL_IDLE)
+	if (v->vm->base.wl.kind == VMM_WL_IDLE)
 		run_idle(v);
 	else
 		run_writer(v);

@@ -4,10 +4,12 @@
  * works on, who owns which field, and what each file offers the others.
  *
  * Files, each one concern; calls only go down this list, never back up:
- *   ops.c    the engine callbacks (gw_vm_ops) and the vmm_backend entry
- *   vm.c     lifecycle: create, destroy, first start (post-migration check)
+ *   hooks.c  the base's hooks (vm_base.h: the lifecycle, the engine's
+ *            callbacks and the post-migration check are the base's) and
+ *            the vmm_backend entry
+ *   vm.c     creation and release
  *   state.c  the "soft-vcpus" state section, save and load
- *   check.c  the verify check
+ *   check.c  the workload check (dirty, verify, balloon)
  *   run.c    what each workload does on a vCPU; slices of the working set
  *   vcpu.c   vCPU threads: start, park/pause/resume handshake, throttle
  *   ram.c    memfd (or file) RAM, prealloc, the destination's setup_ram
@@ -30,12 +32,13 @@
 #include <godwit/vm.h>
 #include "content.h"
 #include "dirty_bucket.h"
+#include "vm_base.h"
 #include "vmm.h"
 #include "workload.h"
 
 #define SOFT_PAGE_BYTES VMM_PAGE_BYTES
 #define SOFT_MAX_VCPUS 64
-#define SOFT_MSG_MAX 256
+#define SOFT_MSG_MAX VMM_MSG_MAX
 #define SOFT_CHECK_EVERY_PAGES 64	/* writers look at the pause flag this often */
 #define SOFT_MAX_RAM_BYTES (1ull << 40)	/* refuse absurd layouts */
 
@@ -43,8 +46,8 @@ struct soft_vm;
 
 /*
  * One soft vCPU. Slice and cursor fields are owned by the vCPU thread while
- * it runs and by the control thread (under soft_vm.ctl) while the vCPU is
- * parked or not started; the park handshake orders the two.
+ * it runs and by the control thread (under soft_vm.base.ctl) while the
+ * vCPU is parked or not started; the park handshake orders the two.
  */
 struct soft_vcpu {
 	struct soft_vm *vm;		/* set at creation */
@@ -73,17 +76,21 @@ struct soft_vcpu {
 };
 
 /*
- * The VM. struct vmm (vmm.h) is this struct for the soft backend: ops.c
- * converts between the two, nowhere else.
+ * The VM: the base (vm_base.h: ctl, state, RAM info, workload, vCPU count,
+ * post-migration check, throttles, each field's owner said there) first,
+ * then what only the soft VM has. A struct vmm * (vmm.h) of this backend
+ * is its address.
  *
  * Threads: control operations (start, engine callbacks, check,
- * set_postmigrate, destroy) are serialised by ctl and run on any thread;
- * vCPU threads touch only their struct soft_vcpu, the RAM through its
- * mapping, and the handshake fields under lock; the post-check thread
- * (vm.c) runs while its starter holds no ctl and is joined by every ctl
- * holder before it touches the vCPUs.
+ * set_postmigrate, destroy) are serialised by base.ctl and run on any
+ * thread; vCPU threads touch only their struct soft_vcpu, the RAM through
+ * its mapping, and the handshake fields under base.lock; the post-check
+ * thread (vm_base.c) runs while its starter holds no ctl and is joined by
+ * every ctl holder before it touches the vCPUs.
  */
 struct soft_vm {
+	struct vmm_vm base;
+
 	/* Configuration: set at creation, read-only. */
 	enum vmm_fill fill;		/* initial content of a new VM (none on a destination) */
 	uint64_t seed;
@@ -91,50 +98,40 @@ struct soft_vm {
 	bool prealloc;			/* touch all fresh RAM when it is created */
 
 	/* RAM (ram.c): written under ctl before vCPU threads exist, then read-only. */
-	struct gw_vm_info info;		/* blocks: the array below */
-	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS];
 	uint64_t block_first_page[GW_MAX_RAM_BLOCKS + 1];	/* global index of each block */
-	uint64_t ram_pages;
 	/* What never-rewritten pages hold (verify generation 0): ctl, like RAM. */
 	enum vmm_fill init_fill;
 	uint64_t init_seed;
 	bool init_known;		/* false: RAM came from a pre-existing file */
 
-	/* Workload (run.c): set at creation, replaced by load_state (before vCPUs exist). */
-	struct vmm_workload wl;
-	uint64_t ws_pages;
-	char spec[VMM_WORKLOAD_SPEC_MAX];	/* canonical, as soft_run_layout made it; written
-						   under ctl and lock, read under either */
-	unsigned nr_vcpus;
+	/* Workload (run.c): slices of base.wl over base.ws_pages, laid out before vCPUs exist. */
 	struct soft_vcpu vcpus[SOFT_MAX_VCPUS];
 
-	pthread_mutex_t ctl;		/* serialises control operations */
-	bool loaded;			/* ctl: load_state applied */
-	atomic_bool postcopy_incomplete;	/* destination, postcopy: pages still arriving; RAM
-					   must not be read through the fd (check deferred) */
-	pthread_t post_thread;		/* ctl: runs the post-migration check, then the vCPUs */
-	bool post_thread_started;	/* ctl */
-
-	pthread_mutex_t lock;		/* pause handshake (vcpu.c) and post-check result */
-	pthread_cond_t cond;		/* with lock: a vCPU parked, or pause/stop changed */
-	atomic_bool pause_req;		/* written under lock */
-	atomic_bool stop_req;		/* written under lock */
-	unsigned nr_threads;		/* lock: vCPU threads started */
-	unsigned nr_parked;		/* lock: vCPU threads parked */
-	int post_check;			/* lock: 1 ok, 0 not run, -1 failed */
-	char post_msg[SOFT_MSG_MAX];	/* lock */
-
-	atomic_uint throttle_pct;	/* 0..99, read by vCPU threads */
-	atomic_uint_fast64_t dirty_limit_bps;	/* per vCPU, 0 = none, read by vCPU threads */
-	atomic_int state;		/* enum vmm_state, written under ctl */
+	/* The pause handshake (vcpu.c), under base.lock. */
+	pthread_cond_t cond;		/* with base.lock: a vCPU parked, or pause/stop changed */
+	atomic_bool pause_req;		/* written under base.lock */
+	atomic_bool stop_req;		/* written under base.lock */
+	unsigned nr_threads;		/* base.lock: vCPU threads started */
+	unsigned nr_parked;		/* base.lock: vCPU threads parked */
 
 	/* Free-page hints (balloon): the session taking them, between the
 	 * engine's hints_start and hints_stop. */
 	pthread_mutex_t hint_lock;	/* guards hint_session: no hint after hints_stop returns */
 	struct gw_session *hint_session;	/* hint_lock */
 	atomic_uint_fast64_t hint_req;	/* bumped by hints_start: vCPUs report their free pages */
-	unsigned hint_acks;		/* lock: vCPUs that answered the current request */
+	unsigned hint_acks;		/* base.lock: vCPUs that answered the current request */
 };
+
+/* The soft VM whose base is @b (the base is its first member). */
+static inline struct soft_vm *soft_of(struct vmm_vm *b)
+{
+	return (struct soft_vm *)b;
+}
+
+static inline const struct soft_vm *soft_of_const(const struct vmm_vm *b)
+{
+	return (const struct soft_vm *)b;
+}
 
 /* ---- ram.c ---- */
 
@@ -149,8 +146,6 @@ uint8_t *soft_page_ptr(const struct soft_vm *vm, uint64_t page);
  */
 int soft_ram_add(struct soft_vm *vm, const char *name, uint64_t gpa, uint64_t size_bytes,
 		 int fd, uint64_t fd_offset_bytes, bool *fresh, char *err, size_t err_len);
-/* Unmap and close every block. */
-void soft_ram_free(struct soft_vm *vm);
 /*
  * Destination, ctl held: RAM for the source's layout @want (see
  * gw_vm_ops.setup_ram): check it, then create it, or compare it with the
@@ -159,8 +154,6 @@ void soft_ram_free(struct soft_vm *vm);
  */
 int soft_ram_setup(struct soft_vm *vm, const struct gw_vm_info *want, char *reason,
 		   size_t reason_len);
-/* Close the received fds of @want (a refused setup_ram). */
-void soft_ram_close_received(const struct gw_vm_info *want);
 
 /* ---- vcpu.c ---- */
 
@@ -183,10 +176,6 @@ void soft_vcpus_pause(struct soft_vm *vm);
 void soft_vcpus_resume(struct soft_vm *vm);
 /* ctl held: ends and joins every vCPU thread. */
 void soft_vcpus_stop(struct soft_vm *vm);
-/* Run the vCPUs @pct percent of the time less (0 = off). 0 or -EINVAL. */
-int soft_vcpus_throttle(struct soft_vm *vm, unsigned pct);
-/* Cap each vCPU's dirty rate (0 = off). 0. */
-int soft_vcpus_dirty_limit(struct soft_vm *vm, uint64_t bytes_per_sec);
 
 /* ---- run.c ---- */
 
@@ -215,7 +204,7 @@ void soft_run_hints_stop(struct soft_vm *vm);
 
 /* ---- check.c ---- */
 
-/* vCPUs parked or absent: the verify check. 0, -EIO (first bad page in @msg) or -errno. */
+/* vCPUs parked or absent: the workload check. 0, -EIO (first bad page in @msg) or -errno. */
 int soft_check_verify(const struct soft_vm *vm, char *msg, size_t msg_len);
 
 /* ---- state.c ---- */
@@ -228,27 +217,15 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st);
 /* ---- vm.c ---- */
 
 struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t err_len);
-void soft_vm_destroy(struct soft_vm *vm);
-enum vmm_state soft_vm_state(const struct soft_vm *vm);
-/* ctl held, state created or incoming: the first start of the vCPUs. 0 or -errno. */
-int soft_vm_start_first(struct soft_vm *vm);
-/* ctl held: wait for a pending post-migration check and vCPU start. */
-void soft_vm_join_post_check(struct soft_vm *vm);
-int soft_vm_start(struct soft_vm *vm);
-void soft_vm_set_postmigrate(struct soft_vm *vm);
+/* Free everything of @vm (vCPUs stopped): RAM, the memory file's name, locks. */
+void soft_vm_free(struct soft_vm *vm);
+/* Units of work over every vCPU (atomics: any thread). */
 uint64_t soft_vm_progress(const struct soft_vm *vm);
-/* The canonical workload spec, copied under lock (soft_run_layout replaces it). */
-void soft_vm_workload(const struct soft_vm *vm, char *buf, size_t len);
-int soft_vm_check(struct soft_vm *vm, char *msg, size_t msg_len);
-int soft_vm_post_migration_check(const struct soft_vm *vm, char *msg, size_t msg_len);
-/*
- * Postcopy (gw_vm_ops.postcopy_ram): RAM incomplete from the resume on
- * (@complete false: the vCPUs start without the post-migration check;
- * returns the vCPU count), then complete (the check runs now, vCPUs paused).
- */
-int soft_vm_postcopy_ram(struct soft_vm *vm, bool complete);
-/* The vCPU thread @tid runs, or -1. Lock-free (called from a fault handler). */
-int soft_vm_vcpu_of_thread(const struct soft_vm *vm, pid_t tid);
+
+/* ---- hooks.c ---- */
+
+/* The base's hooks (vm_base.h) for a soft VM. */
+extern const struct vmm_vm_hooks soft_hooks;
 
 /* ---- probe.c ---- */
 

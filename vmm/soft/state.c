@@ -16,9 +16,11 @@
  * nr_vcpus, and refuses anything that does not fit: the section is input
  * from another host, every field is checked before anything is applied.
  *
- * Threads: called by the engine callbacks under the VM's ctl, with the
- * vCPUs parked (save) or not started (load).
+ * Threads: called by the base's engine callbacks (vm_ops.c) under the VM's
+ * ctl, with the vCPUs parked (save) or not started (load); the base marks
+ * the VM loaded when the load succeeds.
  */
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -35,57 +37,37 @@
 #define STATE_FLAG_INIT_UNKNOWN 1u
 #define STATE_GEN_MAX (1ull << 62)	/* far beyond any run; keeps gen + 1 from wrapping */
 
-/* Fill wire numbers are fixed; the enum may change. */
-static uint32_t fill_to_wire(enum vmm_fill f)
-{
-	switch (f) {
-	case VMM_FILL_ZERO: return 1;
-	case VMM_FILL_MIX: return 2;
-	case VMM_FILL_RANDOM: return 3;
-	case VMM_FILL_TEXT: return 4;
-	default: return 0;
-	}
-}
-
-static int fill_from_wire(uint32_t w, enum vmm_fill *f)
-{
-	static const enum vmm_fill map[] = {
-		VMM_FILL_NONE, VMM_FILL_ZERO, VMM_FILL_MIX, VMM_FILL_RANDOM, VMM_FILL_TEXT,
-	};
-
-	if (w >= sizeof(map) / sizeof(map[0]))
-		return -EINVAL;
-	*f = map[w];
-	return 0;
-}
-
 int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 {
-	size_t spec_len = strlen(vm->spec);
-	size_t len = STATE_HEADER_BYTES + spec_len + (size_t)STATE_VCPU_BYTES * vm->nr_vcpus;
-	uint8_t *buf = calloc(1, len), *p;
+	size_t spec_len = strlen(vm->base.spec);
+	size_t len = STATE_HEADER_BYTES + spec_len + (size_t)STATE_VCPU_BYTES * vm->base.nr_vcpus;
+	uint8_t *buf = malloc(len);
+	struct gw_wbuf w;
 	int ret;
 
 	if (!buf)
 		return -ENOMEM;
-	gw_le32_put(buf, vm->nr_vcpus);
-	gw_le32_put(buf + 4, (uint32_t)spec_len);
-	gw_le32_put(buf + 8, fill_to_wire(vm->init_fill));
-	gw_le32_put(buf + 12, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
-	gw_le64_put(buf + 16, vm->init_seed);
-	gw_le64_put(buf + 24, vm->ram_pages);
-	memcpy(buf + STATE_HEADER_BYTES, vm->spec, spec_len);
-	p = buf + STATE_HEADER_BYTES + spec_len;
-	for (unsigned i = 0; i < vm->nr_vcpus; i++, p += STATE_VCPU_BYTES) {
+	gw_wbuf_init(&w, buf, len);
+	gw_put_le32(&w, vm->base.nr_vcpus);
+	gw_put_le32(&w, (uint32_t)spec_len);
+	gw_put_le32(&w, vmm_fill_to_wire(vm->init_fill));
+	gw_put_le32(&w, vm->init_known ? 0 : STATE_FLAG_INIT_UNKNOWN);
+	gw_put_le64(&w, vm->init_seed);
+	gw_put_le64(&w, vm->base.ram_pages);
+	gw_put_bytes(&w, vm->base.spec, spec_len);
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		const struct soft_vcpu *v = &vm->vcpus[i];
 
-		gw_le64_put(p, v->cursor);
-		gw_le64_put(p + 8, v->gen);
-		gw_le64_put(p + 16, atomic_load(&v->progress));
-		gw_le32_put(p + 24, v->phase);
-		gw_le64_put(p + 32, v->churn);
-		gw_le64_put(p + 40, v->churn_gen);
+		gw_put_le64(&w, v->cursor);
+		gw_put_le64(&w, v->gen);
+		gw_put_le64(&w, atomic_load(&v->progress));
+		gw_put_le32(&w, v->phase);
+		gw_put_le32(&w, 0);
+		gw_put_le64(&w, v->churn);
+		gw_put_le64(&w, v->churn_gen);
 	}
+	ret = gw_wbuf_done(&w);
+	assert(ret == 0 && w.len == len);	/* the sizes above are the layout's */
 	ret = gw_state_add(st, STATE_SECTION, STATE_VERSION, buf, len);
 	free(buf);
 	return ret;
@@ -93,8 +75,9 @@ int soft_state_save(const struct soft_vm *vm, struct gw_state *st)
 
 /* The section as read, every field checked (load_header, load_vcpus). */
 struct loaded {
-	const uint8_t *data;		/* the section */
-	uint32_t nr_vcpus, spec_len, flags;
+	const uint8_t *recs;		/* the vCPU records, vcpu_bytes each */
+	uint32_t nr_vcpus, spec_len, fill_wire, flags;
+	uint64_t seed, ram_pages;
 	size_t vcpu_bytes;		/* one vCPU record, by version */
 	enum vmm_fill fill;
 	struct vmm_workload wl;
@@ -102,16 +85,28 @@ struct loaded {
 	uint64_t progress;		/* sum over the vCPUs */
 };
 
+/* The fixed header, in wire order (its size is checked before). */
+static void header_read(struct gw_rbuf *r, struct loaded *l)
+{
+	l->nr_vcpus = gw_get_le32(r);
+	l->spec_len = gw_get_le32(r);
+	l->fill_wire = gw_get_le32(r);
+	l->flags = gw_get_le32(r);
+	l->seed = gw_get_le64(r);
+	l->ram_pages = gw_get_le64(r);
+}
+
 /* The section's header and spec. 0 or gw_state_reject's value. */
 static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loaded *l)
 {
 	char why[SOFT_MSG_MAX] = "";
+	const void *data;
+	struct gw_rbuf r;
 	uint32_t version;
-	uint64_t ram_pages;
 	size_t len;
 
-	l->data = gw_state_find(st, STATE_SECTION, &version, &len);
-	if (!l->data)
+	data = gw_state_find(st, STATE_SECTION, &version, &len);
+	if (!data)
 		return gw_state_reject(st, -EINVAL, "section %s missing", STATE_SECTION);
 	if (version != STATE_VERSION && version != 1)
 		return gw_state_reject(st, -EINVAL, "section %s version %u unsupported (want 1..%u)",
@@ -120,10 +115,8 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 	if (len < STATE_HEADER_BYTES)
 		return gw_state_reject(st, -EINVAL, "section %s too short: %zu bytes",
 				       STATE_SECTION, len);
-	l->nr_vcpus = gw_le32_get(l->data);
-	l->spec_len = gw_le32_get(l->data + 4);
-	l->flags = gw_le32_get(l->data + 12);
-	ram_pages = gw_le64_get(l->data + 24);
+	gw_rbuf_init(&r, data, len);
+	header_read(&r, l);
 	if (l->nr_vcpus < 1 || l->nr_vcpus > SOFT_MAX_VCPUS)
 		return gw_state_reject(st, -EINVAL, "bad vCPU count %u", l->nr_vcpus);
 	if (l->spec_len < 1 || l->spec_len >= VMM_WORKLOAD_SPEC_MAX)
@@ -132,15 +125,16 @@ static int load_header(const struct soft_vm *vm, struct gw_state *st, struct loa
 		return gw_state_reject(st, -EINVAL, "section %s is %zu bytes, expected %zu",
 				       STATE_SECTION, len, STATE_HEADER_BYTES + l->spec_len +
 				       l->vcpu_bytes * l->nr_vcpus);
-	if (fill_from_wire(gw_le32_get(l->data + 8), &l->fill) < 0 ||
-	    (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
+	if (vmm_fill_from_wire(l->fill_wire, &l->fill) < 0 || (l->flags & ~STATE_FLAG_INIT_UNKNOWN))
 		return gw_state_reject(st, -EINVAL, "bad fill %u or flags %#x",
-				       gw_le32_get(l->data + 8), l->flags);
-	if (ram_pages != vm->ram_pages)
+				       l->fill_wire, l->flags);
+	if (l->ram_pages != vm->base.ram_pages)
 		return gw_state_reject(st, -EINVAL, "source has %" PRIu64 " pages of RAM, here %"
-				       PRIu64, ram_pages, vm->ram_pages);
-	memcpy(l->spec, l->data + STATE_HEADER_BYTES, l->spec_len);
+				       PRIu64, l->ram_pages, vm->base.ram_pages);
+	gw_get_copy(&r, l->spec, l->spec_len);
 	l->spec[l->spec_len] = '\0';
+	l->recs = gw_get_bytes(&r, l->vcpu_bytes * l->nr_vcpus);
+	assert(l->recs && gw_rbuf_done(&r) == 0);	/* the length is checked above */
 	if (strlen(l->spec) != l->spec_len)
 		return gw_state_reject(st, -EINVAL, "NUL inside the workload spec");
 	if (vmm_workload_parse(l->spec, &l->wl, why, sizeof(why)) < 0)
@@ -157,16 +151,19 @@ struct vcpu_rec {
 
 static void rec_read(const struct loaded *l, unsigned i, struct vcpu_rec *r)
 {
-	const uint8_t *p = l->data + STATE_HEADER_BYTES + l->spec_len + l->vcpu_bytes * i;
+	struct gw_rbuf b;
 
-	*r = (struct vcpu_rec){ .cursor = gw_le64_get(p), .gen = gw_le64_get(p + 8),
-				.progress = gw_le64_get(p + 16), .churn_gen = 2 };
+	gw_rbuf_init(&b, l->recs + l->vcpu_bytes * i, l->vcpu_bytes);
+	*r = (struct vcpu_rec){ .churn_gen = 2 };
+	r->cursor = gw_get_le64(&b);
+	r->gen = gw_get_le64(&b);
+	r->progress = gw_get_le64(&b);
 	if (l->vcpu_bytes < STATE_VCPU_BYTES)
 		return;
-	r->phase = gw_le32_get(p + 24);
-	r->zero = gw_le32_get(p + 28);
-	r->churn = gw_le64_get(p + 32);
-	r->churn_gen = gw_le64_get(p + 40);
+	r->phase = gw_get_le32(&b);
+	r->zero = gw_get_le32(&b);
+	r->churn = gw_get_le64(&b);
+	r->churn_gen = gw_get_le64(&b);
 }
 
 /* Record @r against its vCPU's slice @sl here. NULL when it fits, else what is wrong. */
@@ -195,12 +192,12 @@ static const char *rec_misfit(bool balloon, const struct soft_slice *sl, const s
 /* Each vCPU's record against its slice here. 0 or gw_state_reject's. */
 static int load_vcpus(const struct soft_vm *vm, struct gw_state *st, struct loaded *l)
 {
-	uint64_t ws_pages = vmm_workload_ws_pages(&l->wl, vm->ram_pages);
+	uint64_t ws_pages = vmm_workload_ws_pages(&l->wl, vm->base.ram_pages);
 	int ret = 0;
 
 	if (l->wl.kind != VMM_WL_IDLE && l->wl.ws_given && ws_pages * SOFT_PAGE_BYTES != l->wl.ws_bytes)
 		return gw_state_reject(st, -EINVAL, "workload '%s' does not fit %" PRIu64 " pages",
-				       l->spec, vm->ram_pages);
+				       l->spec, vm->base.ram_pages);
 	l->progress = 0;
 	for (unsigned i = 0; i < l->nr_vcpus && ret == 0; i++) {
 		struct soft_slice sl;
@@ -230,7 +227,7 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	struct loaded l;
 	int ret;
 
-	if (!vm->info.nr_blocks)
+	if (!vm->base.info.nr_blocks)
 		return gw_state_reject(st, -EINVAL, "soft VM has no RAM yet");
 	ret = load_header(vm, st, &l);
 	if (ret == 0)
@@ -238,8 +235,8 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	if (ret)
 		return ret;
 
-	vm->wl = l.wl;
-	vm->nr_vcpus = l.nr_vcpus;
+	vm->base.wl = l.wl;
+	vm->base.nr_vcpus = l.nr_vcpus;
 	soft_run_layout(vm);
 	for (unsigned i = 0; i < l.nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
@@ -254,10 +251,9 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 		v->churn_gen = r.churn_gen;
 	}
 	vm->init_fill = l.fill;
-	vm->init_seed = gw_le64_get(l.data + 16);
+	vm->init_seed = l.seed;
 	vm->init_known = !(l.flags & STATE_FLAG_INIT_UNKNOWN);
-	vm->loaded = true;
 	gw_log(GW_LOG_INFO, "soft", "state_loaded", "workload=%s vcpus=%u progress=%" PRIu64,
-	       vm->spec, l.nr_vcpus, l.progress);
+	       vm->base.spec, l.nr_vcpus, l.progress);
 	return 0;
 }

@@ -23,7 +23,7 @@
 #include <errno.h>
 #include <time.h>
 #include <godwit/log.h>
-#include "lifecycle.h"
+#include "thread.h"
 #include "soft/soft_internal.h"
 
 #define THROTTLE_SLICE_NS 10000000ull
@@ -36,11 +36,11 @@ bool soft_vcpu_sleep(struct soft_vcpu *v, uint64_t ns)
 			       .tv_nsec = (long)(end % 1000000000ull) };
 	bool cut = false;
 
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	while (!(cut = atomic_load(&vm->pause_req) || atomic_load(&vm->stop_req)) &&
-	       pthread_cond_timedwait(&vm->cond, &vm->lock, &ts) != ETIMEDOUT)
+	       pthread_cond_timedwait(&vm->cond, &vm->base.lock, &ts) != ETIMEDOUT)
 		;
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 	return cut;
 }
 
@@ -62,7 +62,7 @@ static bool throttle(struct soft_vcpu *v, unsigned pct)
 
 void soft_vcpu_dirtied(struct soft_vcpu *v, unsigned pages)
 {
-	uint64_t bps = atomic_load_explicit(&v->vm->dirty_limit_bps, memory_order_relaxed);
+	uint64_t bps = atomic_load_explicit(&v->vm->base.dirty_limit_bps, memory_order_relaxed);
 	uint64_t wait_ns;
 
 	if (vmm_dirty_bucket_take(&v->bucket, bps, gw_now_ns(), (uint64_t)pages * SOFT_PAGE_BYTES,
@@ -74,7 +74,7 @@ void soft_vcpu_dirtied(struct soft_vcpu *v, unsigned pages)
 bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
 {
 	struct soft_vm *vm = v->vm;
-	unsigned pct = atomic_load_explicit(&vm->throttle_pct, memory_order_relaxed);
+	unsigned pct = atomic_load_explicit(&vm->base.throttle_pct, memory_order_relaxed);
 	bool stop;
 
 	*slept = false;
@@ -86,14 +86,14 @@ bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
 	if (!atomic_load_explicit(&vm->pause_req, memory_order_acquire))
 		return false;
 
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	vm->nr_parked++;
 	pthread_cond_broadcast(&vm->cond);
 	while (atomic_load(&vm->pause_req) && !atomic_load(&vm->stop_req))
-		pthread_cond_wait(&vm->cond, &vm->lock);
+		pthread_cond_wait(&vm->cond, &vm->base.lock);
 	vm->nr_parked--;
 	stop = atomic_load(&vm->stop_req);
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 	v->slice_start_ns = 0;
 	v->bucket.tokens_ns = 0;
 	*slept = true;
@@ -102,11 +102,11 @@ bool soft_vcpu_checkpoint(struct soft_vcpu *v, bool *slept)
 
 int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu))
 {
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	atomic_store(&vm->pause_req, false);
 	atomic_store(&vm->stop_req, false);
-	pthread_mutex_unlock(&vm->lock);
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	pthread_mutex_unlock(&vm->base.lock);
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		struct soft_vcpu *v = &vm->vcpus[i];
 		int ret = vmm_thread_start(&v->thread, body, v);
 
@@ -116,58 +116,44 @@ int soft_vcpus_start(struct soft_vm *vm, void *(*body)(void *vcpu))
 		}
 		vmm_thread_name(v->thread, "vcpu%u", i);
 		v->thread_started = true;
-		pthread_mutex_lock(&vm->lock);
+		pthread_mutex_lock(&vm->base.lock);
 		vm->nr_threads++;
-		pthread_mutex_unlock(&vm->lock);
+		pthread_mutex_unlock(&vm->base.lock);
 	}
 	return 0;
 }
 
 void soft_vcpus_pause(struct soft_vm *vm)
 {
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	atomic_store(&vm->pause_req, true);
 	pthread_cond_broadcast(&vm->cond);	/* cuts every sleep short */
 	while (vm->nr_parked < vm->nr_threads)
-		pthread_cond_wait(&vm->cond, &vm->lock);
-	pthread_mutex_unlock(&vm->lock);
+		pthread_cond_wait(&vm->cond, &vm->base.lock);
+	pthread_mutex_unlock(&vm->base.lock);
 }
 
 void soft_vcpus_resume(struct soft_vm *vm)
 {
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	atomic_store(&vm->pause_req, false);
 	pthread_cond_broadcast(&vm->cond);
-	pthread_mutex_unlock(&vm->lock);
+	pthread_mutex_unlock(&vm->base.lock);
 }
 
 void soft_vcpus_stop(struct soft_vm *vm)
 {
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	atomic_store(&vm->stop_req, true);
 	pthread_cond_broadcast(&vm->cond);
-	pthread_mutex_unlock(&vm->lock);
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	pthread_mutex_unlock(&vm->base.lock);
+	for (unsigned i = 0; i < vm->base.nr_vcpus; i++) {
 		if (vm->vcpus[i].thread_started)
 			pthread_join(vm->vcpus[i].thread, NULL);
 		vm->vcpus[i].thread_started = false;
 	}
-	pthread_mutex_lock(&vm->lock);
+	pthread_mutex_lock(&vm->base.lock);
 	vm->nr_threads = 0;
 	vm->nr_parked = 0;
-	pthread_mutex_unlock(&vm->lock);
-}
-
-int soft_vcpus_throttle(struct soft_vm *vm, unsigned pct)
-{
-	if (pct > 99)
-		return -EINVAL;
-	atomic_store(&vm->throttle_pct, pct);
-	return 0;
-}
-
-int soft_vcpus_dirty_limit(struct soft_vm *vm, uint64_t bytes_per_sec)
-{
-	atomic_store(&vm->dirty_limit_bps, bytes_per_sec);
-	return 0;
+	pthread_mutex_unlock(&vm->base.lock);
 }

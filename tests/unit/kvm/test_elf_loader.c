@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kvm/guest_abi.h"
+#include "guest_abi.h"
 #include "kvm/kvm_elf.h"
 #include "kvm/kvm_guests.h"
 #include "test_util.h"

@@ -12,6 +12,10 @@
  *    progress continues from the source's count, and the source refuses to
  *    run again once postmigrate.
  *  - a page lost on the way (a hole in the memfd) is named as never populated.
+ *  - dirty: the first resume checks only when the RAM arrived shared (the
+ *    source's fd: nothing else verifies it); a copy starts the vCPUs
+ *    unchecked (the engine's digest verifies it) and check on request
+ *    still passes.
  *  - balloon: free pages are not checked (their content does not matter),
  *    kept pages and the window's are; the state survives a migration.
  *  - load_state refuses hostile sections (sizes, counts, cursors, spec) with
@@ -387,6 +391,45 @@ static void test_migration(bool pass_fd)
 	vmm_soft.destroy(src);
 }
 
+static void test_dirty_first_resume(bool pass_fd)
+{
+	struct vmm *src = new_vm(VM_BYTES, 2, VMM_FILL_MIX, 7, "dirty:ws=16M,pattern=byte", false);
+	struct gw_state *st = calloc(1, sizeof(*st));
+	uint64_t src_progress;
+	struct vmm *dst;
+	char msg[256];
+	int ret;
+
+	TEST_ASSERT(st, "calloc");
+	gw_state_init(st);
+	TEST_ASSERT(vmm_soft.start(src) == 0, "start");
+	wait_progress(src, 16 * MiB / PAGE);
+	TEST_ASSERT(ops->pause(src) == 0, "pause");
+	src_progress = vmm_soft.progress(src);
+	TEST_ASSERT(ops->save_state(src, st) == 0, "save_state");
+	dst = incoming_from(src, pass_fd, false);
+	ret = ops->load_state(dst, st);
+	TEST_ASSERT(ret == 0, "load_state: %d %s", ret, st->reject_reason);
+	vmm_soft.set_postmigrate(src);
+	TEST_ASSERT(ops->resume(dst) == 0, "resume dst");
+	if (pass_fd) {
+		ret = wait_post_check(dst, msg, sizeof(msg));
+		TEST_CHECK(ret == 1, "shared RAM: post-migration check %d: %s", ret, msg);
+	}
+	wait_progress(dst, src_progress + 100);
+	if (!pass_fd) {
+		ret = vmm_soft.post_migration_check(dst, msg, sizeof(msg));
+		TEST_CHECK(ret == 0, "copied RAM: the first resume checked (%d: %s)", ret, msg);
+	}
+	ret = vmm_soft.check(dst, msg, sizeof(msg));
+	TEST_CHECK(ret == 0, "%s RAM: check on request: %d %s", pass_fd ? "shared" : "copied",
+		   ret, msg);
+	vmm_soft.destroy(dst);
+	gw_state_release(st);
+	free(st);
+	vmm_soft.destroy(src);
+}
+
 /* Load @blob as version @version of the section into a fresh destination. */
 static int load_blob(struct vmm *src, uint32_t version, const uint8_t *blob, size_t len,
 		     struct gw_state *st, struct vmm **dst)
@@ -679,6 +722,8 @@ int main(void)
 	test_verify_hole();
 	test_migration(false);
 	test_migration(true);
+	test_dirty_first_resume(false);
+	test_dirty_first_resume(true);
 	test_hostile_state();
 	test_balloon();
 	test_setup_ram_refusals();

@@ -2,8 +2,10 @@
 /*
  * Deterministic page content shared by every backend and by the guests:
  * the mixers behind --fill, the page the verify workload writes for
- * (page index, generation), and what the dirty workload leaves in a page. Freestanding (stdint only) so that the tiny
- * guests in guests/ compute exactly what the host checks.
+ * (page index, generation), and what the dirty workload leaves in a page.
+ * Freestanding (stdint only) so that the tiny guests in guests/ compute
+ * exactly what the host checks. It sits in common/ with the guest ABI:
+ * guests/ and vmm/ both include it from there.
  */
 #ifndef GW_VMM_CONTENT_H
 #define GW_VMM_CONTENT_H

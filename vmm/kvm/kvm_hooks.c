@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The KVM VM's hooks under the base (vm_base.h): how its vCPUs pause,
+ * resume, start and stop (kvm_pause.h, kvm_vcpu.c), its state sections
+ * (kvm_state.c), the one RAM layout a destination accepts (received fds
+ * taken, or memfds made), the workload check and progress (kvm_check.c).
+ * The base calls them with ctl held, except progress and vcpu_tid (any
+ * thread, lock-free).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <godwit/log.h>
+#include "kvm/kvm_boot.h"
+#include "kvm/kvm_internal.h"
+
+static void hook_pause_vcpus(struct vmm_vm *b)
+{
+	struct kvm_vm *vm = kvm_of(b);
+	uint64_t t0 = gw_now_ns();
+
+	kvm_pause_all(&vm->pause);
+	gw_debug("kvm", "paused", "vcpus=%u us=%.1f", vm->base.nr_vcpus, (gw_now_ns() - t0) / 1e3);
+}
+
+static void hook_resume_vcpus(struct vmm_vm *b)
+{
+	kvm_pause_resume_all(&kvm_of(b)->pause);
+}
+
+static int hook_start_vcpus(struct vmm_vm *b)
+{
+	return kvm_vcpus_start(kvm_of(b), false);
+}
+
+static void hook_stop_vcpus(struct vmm_vm *b)
+{
+	kvm_vcpus_stop(kvm_of(b));
+}
+
+static int hook_save_state(struct vmm_vm *b, struct gw_state *st)
+{
+	return b->nr_vcpus ? kvm_state_save(kvm_of(b), st) : -EINVAL;
+}
+
+/* Incoming but loaded already, or with vCPUs: not ready for a state or RAM. */
+static const char *hook_load_busy(const struct vmm_vm *b)
+{
+	return b->loaded ? " (state loaded)" : b->nr_vcpus ? "" : NULL;
+}
+
+static int hook_load_state(struct vmm_vm *b, struct gw_state *st)
+{
+	struct kvm_vm *vm = kvm_of(b);
+	int ret;
+
+	if (b->info.nr_blocks != 2)
+		return gw_state_reject(st, -EINVAL, "KVM VM has no RAM yet");
+	ret = kvm_state_load(vm, st);
+	if (!ret)
+		kvm_publish_info(vm);
+	return ret;
+}
+
+/* The only layout a KVM destination accepts: "sys" at 0 sized for "ram" at 4 GiB. */
+static int check_layout(const struct gw_vm_info *want, char *reason, size_t reason_len)
+{
+	const struct gw_ram_block *s, *r;
+
+	if (!want || want->nr_blocks != 2) {
+		kvm_why(reason, reason_len, "KVM VM needs 2 RAM blocks (sys, ram), source has %u",
+			want ? want->nr_blocks : 0);
+		return -EINVAL;
+	}
+	s = &want->blocks[KVM_BLOCK_SYS];
+	r = &want->blocks[KVM_BLOCK_RAM];
+	if (strncmp(s->name, "sys", sizeof(s->name)) || strncmp(r->name, "ram", sizeof(r->name)) ||
+	    s->gpa != 0 || r->gpa != GW_GUEST_RAM_GPA) {
+		kvm_why(reason, reason_len, "RAM layout is not a KVM guest's (want sys@0, ram@%#llx)",
+			(unsigned long long)GW_GUEST_RAM_GPA);
+		return -EINVAL;
+	}
+	if (s->page_size_bytes != GW_PAGE_BYTES || r->page_size_bytes != GW_PAGE_BYTES ||
+	    !r->size_bytes || r->size_bytes % GW_PAGE_BYTES || r->size_bytes > KVM_MAX_RAM_BYTES ||
+	    s->size_bytes != kvm_boot_sys_bytes(r->size_bytes)) {
+		kvm_why(reason, reason_len, "RAM blocks of %llu and %llu bytes refused",
+			(unsigned long long)s->size_bytes, (unsigned long long)r->size_bytes);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ctl held, layout checked: create the blocks or take the received fds. */
+static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *taken,
+			char *reason, size_t reason_len)
+{
+	int ret = 0;
+
+	if (vm->base.info.nr_blocks) {
+		for (unsigned i = 0; i < 2 && !ret; i++) {
+			if (vm->base.info.blocks[i].size_bytes != want->blocks[i].size_bytes) {
+				kvm_why(reason, reason_len, "layout mismatch: source %s is %llu bytes, here %llu",
+					want->blocks[i].name,
+					(unsigned long long)want->blocks[i].size_bytes,
+					(unsigned long long)vm->base.info.blocks[i].size_bytes);
+				return -EINVAL;
+			}
+		}
+		for (unsigned i = 0; i < 2 && !ret; i++) {
+			if (want->blocks[i].fd < 0)
+				continue;
+			taken[i] = true;	/* kvm_ram_replace owns it, also on failure */
+			ret = kvm_ram_replace(vm, i, want->blocks[i].fd, want->blocks[i].fd_offset_bytes,
+					      reason, reason_len);
+		}
+		return ret;
+	}
+	for (unsigned i = 0; i < 2 && !ret; i++) {
+		const struct gw_ram_block *b = &want->blocks[i];
+		bool fresh;
+
+		taken[i] = true;		/* kvm_ram_add owns it, also on failure */
+		ret = kvm_ram_add(vm, b->name, b->gpa, b->size_bytes, b->fd, b->fd_offset_bytes,
+				  &fresh, reason, reason_len);
+	}
+	return ret;
+}
+
+static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char *reason,
+			  size_t reason_len)
+{
+	struct kvm_vm *vm = kvm_of(b);
+	bool taken[2] = { false, false };
+	int ret;
+
+	ret = check_layout(want, reason, reason_len);
+	if (!ret)
+		ret = setup_blocks(vm, want, taken, reason, reason_len);
+	if (!ret) {
+		kvm_layout_workload(vm);
+		kvm_publish_info(vm);
+	}
+	/* Received fds are ours: never leak them. */
+	for (unsigned i = 0; want && i < want->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
+		if (want->blocks[i].fd >= 0 && (i >= 2 || !taken[i]))
+			close(want->blocks[i].fd);
+	return ret;
+}
+
+/* verify, and dirty run by the dirty guest (another image's writes are not known). */
+static bool hook_checkable(const struct vmm_vm *b)
+{
+	return kvm_workload_checkable(kvm_of_const(b));
+}
+
+/*
+ * The workload's check (verify or dirty, kvm_check.c). Under postcopy the
+ * base defers it to the end: KVM reaches guest RAM through the memslots'
+ * host addresses, the very mappings the engine put under userfaultfd (a
+ * vCPU touching a page not there yet makes KVM_RUN fault on it in the
+ * kernel and wait until the engine's fault handler places it), and the
+ * check reads with pread.
+ */
+static int hook_check(struct vmm_vm *b, char *msg, size_t msg_len)
+{
+	return kvm_check_verify(kvm_of(b), msg, msg_len);
+}
+
+/* Through the fds while postcopy_incomplete is set (stale, never blocking). */
+static uint64_t hook_progress(const struct vmm_vm *b)
+{
+	return kvm_progress(kvm_of_const(b));
+}
+
+static pid_t hook_vcpu_tid(const struct vmm_vm *b, unsigned i)
+{
+	return atomic_load(&((struct kvm_vm *)kvm_of_const(b))->vcpus[i].tid);
+}
+
+static void hook_free(struct vmm_vm *b)
+{
+	kvm_vm_free(kvm_of(b));
+}
+
+const struct vmm_vm_hooks kvm_hooks = {
+	.name = "KVM",
+	.subsys = "kvm",
+	.pause_vcpus = hook_pause_vcpus,
+	.resume_vcpus = hook_resume_vcpus,
+	.start_vcpus = hook_start_vcpus,
+	.stop_vcpus = hook_stop_vcpus,
+	.save_state = hook_save_state,
+	.load_busy = hook_load_busy,
+	.load_state = hook_load_state,
+	.setup_ram = hook_setup_ram,
+	.checkable = hook_checkable,
+	.check = hook_check,
+	.progress = hook_progress,
+	.vcpu_tid = hook_vcpu_tid,
+	.free = hook_free,
+};
