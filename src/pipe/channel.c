@@ -286,10 +286,7 @@ static int send_slot(struct gw_channel *ch, struct gw_out_slot *sl, bool last)
 
 	if (!f->iovcnt)
 		return 0;
-#ifdef GW_FAULT_INJECTION
-	if (gw_fault_armed(s, GW_FAULT_SRC_CORRUPT) && f->data_bytes && ch->frames + 1 == gw_fault_arg(s))
-		ch->conn.fault_corrupt_next = true;
-#endif
+	GW_FAULT_CORRUPT_NEXT(s, &ch->conn, f->data_bytes ? ch->frames + 1 : 0);
 	/* Zero-copy only when every data piece is guest memory (the buffers are reused). */
 	zc = ch->zc_on && sl->nr_live && sl->nr_live == f->nr_normal && !f->nr_xbzrle &&
 	     f->ph.codec == GW_WIRE_CODEC_NONE;
@@ -647,8 +644,7 @@ static int recv_one(struct gw_channel *ch)
 
 	if (ret)
 		return ret;
-	if (gw_fault_armed(s, GW_FAULT_DST_STALL) && gw_round(s) >= gw_fault_arg(s))
-		gw_fault_stall(s);
+	GW_FAULT_POINT(s, GW_FAULT_DST_STALL, gw_round(s));
 	if (ch->void_next && h.type != GW_MSG_PAGES_VOID) {
 		for (uint32_t i = 0; i < ch->in.nr_pending; i++)
 			if (ch->in.pending[i].seq == ch->void_seq)
@@ -657,11 +653,8 @@ static int recv_one(struct gw_channel *ch)
 	}
 	switch (h.type) {
 	case GW_MSG_PAGES:
-		if (gw_fault_armed(s, GW_FAULT_DST_SLOW))
-			gw_fault_sleep_us(s);
-		if (gw_fault_armed(s, GW_FAULT_DST_ROUND0) && gw_round(s) == 0 &&
-		    ch->conn.bytes_recv >= gw_fault_arg(s))
-			gw_fault_die(s, GW_FAULT_DST_ROUND0);
+		GW_FAULT_POINT(s, GW_FAULT_DST_SLOW, 0);
+		GW_FAULT_POINT(s, GW_FAULT_DST_ROUND0, ch->conn.bytes_recv);
 		return recv_pages(ch, &h, &crc);
 	case GW_MSG_PAGES_VOID:
 		return recv_void(ch, &h, &crc);

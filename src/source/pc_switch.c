@@ -328,7 +328,7 @@ int pcs_handover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 	bool sent;
 	int ret;
 
-	src_fault_delay_go(s);
+	GW_FAULT_POINT(s, GW_FAULT_SRC_DELAY_GO, 0);
 	/* Active before GO leaves: the destination's first PC_STATS may beat our next line. */
 	__atomic_store_n(&s->pc_state, GW_PC_ACTIVE, __ATOMIC_RELEASE);
 	ret = src_send_go(s, c, &sent);

@@ -123,8 +123,6 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c);
 int src_send_state(struct gw_session *s, struct src_ctx *c);
 /* COMPLETE with @flags (GW_COMPLETE_*), then wait for READY. 0 or the sticky error. */
 int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t flags);
-/* Testing: the src-delay-go fault point. */
-void src_fault_delay_go(struct gw_session *s);
 /*
  * GO, unless an error was recorded first (decided under s->lock). *@sent says
  * whether it left; c->t.go is stamped just before it leaves.

@@ -168,18 +168,6 @@ int src_switchover(struct gw_session *s, struct src_ctx *c, bool local)
 	return ret ? ret : src_complete_and_ready(s, c, 0);
 }
 
-/* Testing: wait between READY and GO (the destination may die meanwhile). */
-void src_fault_delay_go(struct gw_session *s)
-{
-	uint64_t ms = gw_fault_arg(s);
-	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	if (!gw_fault_armed(s, GW_FAULT_SRC_DELAY_GO))
-		return;
-	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=src-delay-go ms=%llu", (unsigned long long)ms);
-	nanosleep(&ts, NULL);
-}
-
 /*
  * Just before GO, without blocking: is the destination still there? A
  * destination that died a moment ago (its FIN or reset is queued) must not
@@ -302,7 +290,7 @@ int src_handover(struct gw_session *s, struct src_ctx *c)
 	bool sent;
 	int ret;
 
-	src_fault_delay_go(s);
+	GW_FAULT_POINT(s, GW_FAULT_SRC_DELAY_GO, 0);
 	ret = src_send_go(s, c, &sent);
 	if (!sent)
 		return ret;
