@@ -43,7 +43,7 @@ static int join_channels(struct gw_session *s, uint64_t total_pages)
 	if (ret)
 		return ret;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
-		if (!s->chans[i].end_seen)
+		if (!s->chans[i].rx.end_seen)
 			return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "channel %u ended without CHAN_END", i);
 		pages += s->chans[i].pages;
 	}

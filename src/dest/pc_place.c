@@ -351,7 +351,7 @@ int pcd_start_receivers(struct gw_pc_dst *pc)
 		bool pre = i == s->nr_channels;
 
 		*r = (struct dst_recv){ .pc = pc, .conn = pre ? &s->preempt : &s->chans[i].conn,
-					.in = pre ? &pc->preempt_in : &s->chans[i].in, .preempt = pre, .index = i };
+					.in = pre ? &pc->preempt_in : &s->chans[i].rx.in, .preempt = pre, .index = i };
 		if (gw_mutex_init_pi(&r->placing))
 			return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "postcopy receiver lock");
 		r->placing_init = true;

@@ -92,7 +92,7 @@ static void *pusher_main(void *arg)
 		pthread_mutex_unlock(&pc->lock);
 		if (!got)
 			break;
-		if (send_pages(s, &ch->out, &ch->conn, &b, true, "postcopy push"))
+		if (send_pages(s, &ch->tx.out, &ch->conn, &b, true, "postcopy push"))
 			break;
 		n = __atomic_add_fetch(&pc->pushed, batch_pages(&b), __ATOMIC_RELAXED);
 		fault_cut(s, pc, n);
