@@ -57,9 +57,6 @@ struct gw_out_slot {
 };
 
 struct gw_chan_send {
-	/* Set at creation. */
-	int pagemap_fd;			/* which pages are mapped here; -1 = none known */
-
 	/*
 	 * Queue and prep -> send hand-off: guarded by qlock. One condition
 	 * per waiter, signalled only on the change it waits for: a wake-up
@@ -88,6 +85,7 @@ struct gw_chan_send {
 	 * the prep thread was joined); the migration thread starts it.
 	 */
 	pthread_t thread;		/* the send thread: started and joined by the prep thread */
+	int pagemap_fd;			/* set at creation: which pages are mapped here; -1 = none known */
 	struct gw_pages_out out;	/* buffers: see slot */
 	bool live_ok;			/* mapped pages may be sent from guest memory */
 

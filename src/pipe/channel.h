@@ -36,16 +36,19 @@ struct gw_channel {
 	pthread_t thread;		/* destination: receiver; source: prep */
 	bool thread_started;		/* migration thread */
 
-	/* The sending or receiving thread; the migration thread reads them after joining it. */
-	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
-	uint64_t codec_bytes[GW_CODEC__COUNT];	/* atomic: page bytes (before compression)
-						   each codec carried, for the statistics */
-
 	/* By the session's role (set at creation): only that member is set up. */
 	union {
 		struct gw_chan_send tx;	/* GW_ROLE_SOURCE */
 		struct gw_chan_recv rx;	/* GW_ROLE_DEST */
 	};
+
+	/*
+	 * The sending or receiving thread; the migration thread reads them
+	 * after joining it. Away from the source's qlock: written per frame.
+	 */
+	uint64_t frames, pages;		/* PAGES frames and entries on this channel */
+	uint64_t codec_bytes[GW_CODEC__COUNT];	/* atomic: page bytes (before compression)
+						   each codec carried, for the statistics */
 };
 
 /* Wake every thread waiting on the channel (a failure or a shutdown): they check the sticky error. */
