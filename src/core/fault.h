@@ -55,28 +55,37 @@ enum gw_fault_point {
 	GW_FAULT__COUNT
 };
 
+/*
+ * Fault points, one line each at their site, nothing at all in a release
+ * build (the arguments are not even evaluated). @v is what the point's
+ * argument is compared with, by the point's rule (fault.c, gw_faults[]):
+ * bytes received, a round, a frame or page count, or 0 for a point that
+ * always fires once reached.
+ *
+ *   GW_FAULT_POINT(s, point, v)     the point acts by itself (die, stall, sleep)
+ *   GW_FAULT_DUE(s, point, v)       true when it fires: the site acts (refuse,
+ *                                   cut, corrupt, send garbage)
+ *   GW_FAULT_CORRUPT_NEXT(s, conn, nth)  src-corrupt: the next payload sent on
+ *                                   @conn leaves with a bit its CRC misses, when
+ *                                   @nth (the frame's number on the channel,
+ *                                   0 = a frame without data) is the argument
+ *
+ * The sites include core/session_int.h: the armed point is a session field.
+ */
 #ifdef GW_FAULT_INJECTION
 /* Arm from GW_FAULT (session creation). Unknown names are logged and ignored. */
 void gw_fault_init(struct gw_session *s);
-/* Armed at @point, and (for points with an argument) its argument. */
-bool gw_fault_armed(const struct gw_session *s, enum gw_fault_point point);
-uint64_t gw_fault_arg(const struct gw_session *s);
-/* If armed at @point: log and die like kill -9. */
-void gw_fault_die(struct gw_session *s, enum gw_fault_point point);
-/* Stop here until the session fails (a destination that stops reading). */
-void gw_fault_stall(struct gw_session *s);
-/* Sleep the armed point's argument, in microseconds. */
-void gw_fault_sleep_us(const struct gw_session *s);
-#define GW_FAULT_ON 1
+/* @point is armed and reached with @v: true if its rule says it fires (after its action, if any). */
+bool gw_fault_fire(struct gw_session *s, enum gw_fault_point point, uint64_t v);
+#define GW_FAULT_DUE(s, point, v) \
+	(__builtin_expect((s)->fault_point == (point), 0) && gw_fault_fire((s), (point), (v)))
+#define GW_FAULT_CORRUPT_NEXT(s, conn, nth) \
+	do { if (GW_FAULT_DUE(s, GW_FAULT_SRC_CORRUPT, nth)) (conn)->fault_corrupt_next = true; } while (0)
 #else
 static inline void gw_fault_init(struct gw_session *s) { (void)s; }
-static inline bool gw_fault_armed(const struct gw_session *s, enum gw_fault_point point)
-{ (void)s; (void)point; return false; }
-static inline uint64_t gw_fault_arg(const struct gw_session *s) { (void)s; return 0; }
-static inline void gw_fault_die(struct gw_session *s, enum gw_fault_point point) { (void)s; (void)point; }
-static inline void gw_fault_stall(struct gw_session *s) { (void)s; }
-static inline void gw_fault_sleep_us(const struct gw_session *s) { (void)s; }
-#define GW_FAULT_ON 0
+#define GW_FAULT_DUE(s, point, v) (false && ((void)(s), (void)(point), (void)(v), true))
+#define GW_FAULT_CORRUPT_NEXT(s, conn, nth) ((void)(false && ((void)(s), (void)(conn), (void)(nth), true)))
 #endif
+#define GW_FAULT_POINT(s, point, v) ((void)GW_FAULT_DUE(s, point, v))
 
 #endif

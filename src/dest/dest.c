@@ -43,7 +43,7 @@ static int join_channels(struct gw_session *s, uint64_t total_pages)
 	if (ret)
 		return ret;
 	for (unsigned i = 0; i < s->nr_channels; i++) {
-		if (!s->chans[i].end_seen)
+		if (!s->chans[i].rx.end_seen)
 			return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "channel %u ended without CHAN_END", i);
 		pages += s->chans[i].pages;
 	}
@@ -57,7 +57,7 @@ static int load_state(struct gw_session *s, struct gw_state *st)
 {
 	int ret;
 
-	if (gw_fault_armed(s, GW_FAULT_DST_REFUSE_STATE))
+	if (GW_FAULT_DUE(s, GW_FAULT_DST_REFUSE_STATE, 0))
 		return gw_fail(s, GW_PHASE_FINAL, -ENOEXEC, "device state refused: fault injection");
 	ret = s->ops->load_state(s->opaque, st);
 	if (ret)
@@ -113,7 +113,7 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	       (unsigned long long)(__atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
 				    __atomic_load_n(&s->ctr_zero_pages, __ATOMIC_RELAXED) +
 				    __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED)));
-	gw_fault_die(s, GW_FAULT_DST_FINAL);
+	GW_FAULT_POINT(s, GW_FAULT_DST_FINAL, 0);
 	ret = load_state(s, d->state);
 	if (ret)
 		return ret;
@@ -122,7 +122,7 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 	if (ret)
 		return gw_fail(s, GW_PHASE_HANDOVER, ret, "sending READY: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "mig", "ready_sent", "load_us=%llu", (unsigned long long)(ready.load_ns / 1000));
-	gw_fault_die(s, GW_FAULT_DST_AFTER_READY);
+	GW_FAULT_POINT(s, GW_FAULT_DST_AFTER_READY, 0);
 	return 0;
 }
 
@@ -135,7 +135,7 @@ static void fault_corrupt_page(struct gw_session *s)
 {
 	bool local = s->dst->hello_flags & GW_HELLO_LOCAL;
 
-	if (!gw_fault_armed(s, GW_FAULT_DST_CORRUPT_PAGE))
+	if (!GW_FAULT_DUE(s, GW_FAULT_DST_CORRUPT_PAGE, 0))
 		return;
 	for (unsigned i = local ? s->vm.nr_blocks - 1 : 0; i < s->vm.nr_blocks; i++) {
 		struct gw_dst_block *db = &s->dst->dblk[i];
@@ -199,7 +199,7 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 		return gw_fail(s, GW_PHASE_HANDOVER, -EPROTO, "expected GO, got %s",
 			       gw_frame_type_name((uint16_t)type));
 	t_go = gw_now_ns();
-	gw_fault_die(s, GW_FAULT_DST_AFTER_GO);
+	GW_FAULT_POINT(s, GW_FAULT_DST_AFTER_GO, 0);
 	fault_corrupt_page(s);
 	if (s->pcd)
 		dst_pc_go(s);
@@ -248,10 +248,8 @@ static int on_round(struct gw_session *s, struct dst_ctx *d, const struct gw_msg
 	gw_debug("mig", "round_start", "round=%u dirty_pages=%llu", m->round,
 		 (unsigned long long)m->dirty_pages);
 	gw_emit_round(s, m->round, m->dirty_pages, false);
-	if (gw_fault_armed(s, GW_FAULT_DST_ROUND_N) && m->round >= gw_fault_arg(s))
-		gw_fault_die(s, GW_FAULT_DST_ROUND_N);
-	if (gw_fault_armed(s, GW_FAULT_DST_STALL) && m->round >= gw_fault_arg(s))
-		gw_fault_stall(s);
+	GW_FAULT_POINT(s, GW_FAULT_DST_ROUND_N, m->round);
+	GW_FAULT_POINT(s, GW_FAULT_DST_STALL, m->round);
 	return 0;
 }
 

@@ -16,7 +16,7 @@ static void fault_cut(struct gw_pc_dst *pc, uint64_t placed)
 {
 	struct gw_session *s = pc->s;
 
-	if (!gw_fault_armed(s, GW_FAULT_DST_PC_CUT) || placed < gw_fault_arg(s) ||
+	if (!GW_FAULT_DUE(s, GW_FAULT_DST_PC_CUT, placed) ||
 	    __atomic_exchange_n(&pc->cut_fired, true, __ATOMIC_ACQ_REL))
 		return;
 	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=dst-pc-cut placed=%llu action=cut",
@@ -351,7 +351,7 @@ int pcd_start_receivers(struct gw_pc_dst *pc)
 		bool pre = i == s->nr_channels;
 
 		*r = (struct dst_recv){ .pc = pc, .conn = pre ? &s->preempt : &s->chans[i].conn,
-					.in = pre ? &pc->preempt_in : &s->chans[i].in, .preempt = pre, .index = i };
+					.in = pre ? &pc->preempt_in : &s->chans[i].rx.in, .preempt = pre, .index = i };
 		if (gw_mutex_init_pi(&r->placing))
 			return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "postcopy receiver lock");
 		r->placing_init = true;

@@ -189,7 +189,7 @@ static int channels_ended(struct gw_session *s)
 	gw_channels_join(s);
 	ret = gw_failed(s);
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++)
-		if (!s->chans[i].end_seen)
+		if (!s->chans[i].rx.end_seen)
 			return gw_fail(s, GW_PHASE_POSTCOPY, -EPROTO, "PC_PREPARE but channel %u ended without CHAN_END", i);
 	return ret;
 }

@@ -205,7 +205,7 @@ static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
 
 	memcpy(ack.boot_id, s->boot_id, sizeof(ack.boot_id));
 
-	if (gw_fault_armed(s, GW_FAULT_DST_BAD_FRAME)) {
+	if (GW_FAULT_DUE(s, GW_FAULT_DST_BAD_FRAME, 0)) {
 		static const uint8_t junk[GW_WIRE_HDR_BYTES + 8] = "this is not a godwit frame!!!!!";
 
 		return write(s->ctl.fd, junk, sizeof(junk)) < 0 ? -errno : 0;

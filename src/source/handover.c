@@ -24,18 +24,6 @@
 #include "source/postcopy.h"
 #include "source/source.h"
 
-/* Testing: wait between READY and GO (the destination may die meanwhile). */
-static void fault_delay_go(struct gw_session *s)
-{
-	uint64_t ms = gw_fault_arg(s);
-	struct timespec ts = { .tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000 };
-
-	if (!gw_fault_armed(s, GW_FAULT_SRC_DELAY_GO))
-		return;
-	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=src-delay-go ms=%llu", (unsigned long long)ms);
-	nanosleep(&ts, NULL);
-}
-
 /*
  * Just before GO, without blocking: is the destination still there? A
  * destination that died a moment ago (its FIN or reset is queued) must not
@@ -194,7 +182,7 @@ enum gw_src_outcome src_handover(struct gw_session *s, struct src_ctx *c, bool r
 	bool sent;
 	int ret;
 
-	fault_delay_go(s);
+	GW_FAULT_POINT(s, GW_FAULT_SRC_DELAY_GO, 0);
 	/* Active before GO leaves: the destination's first PC_STATS may beat our next line. */
 	if (recoverable)
 		__atomic_store_n(&s->pc_state, GW_PC_ACTIVE, __ATOMIC_RELEASE);

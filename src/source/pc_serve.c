@@ -64,7 +64,7 @@ static unsigned batch_pages(const struct gw_batch *b)
 /* Testing: src-pc-cut:N cuts every connection once N pages were pushed, as a broken link would. */
 static void fault_cut(struct gw_session *s, struct gw_pc_src *pc, uint64_t pushed)
 {
-	if (!gw_fault_armed(s, GW_FAULT_SRC_PC_CUT) || pushed < gw_fault_arg(s) ||
+	if (!GW_FAULT_DUE(s, GW_FAULT_SRC_PC_CUT, pushed) ||
 	    __atomic_exchange_n(&pc->cut_fired, true, __ATOMIC_ACQ_REL))
 		return;
 	gw_log(GW_LOG_WARN, "fault", "fault_inject", "point=src-pc-cut pushed=%llu action=cut",
@@ -92,7 +92,7 @@ static void *pusher_main(void *arg)
 		pthread_mutex_unlock(&pc->lock);
 		if (!got)
 			break;
-		if (send_pages(s, &ch->out, &ch->conn, &b, true, "postcopy push"))
+		if (send_pages(s, &ch->tx.out, &ch->conn, &b, true, "postcopy push"))
 			break;
 		n = __atomic_add_fetch(&pc->pushed, batch_pages(&b), __ATOMIC_RELAXED);
 		fault_cut(s, pc, n);

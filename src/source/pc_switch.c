@@ -119,7 +119,7 @@ static int end_channels(struct gw_session *s)
 	int ret = src_end_channels(s);
 
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++) {
-		struct gw_pages_out *po = &s->chans[i].out;
+		struct gw_pages_out *po = &s->chans[i].tx.out;
 
 		/* No XBZRLE after the switch: pages go whole (the destination refuses deltas). */
 		gw_xbzrle_cache_free(po->xb);
