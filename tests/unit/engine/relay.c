@@ -11,13 +11,27 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <godwit/buf.h>
 #include "relay.h"
+#include "wire/frame.h"
 
 #define MAX_PAIRS 80
 #define BUF_BYTES (256u << 10)
 
+/* Where the scan is in the frames one connection's source sends. */
+struct scan {
+	uint8_t head[GW_WIRE_HDR_BYTES + 8];	/* the header, then a PAGES frame's block and entry count */
+	unsigned have_bytes;		/* of head, until the header is whole */
+	uint16_t type;			/* of the frame in progress (0: in its header) */
+	uint32_t len_bytes;		/* its payload */
+	uint32_t off_bytes;		/* payload bytes seen */
+	bool lost;			/* not godwit frames: not scanned any more */
+};
+
 struct pair {
 	int fd[2];			/* accepted, outgoing; -1 when closed */
+	bool frozen;			/* the source's bytes are dropped (an armed cut of another) */
+	struct scan scan;		/* of fd[0]'s bytes, while a cut is armed */
 };
 
 struct relay {
@@ -25,12 +39,19 @@ struct relay {
 	uint16_t target_port;
 	char url[64];
 	pthread_t thr;
-	pthread_mutex_t lock;		/* pairs, nr, cut_req, cut_all */
+	pthread_mutex_t lock;		/* everything below (the thread forwards under it) */
 	struct pair pairs[MAX_PAIRS];
 	unsigned nr;
 	int cut_req;			/* -2 none, -1 all, else one index */
 	bool cut_all;			/* refuse from now on */
 	bool quit;
+	/* The armed cut (relay_cut_at) and the scan's totals. */
+	bool armed, cut_made;
+	int cut_only;			/* as relay_cut's @only */
+	unsigned cut_pct;
+	bool pc_seen;			/* a PC_DIRTY went through: PAGES from now on are postcopy's */
+	uint64_t set_pages;		/* bits of every PC_DIRTY map */
+	uint64_t pc_pages;		/* PAGES entries since the first PC_DIRTY, cut frame excluded */
 	uint8_t *buf;
 };
 
@@ -57,32 +78,138 @@ static int connect_target(uint16_t port)
 	return fd;
 }
 
-/*
- * Move what is readable on @from to @to. False when the pair must close.
- * send() with MSG_NOSIGNAL: the far end of a cut pair may be gone, and a
- * write() there would raise SIGPIPE and end the whole test process.
- */
-static bool forward(struct relay *r, int from, int to)
-{
-	ssize_t n = read(from, r->buf, BUF_BYTES);
-
-	if (n <= 0)
-		return false;
-	for (ssize_t off = 0; off < n;) {
-		ssize_t w = send(to, r->buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return false;
-		off += w;
-	}
-	return true;
-}
-
 static void close_pair(struct pair *p)
 {
 	hard_close(p->fd[0]);
 	hard_close(p->fd[1]);
 	p->fd[0] = p->fd[1] = -1;
+}
+
+/* The armed cut's threshold: @pct % of the postcopy set, at least one page. */
+static uint64_t cut_pages(const struct relay *r)
+{
+	uint64_t t = r->set_pages * r->cut_pct / 100;
+
+	return t ? t : 1;
+}
+
+/* A frame's header is whole in sc->head: what it is, or lost. */
+static void scan_header(struct relay *r, struct scan *sc)
+{
+	struct gw_frame_hdr h;
+
+	if (gw_frame_hdr_decode(sc->head, &h)) {
+		sc->lost = true;
+		return;
+	}
+	sc->type = h.type;
+	sc->len_bytes = h.len;
+	sc->off_bytes = 0;
+	if (h.type == GW_MSG_PC_DIRTY)
+		r->pc_seen = true;
+}
+
+/*
+ * Scan @n bytes the source sent on @sc's connection. Returns how many of
+ * them go through; *@cut when the armed cut falls after those: inside a
+ * postcopy PAGES frame whose entries would reach the threshold, after its
+ * entry count (the destination never gets that frame whole).
+ * PC_DIRTY: le32 block, le32 nr_words, le64 first_page, then the words.
+ * PAGES: le32 block, le32 nr_entries, ... (docs/protocol.md).
+ */
+static size_t scan(struct relay *r, struct scan *sc, const uint8_t *p, size_t n, bool *cut)
+{
+	size_t i = 0;
+
+	*cut = false;
+	while (i < n && !sc->lost) {
+		if (!sc->type) {
+			size_t take = GW_WIRE_HDR_BYTES - sc->have_bytes;
+
+			take = take < n - i ? take : n - i;
+			memcpy(sc->head + sc->have_bytes, p + i, take);
+			sc->have_bytes += (unsigned)take;
+			i += take;
+			if (sc->have_bytes == GW_WIRE_HDR_BYTES)
+				scan_header(r, sc);
+		} else {
+			uint32_t left = sc->len_bytes - sc->off_bytes;
+			size_t take = left < n - i ? left : n - i;
+
+			if (sc->type == GW_MSG_PAGES && r->pc_seen && sc->off_bytes < 8) {
+				take = take < 8u - sc->off_bytes ? take : 8u - sc->off_bytes;
+				memcpy(sc->head + GW_WIRE_HDR_BYTES + sc->off_bytes, p + i, take);
+				if (sc->off_bytes + take == 8) {
+					uint32_t entries = gw_le32_get(sc->head + GW_WIRE_HDR_BYTES + 4);
+
+					if (r->pc_pages + entries >= cut_pages(r)) {
+						*cut = true;
+						return i + take;
+					}
+					r->pc_pages += entries;
+				}
+			} else if (sc->type == GW_MSG_PC_DIRTY) {
+				for (size_t k = 0; k < take; k++)
+					if (sc->off_bytes + k >= 16)
+						r->set_pages += (uint64_t)__builtin_popcount(p[i + k]);
+			}
+			sc->off_bytes += (uint32_t)take;
+			i += take;
+		}
+		if (sc->type && sc->off_bytes == sc->len_bytes)
+			sc->type = 0, sc->have_bytes = 0;
+	}
+	return n;
+}
+
+/*
+ * The armed cut: @only's pair (or every pair) closed, the source's bytes
+ * on the others dropped from now on.
+ */
+static void armed_cut(struct relay *r)
+{
+	int only = r->cut_only < 0 || !r->nr ? -1 : r->cut_only % (int)r->nr;
+
+	r->armed = false;
+	r->cut_made = true;
+	for (unsigned i = 0; i < r->nr; i++) {
+		if (only < 0 || (int)i == only)
+			close_pair(&r->pairs[i]);
+		else
+			r->pairs[i].frozen = true;
+	}
+	if (only < 0)
+		r->cut_all = true;
+}
+
+/*
+ * Move what is readable on @p's fd[@k] to the other end. False when the
+ * pair must close. The source's bytes (k 0) are scanned while a cut is
+ * armed, and dropped on a frozen pair.
+ * send() with MSG_NOSIGNAL: the far end of a cut pair may be gone, and a
+ * write() there would raise SIGPIPE and end the whole test process.
+ */
+static bool forward(struct relay *r, struct pair *p, int k)
+{
+	ssize_t n = read(p->fd[k], r->buf, BUF_BYTES);
+	size_t through;
+	bool cut = false;
+
+	if (n <= 0)
+		return false;
+	if (k == 0 && p->frozen)
+		return true;
+	through = k == 0 && r->armed ? scan(r, &p->scan, r->buf, (size_t)n, &cut) : (size_t)n;
+	for (size_t off = 0; off < through;) {
+		ssize_t w = send(p->fd[!k], r->buf + off, through - off, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return false;
+		off += (size_t)w;
+	}
+	if (cut)
+		armed_cut(r);
+	return true;
 }
 
 static void *relay_main(void *arg)
@@ -135,8 +262,7 @@ static void *relay_main(void *arg)
 				if (out < 0) {
 					hard_close(fd);
 				} else {
-					r->pairs[r->nr].fd[0] = fd;
-					r->pairs[r->nr].fd[1] = out;
+					r->pairs[r->nr] = (struct pair){ .fd = { fd, out } };
 					r->nr++;
 				}
 			}
@@ -147,7 +273,7 @@ static void *relay_main(void *arg)
 
 			if (!pfd[j].revents || p->fd[k] < 0 || p->fd[!k] < 0)
 				continue;
-			if (!forward(r, p->fd[k], p->fd[!k]))
+			if (!forward(r, p, k))
 				close_pair(p);
 		}
 		pthread_mutex_unlock(&r->lock);
@@ -210,6 +336,29 @@ void relay_cut(struct relay *r, int only)
 	r->cut_req = only < 0 ? -1 : only;
 	pthread_mutex_unlock(&r->lock);
 	wake(r);
+}
+
+void relay_cut_at(struct relay *r, int only, unsigned pct)
+{
+	pthread_mutex_lock(&r->lock);
+	r->armed = true;
+	r->cut_only = only;
+	r->cut_pct = pct;
+	pthread_mutex_unlock(&r->lock);
+}
+
+bool relay_cut_made(struct relay *r, uint64_t *pages, uint64_t *set_pages)
+{
+	bool made;
+
+	pthread_mutex_lock(&r->lock);
+	made = r->cut_made;
+	if (pages)
+		*pages = r->pc_pages;
+	if (set_pages)
+		*set_pages = r->set_pages;
+	pthread_mutex_unlock(&r->lock);
+	return made;
 }
 
 void relay_stop(struct relay *r)
