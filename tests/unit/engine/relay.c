@@ -16,7 +16,7 @@
 #include "wire/frame.h"
 
 #define MAX_PAIRS 80
-#define BUF_BYTES (256u << 10)
+#define DIR_BYTES (128u << 10)		/* what one direction of a pair holds before it is sent */
 
 /* Where the scan is in the frames one connection's source sends. */
 struct scan {
@@ -28,8 +28,15 @@ struct scan {
 	bool lost;			/* not godwit frames: not scanned any more */
 };
 
+/*
+ * Direction k of a pair moves fd[k]'s bytes to fd[!k] through buf[k]: it
+ * reads only when buf[k] is empty and sends without blocking, so one end
+ * that does not read stalls its own direction only, never the others.
+ */
 struct pair {
 	int fd[2];			/* accepted, outgoing; -1 when closed */
+	uint8_t *buf[2];		/* DIR_BYTES each */
+	size_t len[2], off[2];		/* bytes held in buf[k], of which sent */
 	bool frozen;			/* the source's bytes are dropped (an armed cut of another) */
 	struct scan scan;		/* of fd[0]'s bytes, while a cut is armed */
 };
@@ -52,7 +59,6 @@ struct relay {
 	bool pc_seen;			/* a PC_DIRTY went through: PAGES from now on are postcopy's */
 	uint64_t set_pages;		/* bits of every PC_DIRTY map */
 	uint64_t pc_pages;		/* PAGES entries since the first PC_DIRTY, cut frame excluded */
-	uint8_t *buf;
 };
 
 static void hard_close(int fd)
@@ -83,6 +89,11 @@ static void close_pair(struct pair *p)
 	hard_close(p->fd[0]);
 	hard_close(p->fd[1]);
 	p->fd[0] = p->fd[1] = -1;
+	for (int k = 0; k < 2; k++) {
+		free(p->buf[k]);
+		p->buf[k] = NULL;
+		p->len[k] = p->off[k] = 0;
+	}
 }
 
 /* The armed cut's threshold: @pct % of the postcopy set, at least one page. */
@@ -173,40 +184,58 @@ static void armed_cut(struct relay *r)
 	r->armed = false;
 	r->cut_made = true;
 	for (unsigned i = 0; i < r->nr; i++) {
-		if (only < 0 || (int)i == only)
-			close_pair(&r->pairs[i]);
-		else
-			r->pairs[i].frozen = true;
+		struct pair *p = &r->pairs[i];
+
+		if (only < 0 || (int)i == only) {
+			close_pair(p);
+		} else {
+			p->frozen = true;
+			p->len[0] = p->off[0] = 0;	/* what it held was on the link */
+		}
 	}
 	if (only < 0)
 		r->cut_all = true;
 }
 
 /*
- * Move what is readable on @p's fd[@k] to the other end. False when the
- * pair must close. The source's bytes (k 0) are scanned while a cut is
- * armed, and dropped on a frozen pair.
- * send() with MSG_NOSIGNAL: the far end of a cut pair may be gone, and a
- * write() there would raise SIGPIPE and end the whole test process.
+ * Send what direction @k of @p holds, as far as the far end takes it now.
+ * False when the pair must close. MSG_NOSIGNAL: the far end of a cut pair
+ * may be gone, and a write() there would raise SIGPIPE and end the whole
+ * test process.
  */
-static bool forward(struct relay *r, struct pair *p, int k)
+static bool flush(struct pair *p, int k)
 {
-	ssize_t n = read(p->fd[k], r->buf, BUF_BYTES);
-	size_t through;
+	while (p->off[k] < p->len[k]) {
+		ssize_t w = send(p->fd[!k], p->buf[k] + p->off[k], p->len[k] - p->off[k], MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return true;
+		if (w <= 0)
+			return false;
+		p->off[k] += (size_t)w;
+	}
+	p->len[k] = p->off[k] = 0;
+	return true;
+}
+
+/*
+ * Read what fd[@k] of @p has (buf[k] is empty) and send it on. False when
+ * the pair must close. The source's bytes (k 0) are scanned while a cut is
+ * armed, and dropped on a frozen pair.
+ */
+static bool pull(struct relay *r, struct pair *p, int k)
+{
+	ssize_t n = read(p->fd[k], p->buf[k], DIR_BYTES);
 	bool cut = false;
 
 	if (n <= 0)
 		return false;
 	if (k == 0 && p->frozen)
 		return true;
-	through = k == 0 && r->armed ? scan(r, &p->scan, r->buf, (size_t)n, &cut) : (size_t)n;
-	for (size_t off = 0; off < through;) {
-		ssize_t w = send(p->fd[!k], r->buf + off, through - off, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return false;
-		off += (size_t)w;
-	}
+	p->len[k] = k == 0 && r->armed ? scan(r, &p->scan, p->buf[k], (size_t)n, &cut) : (size_t)n;
+	p->off[k] = 0;
+	if (!flush(p, k))
+		return false;
 	if (cut)
 		armed_cut(r);
 	return true;
@@ -218,7 +247,7 @@ static void *relay_main(void *arg)
 
 	for (;;) {
 		struct pollfd pfd[2 + 2 * MAX_PAIRS];
-		unsigned map[2 + 2 * MAX_PAIRS], n = 2;
+		unsigned map[2 + 2 * MAX_PAIRS], n = 2;	/* pair * 2 + direction */
 
 		pthread_mutex_lock(&r->lock);
 		if (r->quit) {
@@ -235,12 +264,16 @@ static void *relay_main(void *arg)
 		}
 		pfd[0] = (struct pollfd){ r->listen_fd, POLLIN, 0 };
 		pfd[1] = (struct pollfd){ r->wake_fd, POLLIN, 0 };
-		for (unsigned i = 0; i < r->nr; i++)
-			for (int k = 0; k < 2; k++)
-				if (r->pairs[i].fd[k] >= 0) {
-					map[n] = i * 2 + (unsigned)k;
-					pfd[n++] = (struct pollfd){ r->pairs[i].fd[k], POLLIN, 0 };
-				}
+		for (unsigned i = 0; i < r->nr; i++) {
+			struct pair *p = &r->pairs[i];
+
+			for (int k = 0; k < 2 && p->fd[0] >= 0; k++) {
+				bool held = p->off[k] < p->len[k];
+
+				map[n] = i * 2 + (unsigned)k;	/* held: wait until the far end takes more */
+				pfd[n++] = (struct pollfd){ held ? p->fd[!k] : p->fd[k], held ? POLLOUT : POLLIN, 0 };
+			}
+		}
 		pthread_mutex_unlock(&r->lock);
 		if (poll(pfd, n, 1000) < 0 && errno != EINTR)
 			break;
@@ -259,21 +292,24 @@ static void *relay_main(void *arg)
 			} else if (fd >= 0) {
 				int out = connect_target(r->target_port);
 
-				if (out < 0) {
-					hard_close(fd);
-				} else {
-					r->pairs[r->nr] = (struct pair){ .fd = { fd, out } };
+				struct pair *p = &r->pairs[r->nr];
+
+				*p = (struct pair){ .fd = { fd, out } };
+				p->buf[0] = malloc(DIR_BYTES);
+				p->buf[1] = malloc(DIR_BYTES);
+				if (out < 0 || !p->buf[0] || !p->buf[1])
+					close_pair(p);
+				else
 					r->nr++;
-				}
 			}
 		}
 		for (unsigned j = 2; j < n; j++) {
 			struct pair *p = &r->pairs[map[j] / 2];
 			int k = (int)(map[j] % 2);
 
-			if (!pfd[j].revents || p->fd[k] < 0 || p->fd[!k] < 0)
+			if (!pfd[j].revents || p->fd[0] < 0)
 				continue;
-			if (!forward(r, p, k))
+			if (!(p->off[k] < p->len[k] ? flush(p, k) : pull(r, p, k)))
 				close_pair(p);
 		}
 		pthread_mutex_unlock(&r->lock);
@@ -289,17 +325,20 @@ struct relay *relay_start(uint16_t target_port)
 
 	if (!r)
 		return NULL;
-	r->buf = malloc(BUF_BYTES);
 	r->target_port = target_port;
 	r->cut_req = -2;
 	pthread_mutex_init(&r->lock, NULL);
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	r->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	r->wake_fd = eventfd(0, EFD_CLOEXEC);
-	if (!r->buf || r->listen_fd < 0 || r->wake_fd < 0 || bind(r->listen_fd, (struct sockaddr *)&a, sizeof(a)) ||
+	if (r->listen_fd < 0 || r->wake_fd < 0 || bind(r->listen_fd, (struct sockaddr *)&a, sizeof(a)) ||
 	    listen(r->listen_fd, 128) || getsockname(r->listen_fd, (struct sockaddr *)&a, &len) ||
 	    pthread_create(&r->thr, NULL, relay_main, r)) {
-		free(r->buf);
+		if (r->listen_fd >= 0)
+			close(r->listen_fd);
+		if (r->wake_fd >= 0)
+			close(r->wake_fd);
+		pthread_mutex_destroy(&r->lock);
 		free(r);
 		return NULL;
 	}
@@ -374,7 +413,6 @@ void relay_stop(struct relay *r)
 		close_pair(&r->pairs[i]);
 	close(r->listen_fd);
 	close(r->wake_fd);
-	free(r->buf);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
 }
