@@ -226,7 +226,7 @@ static bool flush(struct pair *p, int k)
 static bool pull(struct relay *r, struct pair *p, int k)
 {
 	ssize_t n = read(p->fd[k], p->buf[k], DIR_BYTES);
-	bool cut = false;
+	bool cut = false, ok;
 
 	if (n <= 0)
 		return false;
@@ -234,11 +234,10 @@ static bool pull(struct relay *r, struct pair *p, int k)
 		return true;
 	p->len[k] = k == 0 && r->armed ? scan(r, &p->scan, p->buf[k], (size_t)n, &cut) : (size_t)n;
 	p->off[k] = 0;
-	if (!flush(p, k))
-		return false;
+	ok = flush(p, k);
 	if (cut)
-		armed_cut(r);
-	return true;
+		armed_cut(r);	/* even when this pair failed: the cut is due */
+	return ok;
 }
 
 static void *relay_main(void *arg)
