@@ -27,7 +27,7 @@ struct config {
 	enum kvm_dirty_mode mode;
 	const char *transport;		/* "unix" or "tcp" */
 	const char *workload;
-	bool start_now;			/* gw_session_start_postcopy once active, else after round 1 */
+	bool start_now;			/* gw_session_start_postcopy as round 0 starts, else after round 1 */
 };
 
 static const struct config configs[] = {
@@ -41,16 +41,26 @@ static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 	TEST_ASSERT(gw_session_set(s, p, v) == 0, "set %s = %lld", gw_param_info(p)->name, (long long)v);
 }
 
-static void wait_active(struct gw_session *s)
-{
-	struct gw_stats st = { .size = sizeof(st) };
+/*
+ * start_now: asked from the source's event callback as round 0 starts, on
+ * the migration thread: the request is in before precopy could end,
+ * whatever the speed (asked once the test saw "active", a precopy that
+ * finished first left nothing to switch).
+ */
+struct start_now {
+	struct gw_session *src;
+	bool asked;
+	int ret;
+};
 
-	for (;;) {
-		gw_session_stats(s, &st);
-		if (st.status != GW_STATUS_SETUP && st.status != GW_STATUS_NONE)
-			return;
-		kvm_test_sleep_ms(1);
-	}
+static void start_now_event(void *opaque, const struct gw_event *ev)
+{
+	struct start_now *sn = opaque;
+
+	if (ev->type != GW_EVENT_ROUND || ev->round != 0 || sn->asked)
+		return;
+	sn->asked = true;
+	sn->ret = gw_session_start_postcopy(sn->src);
 }
 
 static void check_destination(const struct config *c, struct vmm *dst, uint64_t progress_at_pause)
@@ -85,6 +95,7 @@ static void run(const struct config *c)
 	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
 	struct gw_stats st_src = { .size = sizeof(st_src) }, st_dst = { .size = sizeof(st_dst) };
+	struct start_now sn = { 0 };
 	char url[128], err[256];
 	int sret, dret;
 
@@ -93,6 +104,9 @@ static void run(const struct config *c)
 	ds = gw_session_new(GW_ROLE_DEST, &none, vmm_kvm.engine_ops, dst);
 	ss = gw_session_new(GW_ROLE_SOURCE, vmm_kvm.info(src), vmm_kvm.engine_ops, src);
 	TEST_ASSERT(ds && ss, "sessions");
+	sn.src = ss;
+	if (c->start_now)
+		TEST_ASSERT(gw_session_set_event_fn(ss, start_now_event, &sn) == 0, "%s: event callback", c->name);
 	if (!strcmp(c->transport, "unix"))
 		snprintf(url, sizeof(url), "unix:/tmp/gw-kvm-postcopy-%d.sock", (int)getpid());
 	else
@@ -106,11 +120,9 @@ static void run(const struct config *c)
 	if (!c->start_now)
 		set_param(ss, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 1);
 	TEST_ASSERT(gw_migrate_start(ss, url) == 0, "%s: migrate to %s", c->name, url);
-	if (c->start_now) {
-		wait_active(ss);
-		TEST_CHECK(gw_session_start_postcopy(ss) == 0, "%s: start postcopy", c->name);
-	}
 	sret = gw_session_wait(ss);
+	if (c->start_now)
+		TEST_CHECK(sn.asked && sn.ret == 0, "%s: start postcopy (%d)", c->name, sn.ret);
 	dret = gw_session_wait(ds);
 	gw_session_stats(ss, &st_src);
 	gw_session_stats(ds, &st_dst);

@@ -51,6 +51,13 @@ struct src_guest {
 	pthread_t thr;
 	int want_pause, parked, quit;	/* atomics */
 	uint64_t gen;
+	/*
+	 * The cancel case: a pause (a switchover) waits in the hook until the
+	 * test's cancel is in (atomics), so the migration cannot get past GO
+	 * before it, however fast it runs.
+	 */
+	int hold_pause;			/* set before start */
+	int pause_reached, cancelled;
 };
 
 static void *src_guest_main(void *arg)
@@ -81,6 +88,11 @@ static void src_guest_pause(void *arg)
 {
 	struct src_guest *g = arg;
 
+	if (__atomic_load_n(&g->hold_pause, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&g->pause_reached, 1, __ATOMIC_RELEASE);
+		while (!__atomic_load_n(&g->cancelled, __ATOMIC_ACQUIRE))
+			usleep(1000);
+	}
 	__atomic_store_n(&g->want_pause, 1, __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&g->parked, __ATOMIC_ACQUIRE))
 		sched_yield();
@@ -211,7 +223,7 @@ struct config {
 	int channels;
 	enum gw_codec_id codec;
 	bool anon_dst;			/* destination RAM anonymous (no digest under postcopy) */
-	bool start_now;			/* gw_session_start_postcopy during round 0 */
+	bool start_now;			/* gw_session_start_postcopy as round 0 starts */
 	const char *tls;		/* NULL plain; "x509" or "psk" (certificates in certs) */
 	int background_nice;		/* postcopy-background-nice on both sides */
 };
@@ -244,17 +256,35 @@ static void set_param(struct gw_session *s, enum gw_param p, int64_t v)
 	TEST_ASSERT(gw_session_set(s, p, v) == 0, "set %s", gw_param_info(p)->name);
 }
 
-static void wait_status(struct gw_session *s, enum gw_status want, unsigned seconds)
+static enum gw_status status_of(struct gw_session *s)
 {
 	struct gw_stats st = { .size = sizeof(st) };
 
-	for (unsigned i = 0; i < seconds * 100; i++) {
-		gw_session_stats(s, &st);
-		if (st.status == want || st.status == GW_STATUS_FAILED || st.status == GW_STATUS_CANCELLED ||
-		    st.status == GW_STATUS_COMPLETED)
-			return;
-		usleep(10000);
-	}
+	gw_session_stats(s, &st);
+	return st.status;
+}
+
+/*
+ * start_now: asked from the source's event callback as round 0 starts, on
+ * the migration thread, so the request is in before precopy could end,
+ * whatever the speed (asked once the test saw "active", a fast precopy
+ * could converge first).
+ */
+struct start_now {
+	struct gw_session *src;
+	bool asked;
+	int first, second;		/* what the two requests returned */
+};
+
+static void start_now_event(void *opaque, const struct gw_event *ev)
+{
+	struct start_now *sn = opaque;
+
+	if (ev->type != GW_EVENT_ROUND || ev->round != 0 || sn->asked)
+		return;
+	sn->asked = true;
+	sn->first = gw_session_start_postcopy(sn->src);
+	sn->second = gw_session_start_postcopy(sn->src);
 }
 
 static void run(const struct config *cf)
@@ -267,6 +297,7 @@ static void run(const struct config *cf)
 	struct gw_session *src, *dst;
 	struct gw_stats ss = { .size = sizeof(ss) }, ds = { .size = sizeof(ds) };
 	uint8_t *anon = NULL, *frozen;
+	struct start_now sn = { 0 };
 	char url[200];
 	int sret, dret;
 
@@ -314,13 +345,11 @@ static void run(const struct config *cf)
 	set_param(src, GW_PARAM_POSTCOPY_BACKGROUND_NICE, cf->background_nice);
 	if (!cf->start_now)
 		set_param(src, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 1);
+	sn.src = src;
+	if (cf->start_now)
+		TEST_ASSERT(gw_session_set_event_fn(src, start_now_event, &sn) == 0, "event callback");
 	TEST_ASSERT(pthread_create(&sg.thr, NULL, src_guest_main, &sg) == 0, "source guest");
 	TEST_ASSERT(gw_migrate_start(src, gw_incoming_url(dst)) == 0, "migrate");
-	if (cf->start_now) {
-		wait_status(src, GW_STATUS_ACTIVE, 10);
-		TEST_CHECK(gw_session_start_postcopy(src) == 0, "%s: start postcopy", cf->name);
-		TEST_CHECK(gw_session_start_postcopy(src) == -EALREADY, "%s: asked twice", cf->name);
-	}
 	/* Once the source paused its RAM is frozen: the destination guest checks against it. */
 	while (!__atomic_load_n(&sg.parked, __ATOMIC_ACQUIRE)) {
 		gw_session_stats(src, &ss);
@@ -334,6 +363,10 @@ static void run(const struct config *cf)
 	dret = gw_session_wait(dst);
 	gw_session_stats(src, &ss);
 	gw_session_stats(dst, &ds);
+	if (cf->start_now) {
+		TEST_CHECK(sn.asked && sn.first == 0, "%s: start postcopy (%d)", cf->name, sn.first);
+		TEST_CHECK(sn.second == -EALREADY, "%s: asked twice (%d)", cf->name, sn.second);
+	}
 	TEST_CHECK(sret == 0 && dret == 0, "%s: completed (src %d %s, dst %d %s)", cf->name, sret, ss.error, dret,
 		   ds.error);
 	TEST_CHECK(ss.postcopy && ds.postcopy, "%s: switched to postcopy", cf->name);
@@ -414,10 +447,19 @@ static void cancel_before_switch(void)
 	set_param(src, GW_PARAM_POSTCOPY, 1);
 	set_param(src, GW_PARAM_DOWNTIME_LIMIT_US, 1000);
 	set_param(src, GW_PARAM_MAX_BANDWIDTH_BPS, 8ll << 20);	/* round 0 takes seconds */
+	sg.hold_pause = 1;	/* no switchover gets past its pause before the cancel */
 	TEST_ASSERT(pthread_create(&sg.thr, NULL, src_guest_main, &sg) == 0, "source guest");
 	TEST_ASSERT(gw_migrate_start(src, gw_incoming_url(dst)) == 0, "migrate");
-	wait_status(src, GW_STATUS_ACTIVE, 10);
+	/* Active, or a switchover waiting in the pause hook for the cancel: both before GO. */
+	for (;;) {
+		enum gw_status st = status_of(src);
+
+		if (st == GW_STATUS_ACTIVE || st == GW_STATUS_FAILED || __atomic_load_n(&sg.pause_reached, __ATOMIC_ACQUIRE))
+			break;
+		usleep(10000);
+	}
 	TEST_CHECK(gw_session_cancel(src) == 0, "cancel before the switch accepted");
+	__atomic_store_n(&sg.cancelled, 1, __ATOMIC_RELEASE);
 	gw_session_wait(src);
 	gw_session_wait(dst);
 	gw_session_stats(src, &ss);

@@ -198,8 +198,8 @@ static void run_case(const struct tcase *c)
 	TEST_CHECK(ret != 0, "%s: migrated, should have been refused", c->name);
 	TEST_CHECK(strstr(st.error, c->src_says) != NULL, "%s: source says \"%s\", expected \"%s\"", c->name,
 		   st.error, c->src_says);
-	/* The destination's side of the story comes from its acceptor: wait for the line (bounded). */
-	for (int i = 0; i < 300 && !dst_log_has(c->dst_says); i++)
+	/* The destination's side of the story comes from its acceptor: wait for the line (30 s: a hang guard). */
+	for (int i = 0; i < 3000 && !dst_log_has(c->dst_says); i++)
 		usleep(10000);
 	TEST_CHECK(dst_log_has(c->dst_says), "%s: destination never said \"%s\"; it logged:\n%s", c->name,
 		   c->dst_says, dst_log);
