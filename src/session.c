@@ -17,6 +17,7 @@
 #include "net/tls.h"
 #include "core/session_int.h"
 #include "dest/dest.h"
+#include "source/source.h"
 #include "util/abi.h"
 #include "util/thread_name.h"
 
@@ -32,6 +33,10 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	}
 	s = calloc(1, sizeof(*s));
 	if (s && role == GW_ROLE_DEST && !(s->dst = calloc(1, sizeof(*s->dst)))) {
+		free(s);
+		s = NULL;
+	}
+	if (s && role == GW_ROLE_SOURCE && !(s->src = calloc(1, sizeof(*s->src)))) {
 		free(s);
 		s = NULL;
 	}
@@ -54,6 +59,7 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 	}
 	if (ret) {
 		free(s->dst);
+		free(s->src);
 		free(s);
 		errno = -ret;
 		return NULL;
@@ -74,7 +80,8 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 		pthread_condattr_destroy(&ca);
 	}
 	pthread_mutex_init(&s->rl_lock, NULL);
-	pthread_mutex_init(&s->hint_lock, NULL);
+	if (s->src)
+		pthread_mutex_init(&s->src->hint_lock, NULL);
 	gw_boot_id(s->boot_id);
 	gw_params_defaults(s->params);
 	s->listen_fd = -1;
@@ -116,6 +123,9 @@ void gw_session_free(struct gw_session *s)
 	gw_conn_close(&s->preempt);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
+	if (s->src)
+		pthread_mutex_destroy(&s->src->hint_lock);
+	free(s->src);
 	free(s->dst);
 	free(s);
 }
@@ -126,21 +136,21 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 
 	if (!s || s->role != GW_ROLE_SOURCE || block >= s->vm.nr_blocks)
 		return -EINVAL;
-	pthread_mutex_lock(&s->hint_lock);
-	if (s->hint_target) {
-		struct gw_bitmap *b = &s->hint_target[block];
+	pthread_mutex_lock(&s->src->hint_lock);
+	if (s->src->hint_target) {
+		struct gw_bitmap *b = &s->src->hint_target[block];
 
 		ret = -EINVAL;
 		if (first_page < b->nr_bits && nr_pages <= b->nr_bits - first_page) {
 			uint64_t dropped = gw_bitmap_take_range(b, first_page, nr_pages);
 
-			gw_bitmap_set_range(&s->hint_free[block], first_page, nr_pages);
-			__atomic_fetch_add(&s->hinted_pages, dropped, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&s->hint_ranges, 1, __ATOMIC_RELAXED);
+			gw_bitmap_set_range(&s->src->hint_free[block], first_page, nr_pages);
+			__atomic_fetch_add(&s->src->hinted_pages, dropped, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&s->src->hint_ranges, 1, __ATOMIC_RELAXED);
 			ret = 0;
 		}
 	}
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_unlock(&s->src->hint_lock);
 	return ret;
 }
 
@@ -166,13 +176,13 @@ static int resolve_postcopy(struct gw_session *s, bool destination_runs, int *re
 
 	pthread_mutex_lock(&s->lock);
 	applies = s->role == GW_ROLE_SOURCE && s->running && s->status == GW_STATUS_POSTCOPY_PAUSED;
-	if (applies && (destination_runs || !s->pc_resolvable)) {
+	if (applies && (destination_runs || !s->src->pc_resolvable)) {
 		pthread_mutex_unlock(&s->lock);
 		*ret = -EINVAL;	/* the VM runs there: it needs its pages, recover */
 		return 1;
 	}
 	if (applies)
-		s->pc_resolve_source = true;
+		s->src->pc_resolve_source = true;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	if (!applies)
@@ -239,8 +249,10 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	s->stats.status = s->status;
 	s->ev_status = GW_STATUS_NONE;
 	s->go_sent = false;
-	s->pc_resolvable = false;
-	s->pc_resolve_source = false;
+	if (s->src) {
+		s->src->pc_resolvable = false;
+		s->src->pc_resolve_source = false;
+	}
 	__atomic_store_n(&s->pc_start_req, false, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->cancelled, false, __ATOMIC_RELAXED);
 	s->t_start_ns = s->role == GW_ROLE_SOURCE ? gw_now_ns() : 0;

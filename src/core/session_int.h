@@ -98,6 +98,7 @@ struct gw_role_ops {
 struct gw_channel;
 struct gw_dst_layout;
 struct gw_dst_state;
+struct gw_src_state;
 
 struct gw_session {
 	/* Set at creation, then read-only. */
@@ -152,10 +153,8 @@ struct gw_session {
 					   harvest (collect_last re-arms nothing): from then on
 					   channels copy pages, never send them live */
 	uint32_t round;			/* atomic: current round, read by channel threads */
+	bool ctl_quiet;			/* atomic: migration over, control read errors are expected */
 	bool same_clock;		/* the peer runs on this kernel: its CLOCK_MONOTONIC is ours */
-	uint64_t ping_rtt_ns;		/* lock: source, smoothed PING -> PONG, 0 = none yet */
-	uint64_t pong_token;		/* lock: source, the token of the last PONG (cond on arrival) */
-	uint64_t peer_backlog_bytes;	/* lock: source, that PONG's backlog_bytes */
 
 	/* Counters, added by channel threads: atomic. */
 	uint64_t ctr_normal_pages, ctr_zero_pages, ctr_xbzrle_pages;
@@ -165,21 +164,6 @@ struct gw_session {
 	uint64_t ctr_direct_pages;	/* destination: received straight into guest memory */
 	uint64_t ctr_zc_sends, ctr_zc_copied;	/* source: MSG_ZEROCOPY sends completed; of those, copied */
 
-	/* Source: the control reader hands READY / RESUMED / VERIFIED over here. */
-	pthread_t ctl_reader;
-	bool ctl_reader_started;	/* migration thread */
-	bool ctl_quiet;			/* atomic: migration over, reader errors are expected */
-	uint32_t mbox_seen;		/* lock: bit (1 << type) for each type delivered */
-	struct gw_msg_ready mbox_ready;	/* lock */
-	struct gw_msg_resumed mbox_resumed;	/* lock */
-	struct gw_msg_verified mbox_verified;	/* lock */
-
-	/* Source: free-page hints (gw_session_hint_free, any thread). */
-	pthread_mutex_t hint_lock;	/* guards the three fields below and the bitmaps they name */
-	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (migration thread's), NULL = no hints now */
-	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
-	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
-	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
 	/* TLS credentials of this migration (net/tls.h), NULL = plain: made by
 	 * gw_migrate_start / gw_incoming_start before the thread, freed by the next
@@ -197,6 +181,7 @@ struct gw_session {
 	const struct gw_dst_layout *layout;
 	struct gw_snapshot *snap;	/* verify: RAM as at resume; migration thread, and the
 					   populate thread while it runs (protects ahead) */
+	struct gw_src_state *src;	/* source only (source/source.h); set at creation */
 	struct gw_dst_state *dst;	/* destination only (dest/dest.h); set at creation */
 
 	/* Events (events.c): the callback, set while no migration runs. */
@@ -217,12 +202,6 @@ struct gw_session {
 	int pc_broken;			/* atomic */
 	bool pc_start_req;		/* atomic: gw_session_start_postcopy asked */
 	struct gw_conn preempt;		/* the page-request connection (both sides) */
-	struct gw_pc_src *pcs;		/* source: migration thread (postcopy_src.c) */
-	struct gw_pc_dst *pcd;		/* destination: migration thread (postcopy_dst.c) */
-	char pc_resume_url[GW_URL_MAX];	/* lock: source, a recovery asked for ("" none) */
-	bool pc_recover_listening;	/* lock: destination, listen_fd is the recovery's */
-	bool pc_resolvable;		/* lock: source paused after GO without RESUMED */
-	bool pc_resolve_source;		/* lock: the operator says the destination does not run it */
 
 	/* Shared rate limiter (live parameter max-bandwidth). */
 	pthread_mutex_t rl_lock;

@@ -101,12 +101,12 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 			       m->nr_channels, s->nr_channels);
 	if (!d->have_state)
 		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE before STATE");
-	if (!(m->flags & GW_COMPLETE_POSTCOPY) != !s->pcd)
+	if (!(m->flags & GW_COMPLETE_POSTCOPY) != !s->dst->pcd)
 		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE %s postcopy after %s",
-			       s->pcd ? "without" : "with", s->pcd ? "PC_PREPARE" : "no PC_PREPARE");
+			       s->dst->pcd ? "without" : "with", s->dst->pcd ? "PC_PREPARE" : "no PC_PREPARE");
 	ret = join_channels(s, m->total_pages);
 	if (!ret)
-		ret = s->pcd ? dst_pc_complete(s) : no_stale_pages(s);
+		ret = s->dst->pcd ? dst_pc_complete(s) : no_stale_pages(s);
 	if (ret)
 		return ret;
 	gw_log(GW_LOG_INFO, "mig", "final_received", "pages=%llu",
@@ -201,7 +201,7 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	t_go = gw_now_ns();
 	GW_FAULT_POINT(s, GW_FAULT_DST_AFTER_GO, 0);
 	fault_corrupt_page(s);
-	if (s->pcd)
+	if (s->dst->pcd)
 		dst_pc_go(s);
 	else
 		snapshot_arm(s, d);
@@ -219,11 +219,11 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	       ret == 0, (unsigned long long)(resumed.go_to_resume_ns / 1000));
 	if (ret)
 		return gw_fail(s, GW_PHASE_HANDOVER, ret, "resuming the VM failed: %s", strerror(-ret));
-	if (s->pcd)
+	if (s->dst->pcd)
 		dst_pc_resumed(s);
 	/* The VM runs here now: a lost RESUMED does not change that (postcopy: a recovery follows). */
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_RESUMED, &resumed);
-	if (ret && s->pcd)
+	if (ret && s->dst->pcd)
 		gw_fail(s, GW_PHASE_HANDOVER, ret, "sending RESUMED: %s", strerror(-ret));
 	else if (ret)
 		gw_log(GW_LOG_WARN, "mig", "resumed_not_sent", "reason=\"source gone after GO\"");
@@ -316,7 +316,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 {
 	uint64_t t = gw_now_ns(), pc_faults = 0;
 	struct gw_digest mine;
-	int ret = s->pcd ? dst_pc_digest(s, &mine, &pc_faults) :
+	int ret = s->dst->pcd ? dst_pc_digest(s, &mine, &pc_faults) :
 		  s->dst->snap_err ? s->dst->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
 
 	if (ret) {
@@ -325,7 +325,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 	} else {
 		*v = (struct gw_msg_verified){ .digest_lo = mine.lo, .digest_hi = mine.hi,
 					       .verify_ns = gw_now_ns() - t,
-					       .snapshot_faults = s->pcd ? pc_faults : gw_snapshot_faults(s->snap) };
+					       .snapshot_faults = s->dst->pcd ? pc_faults : gw_snapshot_faults(s->snap) };
 	}
 	/* Every chunk is unprotected now; the snapshot is freed after the populate thread. */
 }
@@ -408,7 +408,7 @@ static int control_loop(struct gw_session *s)
 			ret = control_one(s, &d, type, m, &resumed);
 	}
 	verify = !ret;
-	if (!ret && s->pcd) {
+	if (!ret && s->dst->pcd) {
 		/* Postcopy: the migration goes on until every page is here (hashing at its end). */
 		ret = dst_pc_run(s, d.buf, d.cap);
 		verify = !ret;	/* GW_PC_UNVERIFIED: completed, the source gone before PC_END */

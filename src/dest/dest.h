@@ -22,6 +22,8 @@
  * What only the destination's session holds (s->dst, allocated with the
  * session). Owners as marked: "mig" is the migration thread.
  */
+struct gw_pc_dst;
+
 struct gw_dst_state {
 	char src_identity[GW_TLS_PEER_MAX];	/* the source's TLS identity at HELLO ("" plain): a
 					   recovery must present it; mig, set before postcopy
@@ -35,6 +37,8 @@ struct gw_dst_state {
 	pthread_t populate_thread;	/* mig */
 	bool populate_running;		/* mig */
 	bool populate_stop;		/* atomic: no more steps (a postcopy switch) */
+	struct gw_pc_dst *pcd;		/* mig (dest/postcopy.c) */
+	bool pc_recover_listening;	/* s->lock: listen_fd is the recovery's */
 };
 
 /* dest_setup.c: HELLO, layout, HELLO_ACK; then the data channels. 0 or the sticky error. */

@@ -87,7 +87,7 @@ void pcd_stop_listening(struct gw_session *s)
 		s->url.ops->unlisten(s->url.addr);
 	}
 	s->listen_fd = -1;
-	s->pc_recover_listening = false;
+	s->dst->pc_recover_listening = false;
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -107,7 +107,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	pthread_mutex_lock(&s->lock);
 	if (!s->running || (s->status != GW_STATUS_POSTCOPY_PAUSED && s->status != GW_STATUS_POSTCOPY_RECOVER))
 		ret = -EINVAL;
-	else if (s->pc_recover_listening)
+	else if (s->dst->pc_recover_listening)
 		ret = -EBUSY;
 	pthread_mutex_unlock(&s->lock);
 	if (ret)
@@ -134,14 +134,14 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	}
 	gw_admit_hold(a, s->mig_id, s->dst->src_identity, s->dst->src_holder);
 	pthread_mutex_lock(&s->lock);
-	if (s->pc_recover_listening || s->listen_fd >= 0 || s->adm) {
+	if (s->dst->pc_recover_listening || s->listen_fd >= 0 || s->adm) {
 		ret = -EBUSY;
 	} else {
 		s->listen_fd = fd;
 		s->url = u;
 		s->adm = a;
 		snprintf(s->bound_url, sizeof(s->bound_url), "%s", bound);
-		s->pc_recover_listening = true;
+		s->dst->pc_recover_listening = true;
 		pthread_cond_broadcast(&s->cond);
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -299,7 +299,7 @@ int pcd_recover(struct gw_session *s, struct gw_pc_dst *pc)
 	       (unsigned long long)__atomic_load_n(&pc->remaining, __ATOMIC_RELAXED));
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		while (!s->pc_recover_listening && !s->err.code)
+		while (!s->dst->pc_recover_listening && !s->err.code)
 			pthread_cond_wait(&s->cond, &s->lock);
 		ret = s->err.code;
 		pthread_mutex_unlock(&s->lock);

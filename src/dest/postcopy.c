@@ -129,7 +129,7 @@ static int pc_alloc(struct gw_session *s)
 		return -ENOMEM;
 	pc->s = s;
 	pc->stop_fd = -1;
-	s->pcd = pc;
+	s->dst->pcd = pc;
 	pthread_mutex_init(&pc->lock, NULL);
 	pthread_mutex_init(&pc->req_lock, NULL);
 	/* The fault handler waits for the mapper holding one. */
@@ -201,9 +201,9 @@ int dst_pc_prepare(struct gw_session *s)
 	char why[256] = "";
 	int ret;
 
-	if (!(s->dst->hello_flags & GW_HELLO_POSTCOPY) || s->pcd)
+	if (!(s->dst->hello_flags & GW_HELLO_POSTCOPY) || s->dst->pcd)
 		return gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE %s",
-			       s->pcd ? "twice" : "without postcopy in HELLO");
+			       s->dst->pcd ? "twice" : "without postcopy in HELLO");
 	ret = channels_ended(s);
 	if (ret)
 		return ret;
@@ -216,12 +216,12 @@ int dst_pc_prepare(struct gw_session *s)
 	__atomic_store_n(&s->pc_state, GW_PC_PREPARED, __ATOMIC_RELEASE);
 	/* The verification snapshot's userfaultfd gives the RAM up to ours. */
 	gw_snapshot_disable(s->snap);
-	ret = gw_uffd_post_open(&s->vm, &s->pcd->uffd, &s->pcd->user_only);
+	ret = gw_uffd_post_open(&s->vm, &s->dst->pcd->uffd, &s->dst->pcd->user_only);
 	if (ret)
 		return gw_fail(s, GW_PHASE_POSTCOPY, ret == -EOPNOTSUPP ? -EOPNOTSUPP : ret,
 			       "cannot put guest RAM under userfaultfd: %s", strerror(-ret));
 	t_registered = gw_now_ns();
-	if (s->pcd->user_only)
+	if (s->dst->pcd->user_only)
 		gw_log(GW_LOG_WARN, "mig", "postcopy_user_faults_only",
 		       "reason=\"no CAP_SYS_PTRACE: faults from inside the kernel (KVM) are not trapped\"");
 	ret = pcd_admit_data(s, 1ull << s->nr_channels, why, sizeof(why));
@@ -229,11 +229,11 @@ int dst_pc_prepare(struct gw_session *s)
 		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "preempt connection: %s", why);
 	/* The first listener is done: a recovery may listen on the same address. */
 	pcd_stop_listening(s);
-	if (pthread_create(&s->pcd->handler, NULL, pcd_handler_main, s->pcd))
+	if (pthread_create(&s->dst->pcd->handler, NULL, pcd_handler_main, s->dst->pcd))
 		return gw_fail(s, GW_PHASE_POSTCOPY, -EAGAIN, "postcopy fault handler thread");
-	gw_thread_name(s->pcd->handler, "gw-pc-fault");
-	s->pcd->handler_started = true;
-	ret = pcd_start_receivers(s->pcd);
+	gw_thread_name(s->dst->pcd->handler, "gw-pc-fault");
+	s->dst->pcd->handler_started = true;
+	ret = pcd_start_receivers(s->dst->pcd);
 	if (ret)
 		return ret;
 	/*
@@ -242,7 +242,7 @@ int dst_pc_prepare(struct gw_session *s)
 	 * (perf sched: up to 1.2 ms late there). The handler, a receiver per
 	 * channel and the preempt one.
 	 */
-	pcd_wait_threads_up(s->pcd, 1 + s->nr_channels + 1);
+	pcd_wait_threads_up(s->dst->pcd, 1 + s->nr_channels + 1);
 	done.prepare_ns = gw_now_ns() - t0;
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_PC_PREPARED, &done);
 	if (ret)
@@ -255,7 +255,7 @@ int dst_pc_prepare(struct gw_session *s)
 
 int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 	struct gw_bitmap *u;
 	uint64_t words;
 
@@ -279,7 +279,7 @@ int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
 
 int dst_pc_complete(struct gw_session *s)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 
 	if (!pc || pc->complete)
 		return gw_fail(s, GW_PHASE_FINAL, -EPROTO, "COMPLETE for postcopy without PC_PREPARE");
@@ -321,7 +321,7 @@ int dst_pc_complete(struct gw_session *s)
 
 int dst_pc_go(struct gw_session *s)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 	int n = s->vm.nr_vcpus;
 
 	if (s->ops->postcopy_ram)
@@ -339,7 +339,7 @@ int dst_pc_go(struct gw_session *s)
 
 void dst_pc_resumed(struct gw_session *s)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 
 	pthread_mutex_lock(&s->lock);
 	pc->t_resumed_ns = gw_now_ns();
@@ -421,7 +421,7 @@ static void finish(struct gw_session *s, struct gw_pc_dst *pc, bool verify)
 
 int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 	union gw_msg *m = malloc(sizeof(*m));
 	int ret = m ? 0 : gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory");
 
@@ -480,7 +480,7 @@ out:
 
 int dst_pc_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 	struct gw_msg_pc_stats f;
 	int ret;
 
@@ -497,7 +497,7 @@ int dst_pc_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults)
 
 void dst_pc_release(struct gw_session *s)
 {
-	struct gw_pc_dst *pc = s->pcd;
+	struct gw_pc_dst *pc = s->dst->pcd;
 
 	if (!pc)
 		return;
@@ -530,6 +530,6 @@ void dst_pc_release(struct gw_session *s)
 	pthread_mutex_destroy(&pc->lock);
 	pthread_mutex_destroy(&pc->req_lock);
 	free(pc);
-	s->pcd = NULL;
+	s->dst->pcd = NULL;
 	gw_conn_close(&s->preempt);
 }

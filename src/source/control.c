@@ -16,13 +16,13 @@
 static void mbox_put(struct gw_session *s, int type, const union gw_msg *m)
 {
 	pthread_mutex_lock(&s->lock);
-	s->mbox_seen |= 1u << type;
+	s->src->mbox_seen |= 1u << type;
 	if (type == GW_MSG_READY)
-		s->mbox_ready = m->ready;
+		s->src->mbox_ready = m->ready;
 	else if (type == GW_MSG_RESUMED)
-		s->mbox_resumed = m->resumed;
+		s->src->mbox_resumed = m->resumed;
 	else
-		s->mbox_verified = m->verified;
+		s->src->mbox_verified = m->verified;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -39,9 +39,9 @@ static void pong(struct gw_session *s, const struct gw_msg_ping *m)
 		return;
 	rtt = now - m->token;
 	pthread_mutex_lock(&s->lock);
-	s->ping_rtt_ns = s->ping_rtt_ns ? (s->ping_rtt_ns * 7 + rtt) / 8 : rtt;
-	s->pong_token = m->token;
-	s->peer_backlog_bytes = m->backlog_bytes;
+	s->src->ping_rtt_ns = s->src->ping_rtt_ns ? (s->src->ping_rtt_ns * 7 + rtt) / 8 : rtt;
+	s->src->pong_token = m->token;
+	s->src->peer_backlog_bytes = m->backlog_bytes;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
@@ -114,16 +114,16 @@ int src_start_ctl_reader(struct gw_session *s)
 	 * TCP error, and handover waits are bounded by wait_mbox().
 	 */
 	gw_conn_set_idle_timeout(&s->ctl, 0);
-	if (pthread_create(&s->ctl_reader, NULL, ctl_reader_main, s))
+	if (pthread_create(&s->src->ctl_reader, NULL, ctl_reader_main, s))
 		return gw_fail(s, GW_PHASE_SETUP, -EAGAIN, "control reader thread");
-	gw_thread_name(s->ctl_reader, "gw-src-ctl");
-	s->ctl_reader_started = true;
+	gw_thread_name(s->src->ctl_reader, "gw-src-ctl");
+	s->src->ctl_reader_started = true;
 	return 0;
 }
 
 void src_join_ctl_reader(struct gw_session *s)
 {
-	if (s->ctl_reader_started)
-		pthread_join(s->ctl_reader, NULL);
-	s->ctl_reader_started = false;
+	if (s->src->ctl_reader_started)
+		pthread_join(s->src->ctl_reader, NULL);
+	s->src->ctl_reader_started = false;
 }

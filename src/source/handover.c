@@ -205,7 +205,7 @@ enum gw_src_outcome src_handover(struct gw_session *s, struct src_ctx *c, bool r
 	if (ret)
 		return no_resumed(s, c, ret, recoverable);
 	pthread_mutex_lock(&s->lock);
-	r = s->mbox_resumed;
+	r = s->src->mbox_resumed;
 	pthread_mutex_unlock(&s->lock);
 	c->t.resumed = resume_time(s, &c->t, &r, &c->resume_measured);
 	publish_downtime(s, c);

@@ -20,10 +20,10 @@ int gw_postcopy_resume(struct gw_session *s, const char *url)
 	pthread_mutex_lock(&s->lock);
 	if (!s->running || s->status != GW_STATUS_POSTCOPY_PAUSED)
 		ret = s->status == GW_STATUS_POSTCOPY_RECOVER ? -EBUSY : -EINVAL;
-	else if (s->pc_resume_url[0])
+	else if (s->src->pc_resume_url[0])
 		ret = -EBUSY;
 	else
-		snprintf(s->pc_resume_url, sizeof(s->pc_resume_url), "%s", url);
+		snprintf(s->src->pc_resume_url, sizeof(s->src->pc_resume_url), "%s", url);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	if (!ret)
@@ -175,19 +175,19 @@ int pcs_recover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 	       (unsigned long long)pc->pick.left_pages, pc->resumed_seen);
 	for (;;) {
 		pthread_mutex_lock(&s->lock);
-		s->pc_resolvable = !pc->resumed_seen;
-		while (!s->pc_resume_url[0] && !s->err.code && !s->pc_resolve_source)
+		s->src->pc_resolvable = !pc->resumed_seen;
+		while (!s->src->pc_resume_url[0] && !s->err.code && !s->src->pc_resolve_source)
 			pthread_cond_wait(&s->cond, &s->lock);
-		snprintf(url, sizeof(url), "%s", s->pc_resume_url);
+		snprintf(url, sizeof(url), "%s", s->src->pc_resume_url);
 		ret = s->err.code;
-		if (!ret && s->pc_resolve_source && !s->pc_resume_url[0]) {
+		if (!ret && s->src->pc_resolve_source && !s->src->pc_resume_url[0]) {
 			/* The operator found the VM not running there: it is ours again. */
 			gw_error_set_locked(s, GW_PHASE_HANDOVER, -ECANCELED, "GO sent, RESUMED lost; the "
 					    "operator resolved: the VM runs on the source");
 			ret = -ECANCELED;
 			c->paused = true;
 		}
-		s->pc_resolvable = false;
+		s->src->pc_resolvable = false;
 		if (!ret)
 			s->status = s->stats.status = GW_STATUS_POSTCOPY_RECOVER;
 		pthread_mutex_unlock(&s->lock);
@@ -198,7 +198,7 @@ int pcs_recover(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 		why[0] = 0;
 		ret = reconnect(s, pc, url, why, sizeof(why));
 		pthread_mutex_lock(&s->lock);
-		s->pc_resume_url[0] = 0;
+		s->src->pc_resume_url[0] = 0;
 		pthread_mutex_unlock(&s->lock);
 		if (!ret)
 			break;

@@ -44,7 +44,7 @@ static int send_pages(struct gw_session *s, struct gw_pages_out *po, struct gw_c
 	if (capped)
 		gw_ratelimit(s, GW_WIRE_HDR_BYTES + f.payload_bytes);
 	ret = gw_conn_send_prefix_crc(conn, GW_MSG_PAGES, f.iov, f.iovcnt, f.crc_iovcnt, NULL, NULL);
-	if (ret && __atomic_load_n(&s->pcs->done, __ATOMIC_ACQUIRE))
+	if (ret && __atomic_load_n(&s->src->pcs->done, __ATOMIC_ACQUIRE))
 		return ret;
 	if (ret)
 		return gw_fail(s, GW_PHASE_POSTCOPY, ret, "%s: sending pages: %s", what, strerror(-ret));

@@ -109,7 +109,7 @@ int pcs_alloc(struct gw_session *s, struct src_ctx *c)
 	if (gw_pages_out_init(&pc->pout, GW_CODEC_NONE, 0, 0))
 		return gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory for the preempt connection");
 	pc->pout_ready = true;
-	s->pcs = pc;
+	s->src->pcs = pc;
 	return 0;
 }
 
@@ -234,7 +234,7 @@ static uint64_t merge_map(struct gw_bitmap *todo, struct gw_bitmap *zero, const 
 static int build_map(struct gw_session *s, struct src_ctx *c, struct gw_pc_src *pc)
 {
 	/* No hint ever: every free map is empty, and so are the zero maps (allocated empty). */
-	bool hints = __atomic_load_n(&s->hint_ranges, __ATOMIC_RELAXED) != 0;
+	bool hints = __atomic_load_n(&s->src->hint_ranges, __ATOMIC_RELAXED) != 0;
 	uint64_t zero_pages = 0;
 	int ret;
 

@@ -140,7 +140,7 @@ int src_postcopy(struct gw_session *s, struct src_ctx *c)
 	ret = pcs_alloc(s, c);
 	if (ret)
 		return ret;
-	pc = s->pcs;
+	pc = s->src->pcs;
 	ret = pcs_switch_prepare(s);
 	if (!ret)
 		ret = pcs_switch_pause(s, c, pc);
@@ -188,7 +188,7 @@ static void take_figures_locked(struct gw_session *s, const struct gw_msg_pc_sta
 
 int src_pc_ctl_msg(struct gw_session *s, int type, const union gw_msg *m)
 {
-	struct gw_pc_src *pc = s->pcs;
+	struct gw_pc_src *pc = s->src->pcs;
 	enum gw_pc_state state = gw_pc_state(s);
 
 	switch (type) {
@@ -196,7 +196,7 @@ int src_pc_ctl_msg(struct gw_session *s, int type, const union gw_msg *m)
 		if (state != GW_PC_PREPARED)
 			return -EPROTO;
 		pthread_mutex_lock(&s->lock);
-		s->mbox_seen |= 1u << type;
+		s->src->mbox_seen |= 1u << type;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
 		return 0;
@@ -240,7 +240,7 @@ int src_pc_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out
 
 void src_pc_release(struct gw_session *s)
 {
-	struct gw_pc_src *pc = s->pcs;
+	struct gw_pc_src *pc = s->src->pcs;
 
 	if (!pc)
 		return;
@@ -254,5 +254,5 @@ void src_pc_release(struct gw_session *s)
 		gw_pages_out_release(&pc->pout);
 	pthread_mutex_destroy(&pc->lock);
 	free(pc);
-	s->pcs = NULL;
+	s->src->pcs = NULL;
 }

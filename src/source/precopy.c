@@ -8,7 +8,7 @@
  *
  * The bitmaps of pages to send (c->dirty), free and sent are shared with
  * free-page hints (gw_session_hint_free, any thread): all of them change
- * under s->hint_lock (source.h).
+ * under s->src->hint_lock (source.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -64,7 +64,7 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	 */
 	if (last)
 		__atomic_store_n(&s->dirty_final, true, __ATOMIC_RELEASE);
-	pthread_mutex_lock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
 	n = last && s->dirty.ops->collect_last ? s->dirty.ops->collect_last(&s->dirty, c->dirty) :
 		s->dirty.ops->collect(&s->dirty, c->dirty);
 	c->harvested_pages = n > 0 ? (uint64_t)n : 0;
@@ -73,7 +73,7 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 		c->dirty_pages += gw_bitmap_weight(&c->dirty[i]);
 		gw_bitmap_andnot(&c->free[i], &c->dirty[i]);	/* written since its hint */
 	}
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_unlock(&s->src->hint_lock);
 	c->harvest_ns = gw_now_ns() - t0;
 	if (n < 0)
 		return gw_fail(s, GW_PHASE_ROUND, (int)n, "dirty harvest (%s): %s",
@@ -104,10 +104,10 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, struct gw_bi
 {
 	uint64_t p, end;
 
-	pthread_mutex_lock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
 	p = gw_bitmap_next_set(bm, *pos);
 	if (p >= bm->nr_bits) {
-		pthread_mutex_unlock(&s->hint_lock);
+		pthread_mutex_unlock(&s->src->hint_lock);
 		return false;
 	}
 	memset(b, 0, sizeof(*b));
@@ -120,7 +120,7 @@ static bool take_region(struct gw_session *s, struct gw_bitmap *bm, struct gw_bi
 		gw_bitmap_set(sent, p);
 	}
 	gw_bitmap_clear_range(bm, b->first_page, b->nr_pages);
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_unlock(&s->src->hint_lock);
 	*pos = end;
 	return true;
 }
@@ -188,11 +188,11 @@ static bool pass_has_more(struct gw_session *s, struct src_ctx *c)
 {
 	bool more;
 
-	pthread_mutex_lock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
 	more = gw_bitmap_next_set(&c->dirty[c->pass_block], c->pass_pos) < c->dirty[c->pass_block].nr_bits;
 	for (unsigned bi = c->pass_block + 1; !more && bi < s->vm.nr_blocks; bi++)
 		more = gw_bitmap_next_set(&c->dirty[bi], 0) < c->dirty[bi].nr_bits;
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_unlock(&s->src->hint_lock);
 	return more;
 }
 
@@ -249,7 +249,7 @@ int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 	 * No hint ever: nothing is free, and walking bitmaps of the whole RAM
 	 * inside the pause would cost what the RAM size costs (7 ms for 64 GiB).
 	 */
-	if (!__atomic_load_n(&s->hint_ranges, __ATOMIC_RELAXED))
+	if (!__atomic_load_n(&s->src->hint_ranges, __ATOMIC_RELAXED))
 		return 0;
 	for (unsigned bi = 0; bi < s->vm.nr_blocks; bi++) {
 		uint64_t pos = 0;
@@ -263,7 +263,7 @@ int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 		if (ret)
 			return ret;
 	}
-	if (c->discarded_pages || __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED))
+	if (c->discarded_pages || __atomic_load_n(&s->src->hinted_pages, __ATOMIC_RELAXED))
 		gw_log(GW_LOG_INFO, "mig", "free_discarded", "pages=%llu",
 		       (unsigned long long)c->discarded_pages);
 	return 0;
@@ -355,7 +355,7 @@ static bool converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_
 static void update_fixed_cost(struct gw_session *s, struct src_ctx *c)
 {
 	pthread_mutex_lock(&s->lock);
-	c->rtt_ns = s->ping_rtt_ns;
+	c->rtt_ns = s->src->ping_rtt_ns;
 	pthread_mutex_unlock(&s->lock);
 	c->conv.fixed_cost_ns = SWITCH_WORK_NS + c->harvest_ns + 2 * c->rtt_ns;
 }
@@ -476,15 +476,15 @@ static uint64_t in_flight_bytes(struct gw_session *s)
 	for (unsigned i = 0; i < s->nr_channels; i++)
 		out += gw_conn_queued_bytes(&s->chans[i].conn, false);
 	pthread_mutex_lock(&s->lock);
-	peer = s->peer_backlog_bytes;
+	peer = s->src->peer_backlog_bytes;
 	pthread_mutex_unlock(&s->lock);
 	if (gw_conn_send_msg(&s->ctl, GW_MSG_PING, &ping))
 		return add_sat(out, peer);	/* a broken connection fails the migration elsewhere */
 	pthread_mutex_lock(&s->lock);
-	while (s->pong_token != ping.token && !s->err.code &&
+	while (s->src->pong_token != ping.token && !s->err.code &&
 	       pthread_cond_timedwait(&s->cond, &s->lock, &deadline) != ETIMEDOUT)
 		;
-	peer = s->peer_backlog_bytes;
+	peer = s->src->peer_backlog_bytes;
 	pthread_mutex_unlock(&s->lock);
 	return add_sat(out, peer);
 }

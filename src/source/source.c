@@ -40,10 +40,10 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 
 	gw_cpu_times(&user_ns, &sys_ns);
 	/* Pages still to queue, falling as the round goes (c->dirty_pages is the round's start). */
-	pthread_mutex_lock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++)
 		pending += gw_bitmap_weight(&c->dirty[i]);
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_unlock(&s->src->hint_lock);
 	pthread_mutex_lock(&s->lock);
 	st->ram_total_bytes = c->ram_pages * GW_PAGE_BYTES;
 	st->transferred_bytes = wire;
@@ -56,9 +56,9 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->payload_bytes_raw = __atomic_load_n(&s->ctr_raw_bytes, __ATOMIC_RELAXED);
 	st->payload_bytes_wire = __atomic_load_n(&s->ctr_wire_payload_bytes, __ATOMIC_RELAXED);
 	st->rate_bps = c->conv.rate_bps;
-	st->free_hinted_pages = __atomic_load_n(&s->hinted_pages, __ATOMIC_RELAXED);
+	st->free_hinted_pages = __atomic_load_n(&s->src->hinted_pages, __ATOMIC_RELAXED);
 	st->free_discarded_pages = c->discarded_pages;
-	st->rtt_ns = s->ping_rtt_ns;
+	st->rtt_ns = s->src->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
 	st->dirty_limit_bps = c->thr.dirty_limit_bps;
 	st->converging = !c->hint[0];
@@ -354,9 +354,9 @@ static int announce_round0(struct gw_session *s, struct src_ctx *c)
 		ret = gw_bitmap_init(&now, c->dirty[i].nr_bits);
 		if (ret)
 			break;
-		pthread_mutex_lock(&s->hint_lock);	/* hints change c->dirty meanwhile */
+		pthread_mutex_lock(&s->src->hint_lock);	/* hints change c->dirty meanwhile */
 		gw_bitmap_or(&now, &c->dirty[i]);
-		pthread_mutex_unlock(&s->hint_lock);
+		pthread_mutex_unlock(&s->src->hint_lock);
 		c->dirty_pages += gw_bitmap_weight(&now);
 		ret = send_extents(s, i, &now);
 		gw_bitmap_free(&now);
@@ -369,10 +369,10 @@ static void hints_start(struct gw_session *s, struct src_ctx *c)
 {
 	if (!s->ops->hints_start || !gw_param(s, GW_PARAM_FREE_PAGE_HINTS))
 		return;
-	pthread_mutex_lock(&s->hint_lock);
-	s->hint_target = c->dirty;
-	s->hint_free = c->free;
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
+	s->src->hint_target = c->dirty;
+	s->src->hint_free = c->free;
+	pthread_mutex_unlock(&s->src->hint_lock);
 	s->ops->hints_start(s->opaque, s);
 }
 
@@ -427,11 +427,11 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 {
 	bool hints_were_on;
 
-	pthread_mutex_lock(&s->hint_lock);
-	hints_were_on = s->hint_target != NULL;
-	s->hint_target = NULL;
-	s->hint_free = NULL;
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
+	hints_were_on = s->src->hint_target != NULL;
+	s->src->hint_target = NULL;
+	s->src->hint_free = NULL;
+	pthread_mutex_unlock(&s->src->hint_lock);
 	if (hints_were_on && s->ops->hints_stop)
 		s->ops->hints_stop(s->opaque);
 	src_unthrottle(s, c);
@@ -537,13 +537,13 @@ static void src_reset(struct gw_session *s, bool local)
 	__atomic_store_n(&s->ctr_xbzrle_pages, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->ctr_raw_bytes, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->ctr_wire_payload_bytes, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->hinted_pages, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->src->hinted_pages, 0, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&s->lock);
-	s->mbox_seen = 0;
-	s->ping_rtt_ns = 0;
-	s->pong_token = 0;
-	s->peer_backlog_bytes = 0;
-	s->pc_resume_url[0] = 0;
+	s->src->mbox_seen = 0;
+	s->src->ping_rtt_ns = 0;
+	s->src->pong_token = 0;
+	s->src->peer_backlog_bytes = 0;
+	s->src->pc_resume_url[0] = 0;
 	pthread_mutex_unlock(&s->lock);
 }
 

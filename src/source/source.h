@@ -27,6 +27,37 @@
 #include "source/throttle.h"
 
 /*
+ * What only the source's session holds (s->src, allocated with the
+ * session). "lock" is s->lock; "mig" the migration thread.
+ */
+struct gw_src_state {
+	uint64_t ping_rtt_ns;		/* lock: smoothed PING -> PONG, 0 = none yet */
+	uint64_t pong_token;		/* lock: the token of the last PONG (cond on arrival) */
+	uint64_t peer_backlog_bytes;	/* lock: that PONG's backlog_bytes */
+
+	/* The control reader hands READY / RESUMED / VERIFIED over here. */
+	pthread_t ctl_reader;		/* mig */
+	bool ctl_reader_started;	/* mig */
+	uint32_t mbox_seen;		/* lock: bit (1 << type) for each type delivered */
+	struct gw_msg_ready mbox_ready;	/* lock */
+	struct gw_msg_resumed mbox_resumed;	/* lock */
+	struct gw_msg_verified mbox_verified;	/* lock */
+
+	/* Free-page hints (gw_session_hint_free, any thread). */
+	pthread_mutex_t hint_lock;	/* guards the three fields below and the bitmaps they name */
+	struct gw_bitmap *hint_target;	/* hint_lock: the pages to send (mig's), NULL = no hints now */
+	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
+	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
+	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
+
+	/* Postcopy. */
+	struct gw_pc_src *pcs;		/* mig (source/postcopy.c) */
+	char pc_resume_url[GW_URL_MAX];	/* lock: a recovery asked for ("" none) */
+	bool pc_resolvable;		/* lock: paused after GO without RESUMED */
+	bool pc_resolve_source;		/* lock: the operator says the destination does not run it */
+};
+
+/*
  * CLOCK_MONOTONIC at each step of the switchover, in this order: the
  * breakdown is their differences. The state is saved and sent while the
  * channels still send the last pages they were given.

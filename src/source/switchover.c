@@ -22,9 +22,9 @@ int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
-	while (!(s->mbox_seen & bit) && !gw_failed(s) && ret != ETIMEDOUT)
+	while (!(s->src->mbox_seen & bit) && !gw_failed(s) && ret != ETIMEDOUT)
 		ret = pthread_cond_timedwait(&s->cond, &s->lock, &deadline);
-	ret = (s->mbox_seen & bit) ? 0 : gw_failed(s) ? gw_failed(s) : -ETIMEDOUT;
+	ret = (s->src->mbox_seen & bit) ? 0 : gw_failed(s) ? gw_failed(s) : -ETIMEDOUT;
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -37,10 +37,10 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	c->switched_over = true;
 	if (s->ops->hints_stop)
 		s->ops->hints_stop(s->opaque);
-	pthread_mutex_lock(&s->hint_lock);
-	s->hint_target = NULL;	/* the VM stops: no more hints */
-	s->hint_free = NULL;
-	pthread_mutex_unlock(&s->hint_lock);
+	pthread_mutex_lock(&s->src->hint_lock);
+	s->src->hint_target = NULL;	/* the VM stops: no more hints */
+	s->src->hint_free = NULL;
+	pthread_mutex_unlock(&s->src->hint_lock);
 	gw_events_hold(s);	/* to the resume: no observer wakes inside the downtime */
 	gw_set_status(s, GW_STATUS_DEVICE);
 	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
@@ -152,7 +152,7 @@ int src_complete_and_ready(struct gw_session *s, struct src_ctx *c, uint32_t fla
 			"destination did not answer ready within the I/O timeout") : ret;
 	c->t.ready = gw_now_ns();
 	pthread_mutex_lock(&s->lock);
-	r = s->mbox_ready;
+	r = s->src->mbox_ready;
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_INFO, "mig", "ready", "dst_load_us=%llu round_trip_us=%llu",
 	       (unsigned long long)(r.load_ns / 1000),
@@ -217,7 +217,7 @@ void src_verify(struct gw_session *s, struct src_ctx *c)
 		return;
 	}
 	pthread_mutex_lock(&s->lock);
-	v = s->mbox_verified;
+	v = s->src->mbox_verified;
 	pthread_mutex_unlock(&s->lock);
 	if (v.flags & GW_VERIFIED_UNAVAILABLE) {
 		gw_log(GW_LOG_WARN, "mig", "verify_unknown", "reason=\"the destination cannot snapshot its RAM\"");
