@@ -25,6 +25,7 @@
 #include <godwit/godwit.h>
 #include "core/fault.h"
 #include "mem/bitmap.h"
+#include "mem/devdirty.h"
 #include "mem/dirty.h"
 #include "net/io.h"
 #include "net/tls.h"
@@ -180,6 +181,14 @@ struct gw_session {
 	struct gw_bitmap *hint_free;	/* hint_lock: with hint_target, the pages free now (src_ctx.free) */
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
 	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
+
+	/*
+	 * Source: pages the VMM's devices wrote (gw_session_mark_dirty, any
+	 * thread, lock-free; mem/devdirty.h). Allocated by gw_session_new,
+	 * freed by gw_session_free; reset when tracking starts and taken at
+	 * every harvest by the migration thread. Destination: no blocks.
+	 */
+	struct gw_devdirty devdirty;
 
 	/* TLS credentials of this migration (net/tls.h), NULL = plain: made by
 	 * gw_migrate_start / gw_incoming_start before the thread, freed by the next
