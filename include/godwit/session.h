@@ -136,6 +136,13 @@ GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_
  * source's guest stays paused until the migration ends): nothing to report.
  * If the migration fails, resume restarts them and reporting goes on.
  *
+ * Send paths: once any device reported on a session, pages are never sent
+ * straight from guest memory (GW_SEND_LIVE, GW_SEND_ZEROCOPY copy first,
+ * as the default does): a report comes after its write, too late to name a
+ * page torn while the kernel sent it, and the destination would refuse its
+ * checksum. A VMM with devices that asks for those paths has its devices
+ * report before the migration starts (their first writes do).
+ *
  * On the destination nothing is reported: its devices start after the
  * resume, and under postcopy they must write guest RAM through the block's
  * host mapping (gw_vm_ops.postcopy_ram), where a page not received yet

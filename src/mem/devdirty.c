@@ -59,6 +59,8 @@ int gw_devdirty_mark(struct gw_devdirty *d, uint64_t gpa, uint64_t len_bytes)
 			return -EINVAL;
 		if (!len_bytes)
 			return 0;
+		if (!__atomic_load_n(&d->seen, __ATOMIC_RELAXED))
+			__atomic_store_n(&d->seen, 1, __ATOMIC_RELAXED);
 		p = off / GW_PAGE_BYTES;
 		last = (off + len_bytes - 1) / GW_PAGE_BYTES;
 		while (p <= last) {

@@ -32,6 +32,7 @@
 #ifndef GW_MEM_DEVDIRTY_H
 #define GW_MEM_DEVDIRTY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <godwit/vm.h>
 #include "mem/bitmap.h"
@@ -46,6 +47,7 @@ struct gw_devdirty_block {
 
 struct gw_devdirty {
 	unsigned nr_blocks;		/* set at init; 0 = none (a destination) */
+	int seen;			/* atomic: a mark was made (ever: never cleared) */
 	struct gw_devdirty_block b[GW_MAX_RAM_BLOCKS];	/* set at init, words atomic */
 };
 
@@ -61,6 +63,18 @@ void gw_devdirty_free(struct gw_devdirty *d);
  * summary bit is clear.
  */
 int gw_devdirty_mark(struct gw_devdirty *d, uint64_t gpa, uint64_t len_bytes);
+/*
+ * Whether a device ever reported a write here. Pages are then never sent
+ * straight from guest memory (send-path live, zerocopy): a device's write
+ * during such a send changes the page after its CRC, and its report comes
+ * after the write, possibly after the channel asked which pages changed
+ * (PAGES_VOID), so the destination would see a CRC no message excuses.
+ */
+static inline bool gw_devdirty_seen(const struct gw_devdirty *d)
+{
+	return __atomic_load_n(&d->seen, __ATOMIC_RELAXED) != 0;
+}
+
 /*
  * Forget every mark (a migration starts: its round 0 reads every page
  * after this). A mark racing with it may survive: a page sent once more.

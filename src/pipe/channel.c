@@ -255,10 +255,11 @@ static int prep_batch(struct gw_channel *ch, const struct gw_batch *b, unsigned 
 	/*
 	 * Tracking runs before the first batch is queued: the backend is known
 	 * by now. Not after the final harvest: the guest is paused and nothing
-	 * is re-armed any more (precopy.c harvest).
+	 * is re-armed any more (precopy.c harvest). Nor once devices report
+	 * writes (mem/devdirty.h: no PAGES_VOID could name theirs in time).
 	 */
 	ch->live_ok = send_live(gw_param(s, GW_PARAM_SEND_PATH)) && s->dirty_started && s->dirty.ops->written &&
-		      !__atomic_load_n(&s->dirty_final, __ATOMIC_ACQUIRE);
+		      !__atomic_load_n(&s->dirty_final, __ATOMIC_ACQUIRE) && !gw_devdirty_seen(&s->devdirty);
 	mapped = mapped_pages(ch, b, blk, link, mask);
 	add_stage(s, GW_STAGE_READ, gw_now_ns() - t0);
 	ram = (struct gw_ram_view){ b->block, blk->host, blk->fd, blk->fd_offset_bytes, mapped, ch->live_ok };

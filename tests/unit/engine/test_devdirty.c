@@ -184,6 +184,7 @@ struct config {
 	bool report;
 	bool postcopy;			/* gw_session_start_postcopy once precopy runs */
 	bool expect_match;
+	int send_path;			/* enum gw_send_path (0: auto) */
 };
 
 static void run(const struct config *cf)
@@ -232,6 +233,7 @@ static void run(const struct config *cf)
 	set_param(src, GW_PARAM_DOWNTIME_LIMIT_US, 1000);
 	set_param(src, GW_PARAM_CONVERGE_TIMEOUT_MS, 500);
 	set_param(src, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_FORCE);
+	set_param(src, GW_PARAM_SEND_PATH, cf->send_path);
 	if (cf->postcopy) {
 		set_param(src, GW_PARAM_POSTCOPY, 1);
 		set_param(src, GW_PARAM_POSTCOPY_AFTER_ROUNDS, 3);
@@ -260,6 +262,9 @@ static void run(const struct config *cf)
 		TEST_CHECK(ss.verify == GW_VERIFY_OK && ds.verify == GW_VERIFY_OK, "%s: digest %s/%s", cf->name,
 			   gw_verify_name(ss.verify), gw_verify_name(ds.verify));
 		TEST_CHECK(dev_diff == 0, "%s: %u device pages differ", cf->name, dev_diff);
+		/* Reporting devices and live sends do not mix: pages are copied first. */
+		TEST_CHECK(!cf->report || ss.live_pages == 0, "%s: %llu pages sent live", cf->name,
+			   (unsigned long long)ss.live_pages);
 	} else {
 		/* Without the reports the final writes stay behind: the digest says so. */
 		TEST_CHECK(ss.verify == GW_VERIFY_MISMATCH || ds.verify == GW_VERIFY_MISMATCH,
@@ -321,12 +326,13 @@ static void api_checks(void)
 int main(int argc, char **argv)
 {
 	static const struct config cfs[] = {
-		{ "second mapping, reported", DEV_SECOND_MAPPING, true, false, true },
-		{ "second mapping, not reported", DEV_SECOND_MAPPING, false, false, false },
-		{ "syscall, not reported (uffd-wp sees it)", DEV_SYSCALL, false, false, true },
-		{ "syscall, reported", DEV_SYSCALL, true, false, true },
-		{ "postcopy second mapping, reported", DEV_SECOND_MAPPING, true, true, true },
-		{ "postcopy second mapping, not reported", DEV_SECOND_MAPPING, false, true, false },
+		{ "second mapping, reported", DEV_SECOND_MAPPING, true, false, true, 0 },
+		{ "second mapping, not reported", DEV_SECOND_MAPPING, false, false, false, 0 },
+		{ "syscall, not reported (uffd-wp sees it)", DEV_SYSCALL, false, false, true, 0 },
+		{ "syscall, reported", DEV_SYSCALL, true, false, true, 0 },
+		{ "postcopy second mapping, reported", DEV_SECOND_MAPPING, true, true, true, 0 },
+		{ "postcopy second mapping, not reported", DEV_SECOND_MAPPING, false, true, false, 0 },
+		{ "send-path live, second mapping, reported", DEV_SECOND_MAPPING, true, false, true, GW_SEND_LIVE },
 	};
 	char why[256];
 
