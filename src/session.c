@@ -57,6 +57,9 @@ struct gw_session *gw_session_new(enum gw_role role, const struct gw_vm_info *vm
 		    b->size_bytes % b->page_size_bytes)
 			ret = -EINVAL;
 	}
+	/* Device-dirty bitmaps: a source's, for the session's life (mark_dirty never waits). */
+	if (!ret && role == GW_ROLE_SOURCE)
+		ret = gw_devdirty_init(&s->devdirty, &s->vm);
 	if (ret) {
 		free(s->dst);
 		free(s->src);
@@ -126,6 +129,7 @@ void gw_session_free(struct gw_session *s)
 	if (s->src)
 		pthread_mutex_destroy(&s->src->hint_lock);
 	free(s->src);
+	gw_devdirty_free(&s->devdirty);
 	free(s->dst);
 	free(s);
 }
@@ -152,6 +156,14 @@ int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_t first_pa
 	}
 	pthread_mutex_unlock(&s->src->hint_lock);
 	return ret;
+}
+
+int gw_session_mark_dirty(struct gw_session *s, uint64_t gpa, uint64_t len_bytes)
+{
+	/* No lock, no check of a running migration: marks between migrations are dropped at the next start. */
+	if (!s || s->role != GW_ROLE_SOURCE)
+		return -EINVAL;
+	return gw_devdirty_mark(&s->devdirty, gpa, len_bytes);
 }
 
 int gw_session_wait(struct gw_session *s)

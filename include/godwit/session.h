@@ -109,6 +109,56 @@ GW_EXPORT int gw_session_hint_free(struct gw_session *s, unsigned block, uint64_
 				   uint64_t nr_pages);
 
 /*
+ * Device writes (source): the VMM's devices wrote guest RAM at guest-physical
+ * [@gpa, @gpa + @len_bytes) behind the dirty tracker's back: an I/O thread
+ * filling receive buffers and used rings is no vCPU, so KVM's dirty log and
+ * ring never see it, and uffd-wp sees only writes through the block's host
+ * mapping. Call it after the bytes are written (a report before them could
+ * be harvested before they change, and the change never sent), whatever
+ * the tracker, on every source session, migrating or not: the pages are
+ * sent again with the next harvest of every round, the final one included,
+ * and so under postcopy.
+ *
+ * Threads and cost: any thread, any time between gw_session_new and
+ * gw_session_free, concurrently with everything; lock-free, never waits
+ * and never fails for lack of memory (the bitmaps, a bit per page, are
+ * made by gw_session_new): an atomic OR per 64 pages of the range, one more
+ * the first time in a harvest a 256 KiB stretch is marked, and a look-up
+ * among the RAM blocks. Cheap enough to call per buffer. Outside a
+ * migration the marks are kept and dropped when the next one starts
+ * tracking (its first pass reads every page anyway).
+ *
+ * The pause contract: the VMM's pause hook (gw_vm_ops.pause) must stop
+ * its devices touching guest RAM, and report what they wrote, before it
+ * returns. The final harvest runs right after; a device write after it is
+ * lost, which the RAM digest (GW_PARAM_VERIFY) then reports. After a
+ * postcopy switch the devices run on the destination, never here (the
+ * source's guest stays paused until the migration ends): nothing to report.
+ * If the migration fails, resume restarts them and reporting goes on.
+ *
+ * Send paths: once any device reported on a session, pages are never sent
+ * straight from guest memory (GW_SEND_LIVE, GW_SEND_ZEROCOPY copy first,
+ * as the default does): a report comes after its write, too late to name a
+ * page torn while the kernel sent it, and the destination would refuse its
+ * checksum. A VMM with devices that asks for those paths has its devices
+ * report before the migration starts (their first writes do).
+ *
+ * On the destination nothing is reported: its devices start after the
+ * resume, and under postcopy they must write guest RAM through the block's
+ * host mapping (gw_vm_ops.postcopy_ram), where a page not received yet
+ * faults and waits for its page as a vCPU does; a write through another
+ * mapping of the file would be overwritten when the page arrives. A kernel
+ * write on the VMM's behalf (read() from a tap into guest RAM) waits the same
+ * only with a userfaultfd that traps kernel-mode faults (which KVM needs
+ * anyway); with a user-mode-only one it fails with EFAULT: copy through a
+ * buffer of the VMM's.
+ *
+ * 0 (also for @len_bytes 0 inside a block); -EINVAL when @s is NULL or a
+ * destination, or the range is not inside one RAM block.
+ */
+GW_EXPORT int gw_session_mark_dirty(struct gw_session *s, uint64_t gpa, uint64_t len_bytes);
+
+/*
  * Whether dirty-tracking backend @id (GW_DIRTY_AUTO: any of them) can track
  * @vm on this host; @vm NULL asks about plain process memory (what a VMM
  * checks before it offers to migrate). 0 with the backend's name in @why,

@@ -116,7 +116,12 @@ GW_EXPORT int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...
 
 struct gw_vm_ops {
 	uint32_t size;			/* sizeof(struct gw_vm_ops): hooks past it are NULL */
-	/* Stop every vCPU; returns once none runs. 0 or -errno. Required. */
+	/*
+	 * Stop every vCPU and device; returns once none runs and no device
+	 * touches guest RAM, every device write reported with
+	 * gw_session_mark_dirty() (the final harvest follows). 0 or -errno.
+	 * Required.
+	 */
 	int (*pause)(void *opaque);
 	/*
 	 * Restart the vCPUs. 0 or -errno. Required. With the rt-priority

@@ -25,6 +25,7 @@
 #include <godwit/godwit.h>
 #include "core/fault.h"
 #include "mem/bitmap.h"
+#include "mem/devdirty.h"
 #include "mem/dirty.h"
 #include "net/io.h"
 #include "net/tls.h"
@@ -164,6 +165,14 @@ struct gw_session {
 	uint64_t ctr_direct_pages;	/* destination: received straight into guest memory */
 	uint64_t ctr_zc_sends, ctr_zc_copied;	/* source: MSG_ZEROCOPY sends completed; of those, copied */
 
+
+	/*
+	 * Source: pages the VMM's devices wrote (gw_session_mark_dirty, any
+	 * thread, lock-free; mem/devdirty.h). Allocated by gw_session_new,
+	 * freed by gw_session_free; reset when tracking starts and taken at
+	 * every harvest by the migration thread. Destination: no blocks.
+	 */
+	struct gw_devdirty devdirty;
 
 	/* TLS credentials of this migration (net/tls.h), NULL = plain: made by
 	 * gw_migrate_start / gw_incoming_start before the thread, freed by the next

@@ -24,14 +24,15 @@ static bool send_live(int64_t path)
 /*
  * Tracking runs before the first batch is queued: the backend is known by
  * now. Not after the final harvest: the guest is paused and nothing is
- * re-armed any more (precopy.c harvest).
+ * re-armed any more (precopy.c harvest). Nor once devices report writes
+ * (mem/devdirty.h: no PAGES_VOID could name theirs in time).
  */
 bool gw_chan_live_ok(const struct gw_channel *ch)
 {
 	const struct gw_session *s = ch->s;
 
 	return send_live(gw_param(s, GW_PARAM_SEND_PATH)) && s->dirty_started && s->dirty.ops->written &&
-	       !__atomic_load_n(&s->dirty_final, __ATOMIC_ACQUIRE);
+	       !__atomic_load_n(&s->dirty_final, __ATOMIC_ACQUIRE) && !gw_devdirty_seen(&s->devdirty);
 }
 
 const uint64_t *gw_chan_mapped(struct gw_channel *ch, const struct gw_batch *b,

@@ -67,7 +67,15 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	pthread_mutex_lock(&s->src->hint_lock);
 	n = last && s->dirty.ops->collect_last ? s->dirty.ops->collect_last(&s->dirty, c->dirty) :
 		s->dirty.ops->collect(&s->dirty, c->dirty);
-	c->harvested_pages = n > 0 ? (uint64_t)n : 0;
+	/*
+	 * The pages the VMM's devices reported: in every round, the final one
+	 * included (the VMM stopped its devices before its pause hook
+	 * returned, so every mark is in), and so in the pages a postcopy
+	 * switch leaves to send. Before the free pages below: a device-written
+	 * page is not free.
+	 */
+	c->device_pages = n >= 0 ? gw_devdirty_take(&s->devdirty, c->dirty) : 0;
+	c->harvested_pages = (n > 0 ? (uint64_t)n : 0) + c->device_pages;
 	c->dirty_pages = 0;
 	for (unsigned i = 0; n >= 0 && i < s->vm.nr_blocks; i++) {
 		c->dirty_pages += gw_bitmap_weight(&c->dirty[i]);
@@ -304,7 +312,8 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	gw_log(GW_LOG_INFO, "mig", "round_end",
 	       "round=%llu sent_bytes=%llu pages=%llu duration_us=%llu rate_bps=%llu dirty_pages=%llu "
 	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d harvest_us=%llu "
-	       "read_us=%llu classify_us=%llu compress_us=%llu send_us=%llu settle_us=%llu void_pages=%llu",
+	       "read_us=%llu classify_us=%llu compress_us=%llu send_us=%llu settle_us=%llu void_pages=%llu "
+	       "device_pages=%llu",
 	       (unsigned long long)round, (unsigned long long)bytes, (unsigned long long)pages,
 	       (unsigned long long)(ns / 1000), (unsigned long long)c->conv.rate_bps,
 	       (unsigned long long)c->dirty_pages, (unsigned long long)rate_pps,
@@ -315,7 +324,7 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_COMPRESS] - m0->stage_ns[GW_STAGE_COMPRESS]) / 1000),
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_SEND] - m0->stage_ns[GW_STAGE_SEND]) / 1000),
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_SETTLE] - m0->stage_ns[GW_STAGE_SETTLE]) / 1000),
-	       (unsigned long long)(m1->void_pages - m0->void_pages));
+	       (unsigned long long)(m1->void_pages - m0->void_pages), (unsigned long long)c->device_pages);
 }
 
 /*

@@ -300,6 +300,7 @@ static int start_tracking(struct gw_session *s)
 	if (ret)
 		return gw_fail(s, GW_PHASE_SETUP, ret, "no usable dirty-tracking backend%s",
 			       want ? " of the kind asked for" : "");
+	gw_devdirty_reset(&s->devdirty);	/* round 0 reads every page after this */
 	ret = s->dirty.ops->start(&s->dirty);
 	if (ret)
 		return gw_fail(s, GW_PHASE_SETUP, ret, "dirty tracking %s: %s",
