@@ -584,7 +584,8 @@ int main(int argc, char **argv)
 	double dur_s = last_tx_ns > pg.t0_ns ? (double)(last_tx_ns - pg.t0_ns) / 1e9 : 0;
 	/* sent frames span (sent - 1) intervals: the achieved rate over them */
 	double achieved_pps = dur_s > 0 && sent_ok > 1 ? (double)(sent_ok - 1) / dur_s : 0;
-	uint64_t send_end_rel = last_tx_ns - pg.t0_ns;
+	/* The sending window by deadlines: frame i is due at i / pps, i < pps * seconds. */
+	uint64_t send_end_rel = (uint64_t)o.seconds * NS_PER_S;
 	double before = -1, after = -1;
 
 	if (mark_ns > pg.t0_ns) {

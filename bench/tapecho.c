@@ -15,6 +15,8 @@
  * --rarp    send one RARP reverse request from MAC when ready, as QEMU's
  *           announce-self does after a switchover, so that the switch
  *           learns the NIC's new port before the guest sends anything.
+ *           "Ready" is once the port is up and its bridge forwards (at
+ *           most 2 s): see wait_port_ready().
  * --seconds lifetime bound (default 60, at most 3600); SIGTERM ends it
  *           sooner. SIGSTOP / SIGCONT pause it, as a paused guest.
  * --rcvbuf  the AF_PACKET socket's receive buffer (--iface only): small,
@@ -77,6 +79,47 @@ static int parse_mac(const char *s, uint8_t mac[6])
 		mac[i] = (uint8_t)v[i];
 	}
 	return 0;
+}
+
+/* The first line of /sys/class/net/IF/FILE equals @want (false if absent). */
+static bool sys_is(const char *ifname, const char *file, const char *want)
+{
+	char path[128], buf[32] = { 0 };
+	FILE *f;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/%s", ifname, file);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	ok = fgets(buf, sizeof(buf), f) && !strncmp(buf, want, strlen(want)) &&
+	     (buf[strlen(want)] == '\n' || !buf[strlen(want)]);
+	fclose(f);
+	return ok;
+}
+
+/*
+ * Wait (at most 2 s) until the interface is up and, if it is a bridge
+ * port, forwarding. Opening a tap turns its carrier on, but the kernel
+ * tells the bridge asynchronously (linkwatch, up to a second later): a
+ * frame written before that is dropped by the bridge, as a RARP sent at
+ * once after a switchover would be. Returns the ns waited.
+ */
+static uint64_t wait_port_ready(const char *ifname)
+{
+	uint64_t t0 = mono_ns();
+	char brport[64];
+
+	snprintf(brport, sizeof(brport), "/sys/class/net/%s/brport", ifname);
+	for (int i = 0; i < 200; i++) {
+		bool up = sys_is(ifname, "operstate", "up");
+		bool fwd = access(brport, F_OK) != 0 || sys_is(ifname, "brport/state", "3");
+
+		if (up && fwd)
+			break;
+		nanosleep(&(struct timespec){ .tv_nsec = 10000000 }, NULL);
+	}
+	return mono_ns() - t0;
 }
 
 static int open_tap(const char *name)
@@ -185,7 +228,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (rarp) {
-		int r = send_rarp(fd, tap != NULL, iface, mac);
+		uint64_t waited_ns = wait_port_ready(tap ? tap : iface);
+		int r;
+
+		fprintf(stderr, "tapecho port ready after %.1f ms\n", (double)waited_ns / 1e6);
+		r = send_rarp(fd, tap != NULL, iface, mac);
 
 		if (r) {
 			fprintf(stderr, "tapecho: RARP: %s\n", strerror(-r));
