@@ -17,7 +17,7 @@ rates=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../tests/integration/nfv_topo.sh"
 gen="$build/bench/gwpktgen" echo_bin="$build/bench/tapecho"
-[ -x "$gen" ] && [ -x "$echo_bin" ] || { echo "nfv_standin: build $build has no gwpktgen/tapecho" >&2; exit 1; }
+{ [ -x "$gen" ] && [ -x "$echo_bin" ]; } || { echo "nfv_standin: build $build has no gwpktgen/tapecho" >&2; exit 1; }
 nfv_available || { echo "nfv_standin: cannot build the topology here (root, ip, /dev/net/tun)" >&2; exit 77; }
 name="bs$$"
 out=$(mktemp -d /tmp/gw-nfvsb.XXXXXX)

@@ -15,7 +15,7 @@
 GWPKTGEN=${GWPKTGEN:-$(dirname "$GODWIT_BIN")/../bench/gwpktgen}
 TAPECHO=${TAPECHO:-$(dirname "$GODWIT_BIN")/../bench/tapecho}
 nfv_available || skip "cannot build the NFV topology (needs root, ip, /dev/net/tun)"
-[ -x "$GWPKTGEN" ] && [ -x "$TAPECHO" ] || fail "gwpktgen/tapecho not built ($GWPKTGEN, $TAPECHO)"
+{ [ -x "$GWPKTGEN" ] && [ -x "$TAPECHO" ]; } || fail "gwpktgen/tapecho not built ($GWPKTGEN, $TAPECHO)"
 name="st$$"
 trap 'cleanup; nfv_teardown "$name"' EXIT
 nfv_setup "$name" --link 10gbit --nics 2 || fail "nfv_setup"

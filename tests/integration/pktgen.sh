@@ -18,7 +18,7 @@ case=${1:?usage: pktgen.sh count|pause}
 GWPKTGEN=${GWPKTGEN:-$(dirname "$GODWIT_BIN")/../bench/gwpktgen}
 TAPECHO=${TAPECHO:-$(dirname "$GODWIT_BIN")/../bench/tapecho}
 netns_available || skip "cannot create network namespaces (needs root / CAP_NET_ADMIN)"
-[ -x "$GWPKTGEN" ] && [ -x "$TAPECHO" ] || fail "gwpktgen/tapecho not built ($GWPKTGEN, $TAPECHO)"
+{ [ -x "$GWPKTGEN" ] && [ -x "$TAPECHO" ]; } || fail "gwpktgen/tapecho not built ($GWPKTGEN, $TAPECHO)"
 name="pg$$"
 trap 'cleanup; netns_teardown "$name"' EXIT
 netns_setup "$name" none || fail "netns_setup"
