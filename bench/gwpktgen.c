@@ -10,7 +10,8 @@
  * consecutive frames received back, beside godwit's own downtime.
  *
  *   gwpktgen --iface IF --dst-mac MAC [--pps N] [--seconds S] [--size B]
- *            [--linger-ms MS] [--mark-file PATH] [--start-file PATH] [--json]
+ *            [--linger-ms MS] [--mark-file PATH] [--mark-slack-ms MS]
+ *            [--start-file PATH] [--json]
  *
  * Frame (--size counts the 4-byte FCS the NIC adds, as pktgen's "64-byte
  * frames" do; we write size - 4 bytes): Ethernet header, ethertype 0x88b5
@@ -88,6 +89,8 @@
 #define RTT_BUCKETS 100000               /* up to 100 ms, then overflow */
 #define MARK_POLL_NS 10000000            /* look for the mark file every 10 ms */
 #define NS_PER_S UINT64_C(1000000000)
+#define GAPS_MAX 65536                   /* gaps kept for the mark's look-up */
+#define GAP_KEEP_MIN_NS 1000000          /* ... those of 1 ms or more (and >= 3 intervals) */
 
 struct opts {
 	const char *iface;
@@ -97,6 +100,7 @@ struct opts {
 	unsigned size_bytes;             /* with FCS */
 	unsigned linger_ms;
 	const char *mark_file;
+	unsigned mark_slack_ms;          /* the mark's gap may start this long after it */
 	const char *start_file;          /* written with t0 when sending starts */
 	bool json;
 };
@@ -128,6 +132,9 @@ struct pg {
 	bool any;
 	uint64_t last_rx_ns, first_rx_ns;
 	uint64_t gap_ns, gap_start_ns;   /* longest gap and the rx stamp it starts at */
+	uint64_t gap_keep_ns;            /* set at creation: the least gap kept in gaps[] */
+	struct { uint64_t start_ns, len_ns; } *gaps;  /* the first GAPS_MAX such gaps */
+	unsigned nr_gaps;
 	uint64_t *bins;                  /* received frames per second since t0 */
 	uint32_t *rtt_hist;              /* RTT_BUCKETS + 1 (overflow) */
 	uint64_t rtt_count;
@@ -255,9 +262,17 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 
 	if (!pg->any) {
 		pg->first_rx_ns = rx_ns;
-	} else if (rx_ns > pg->last_rx_ns && rx_ns - pg->last_rx_ns > pg->gap_ns) {
-		pg->gap_ns = rx_ns - pg->last_rx_ns;
-		pg->gap_start_ns = pg->last_rx_ns;
+	} else if (rx_ns > pg->last_rx_ns) {
+		uint64_t gap = rx_ns - pg->last_rx_ns;
+
+		if (gap > pg->gap_ns) {
+			pg->gap_ns = gap;
+			pg->gap_start_ns = pg->last_rx_ns;
+		}
+		if (gap >= pg->gap_keep_ns && pg->nr_gaps < GAPS_MAX) {
+			pg->gaps[pg->nr_gaps].start_ns = pg->last_rx_ns;
+			pg->gaps[pg->nr_gaps++].len_ns = gap;
+		}
 	}
 	if (!pg->any || rx_ns > pg->last_rx_ns)
 		pg->last_rx_ns = rx_ns;
@@ -422,7 +437,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: gwpktgen --iface IF --dst-mac MAC [--pps N (1..%u, 1000)] [--seconds S (1..%u, 5)]\n"
 		   "                [--size BYTES (%u..%u with FCS, 64)] [--linger-ms MS (0..%u, 300)]\n"
-		   "                [--mark-file PATH] [--start-file PATH] [--json]\n",
+		   "                [--mark-file PATH] [--mark-slack-ms MS (50)] [--start-file PATH] [--json]\n",
 		MAX_PPS, MAX_SECONDS, MIN_SIZE_BYTES, MAX_SIZE_BYTES, MAX_LINGER_MS);
 }
 
@@ -430,7 +445,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	bool have_mac = false;
 
-	*o = (struct opts){ .pps = 1000, .seconds = 5, .size_bytes = MIN_SIZE_BYTES, .linger_ms = 300 };
+	*o = (struct opts){ .pps = 1000, .seconds = 5, .size_bytes = MIN_SIZE_BYTES, .linger_ms = 300,
+			    .mark_slack_ms = 50 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int r = 0;
@@ -446,6 +462,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--size")) r = parse_uint(v, MIN_SIZE_BYTES, MAX_SIZE_BYTES, &o->size_bytes);
 		else if (!strcmp(a, "--linger-ms")) r = parse_uint(v, 0, MAX_LINGER_MS, &o->linger_ms);
 		else if (!strcmp(a, "--mark-file")) o->mark_file = v;
+		else if (!strcmp(a, "--mark-slack-ms")) r = parse_uint(v, 0, MAX_LINGER_MS, &o->mark_slack_ms);
 		else if (!strcmp(a, "--start-file")) o->start_file = v;
 		else { fprintf(stderr, "gwpktgen: unknown option %s\n", a); return -EINVAL; }
 		if (r) { fprintf(stderr, "gwpktgen: bad value for %s: %s\n", a, v); return r; }
@@ -487,7 +504,7 @@ int main(int argc, char **argv)
 	struct pg pg = { .fd = -1 };
 	pthread_t rx;
 	uint64_t interval_ns, late_max_ns = 0, mark_ns = 0, next_mark_poll = 0, end_ns, last_tx_ns = 0;
-	uint64_t send_errors = 0;
+	uint64_t send_errors = 0, send_gap_ns = 0;
 	unsigned len;
 	int r;
 
@@ -499,7 +516,8 @@ int main(int argc, char **argv)
 	pg.seen = calloc(pg.frames_max / 8 + 1, 1);
 	pg.bins = calloc(pg.nr_bins, sizeof(*pg.bins));
 	pg.rtt_hist = calloc(RTT_BUCKETS + 1, sizeof(*pg.rtt_hist));
-	if (!pg.seen || !pg.bins || !pg.rtt_hist) {
+	pg.gaps = calloc(GAPS_MAX, sizeof(*pg.gaps));
+	if (!pg.seen || !pg.bins || !pg.rtt_hist || !pg.gaps) {
 		fprintf(stderr, "gwpktgen: out of memory\n");
 		return 1;
 	}
@@ -516,6 +534,7 @@ int main(int argc, char **argv)
 	memcpy(to.sll_addr, o.dst_mac, 6);
 
 	interval_ns = NS_PER_S / o.pps;
+	pg.gap_keep_ns = 3 * interval_ns > GAP_KEEP_MIN_NS ? 3 * interval_ns : GAP_KEEP_MIN_NS;
 	{
 		uint64_t m1 = mono_ns(), rt = real_ns(), m2 = mono_ns();
 
@@ -558,6 +577,8 @@ int main(int argc, char **argv)
 		sent = sendmmsg(pg.fd, msgs, n, 0);
 		if (sent < (int)n)
 			send_errors += (uint64_t)(sent < 0 ? (int)n : (int)n - sent);
+		if (seq && now - last_tx_ns > send_gap_ns)
+			send_gap_ns = now - last_tx_ns;
 		last_tx_ns = now;
 		seq += n;
 		if (o.mark_file && !mark_ns && now >= next_mark_poll) {
@@ -587,13 +608,28 @@ int main(int argc, char **argv)
 	/* The sending window by deadlines: frame i is due at i / pps, i < pps * seconds. */
 	uint64_t send_end_rel = (uint64_t)o.seconds * NS_PER_S;
 	double before = -1, after = -1;
+	uint64_t mark_gap_ns = 0, mark_gap_start_ns = 0;
 
+	/*
+	 * The mark's gap: the longest one that the mark falls in or that
+	 * starts at most mark_slack after it (the last frames through the
+	 * guest arrive just after its pause), so that a sender's or a host's
+	 * stall before or well after the migration is not taken for it. Gaps
+	 * under gap_keep_ns are not kept: then it is 0.
+	 */
+	for (unsigned i = 0; mark_ns && i < pg.nr_gaps; i++)
+		if (pg.gaps[i].start_ns + pg.gaps[i].len_ns > mark_ns &&
+		    pg.gaps[i].start_ns <= mark_ns + (uint64_t)o.mark_slack_ms * 1000000 &&
+		    pg.gaps[i].len_ns > mark_gap_ns) {
+			mark_gap_ns = pg.gaps[i].len_ns;
+			mark_gap_start_ns = pg.gaps[i].start_ns;
+		}
 	if (mark_ns > pg.t0_ns) {
 		uint64_t mark_rel = mark_ns - pg.t0_ns, after_from = mark_rel;
 
-		/* "after" starts once the longest gap is over, if it ends after the mark */
-		if (pg.gap_ns && pg.gap_start_ns + pg.gap_ns > mark_ns)
-			after_from = pg.gap_start_ns + pg.gap_ns - pg.t0_ns;
+		/* "after" starts once the mark's gap is over */
+		if (mark_gap_ns)
+			after_from = mark_gap_start_ns + mark_gap_ns - pg.t0_ns;
 		before = bins_rate(&pg, 0, mark_rel);
 		after = bins_rate(&pg, after_from, send_end_rel);
 	} else if (!o.mark_file) {
@@ -608,8 +644,11 @@ int main(int argc, char **argv)
 		       sent_ok, pg.received, lost, pg.duplicated, pg.reordered, pg.corrupted, pg.foreign, send_errors);
 		printf(", \"net-gap-ms\": %.3f, \"gap-start-ns\": %" PRIu64 ", \"gap-resolution-ms\": %.3f",
 		       (double)pg.gap_ns / 1e6, pg.gap_start_ns, (double)interval_ns / 1e6);
-		printf(", \"pps\": %u, \"achieved-pps\": %.1f, \"send-late-max-ms\": %.3f, \"size-bytes\": %u",
-		       o.pps, achieved_pps, (double)late_max_ns / 1e6, o.size_bytes);
+		printf(", \"mark-gap-ms\": %.3f, \"mark-gap-start-ns\": %" PRIu64,
+		       (double)mark_gap_ns / 1e6, mark_gap_start_ns);
+		printf(", \"pps\": %u, \"achieved-pps\": %.1f, \"send-late-max-ms\": %.3f, \"send-gap-ms\": %.3f"
+		       ", \"size-bytes\": %u", o.pps, achieved_pps, (double)late_max_ns / 1e6,
+		       (double)send_gap_ns / 1e6, o.size_bytes);
 		if (before >= 0) printf(", \"forwarded-pps-before\": %.1f", before);
 		else printf(", \"forwarded-pps-before\": null");
 		if (after >= 0) printf(", \"forwarded-pps-after\": %.1f", after);
@@ -634,5 +673,6 @@ int main(int argc, char **argv)
 	free(pg.seen);
 	free(pg.bins);
 	free(pg.rtt_hist);
+	free(pg.gaps);
 	return 0;
 }
