@@ -8,8 +8,10 @@
 # object plus "run", "from", "to" and "switch-ms" (SIGSTOP to the new
 # stand-in's "ready", measured by this script: process start, the wait for
 # the tap's bridge port, the RARP); then a table, min..max over the runs.
-# net-gap-ms minus switch-ms is what the switch and the bridges add (the
-# learning from the RARP) plus the generator's own lateness.
+# mark-gap-ms is the move's gap (the mark is written just after the
+# SIGSTOP); net-gap-ms, the run's longest, may be a stall of the generator
+# itself (send-gap-ms says). switch-ms over-counts: it includes this
+# script's polling for "ready".
 # Needs root (namespaces); nice -n 10 is the caller's business.
 set -u
 build=${1:?usage: nfv_move.sh BUILD [RUNS] [PPS]}
@@ -47,7 +49,7 @@ for run in $(seq "$runs"); do
 		--start-file "$out/start" --mark-file "$out/mark" --json >"$out/r.json" 2>"$out/r.log" &
 	gpid=$!
 	for _ in $(seq 500); do [ -s "$out/start" ] && break; sleep 0.01; done
-	sleep 1
+	sleep 1.2	# a whole second of rate before the move
 	t_stop=$(date +%s%N)
 	kill -STOP "$cur"
 	: >"$out/mark"
@@ -66,10 +68,10 @@ python3 - "$out/all.jsonl" <<'EOF'
 import json, sys
 rs = [json.loads(l) for l in open(sys.argv[1])]
 def span(k, fmt="%.2f"):
-    v = [r[k] if r[k] is not None else float("nan") for r in rs]
-    return (fmt % min(v)) + ".." + (fmt % max(v))
+    v = [r[k] for r in rs if r.get(k) is not None]
+    return (fmt % min(v)) + ".." + (fmt % max(v)) + ("" if len(v) == len(rs) else " (%d of %d runs)" % (len(v), len(rs)))
 print("runs %d at %d pps (gap resolution %.3f ms)" % (len(rs), rs[0]["pps"], rs[0]["gap-resolution-ms"]))
-for k, f in [("net-gap-ms", "%.2f"), ("switch-ms", "%.2f"), ("lost", "%d"), ("duplicated", "%d"),
+for k, f in [("mark-gap-ms", "%.2f"), ("net-gap-ms", "%.2f"), ("switch-ms", "%.2f"), ("send-gap-ms", "%.2f"), ("lost", "%d"), ("duplicated", "%d"),
              ("reordered", "%d"), ("corrupted", "%d"), ("send-late-max-ms", "%.2f"),
              ("forwarded-pps-before", "%.0f"), ("forwarded-pps-after", "%.0f")]:
     print("  %-22s %s" % (k, span(k, f)))
