@@ -68,6 +68,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 #include "util/crc32c.h"
@@ -364,6 +365,10 @@ static int open_socket(struct pg *pg, const char *iface)
 	/* Our own frames would otherwise be delivered to us as PACKET_OUTGOING. */
 	(void)setsockopt(pg->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
 	if (setsockopt(pg->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one)) < 0)
+		return -errno;
+	/* A send never blocks the pacing loop for long: a full queue drops. */
+	struct timeval snd_timeout = { .tv_sec = 1 };
+	if (setsockopt(pg->fd, SOL_SOCKET, SO_SNDTIMEO, &snd_timeout, sizeof(snd_timeout)) < 0)
 		return -errno;
 	/* Best effort: FORCE variants need CAP_NET_ADMIN, which we usually have. */
 	if (setsockopt(pg->fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf_bytes, sizeof(buf_bytes)) < 0)
