@@ -106,7 +106,7 @@ static int on_complete(struct gw_session *s, struct dst_ctx *d, const struct gw_
 			       s->dst->pcd ? "without" : "with", s->dst->pcd ? "PC_PREPARE" : "no PC_PREPARE");
 	ret = join_channels(s, m->total_pages);
 	if (!ret)
-		ret = s->dst->pcd ? dst_pc_complete(s) : no_stale_pages(s);
+		ret = s->dst->pcd ? pcd_complete(s) : no_stale_pages(s);
 	if (ret)
 		return ret;
 	gw_log(GW_LOG_INFO, "mig", "final_received", "pages=%llu",
@@ -202,7 +202,7 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	GW_FAULT_POINT(s, GW_FAULT_DST_AFTER_GO, 0);
 	fault_corrupt_page(s);
 	if (s->dst->pcd)
-		dst_pc_go(s);
+		pcd_go(s);
 	else
 		snapshot_arm(s, d);
 	/*
@@ -220,7 +220,7 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	if (ret)
 		return gw_fail(s, GW_PHASE_HANDOVER, ret, "resuming the VM failed: %s", strerror(-ret));
 	if (s->dst->pcd)
-		dst_pc_resumed(s);
+		pcd_resumed(s);
 	/* The VM runs here now: a lost RESUMED does not change that (postcopy: a recovery follows). */
 	ret = gw_conn_send_msg(&s->ctl, GW_MSG_RESUMED, &resumed);
 	if (ret && s->dst->pcd)
@@ -267,9 +267,9 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		return ret ? gw_fail(s, GW_PHASE_RECEIVE, ret, "bad EXTENTS frame") : 0;
 	case GW_MSG_PC_PREPARE:
 		return d->have_state ? gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE after STATE") :
-		       dst_pc_prepare(s);
+		       pcd_prepare(s);
 	case GW_MSG_PC_DIRTY:
-		return dst_pc_dirty(s, &m->pc_map);
+		return pcd_dirty(s, &m->pc_map);
 	case GW_MSG_ROUND:
 		return on_round(s, d, &m->round);
 	case GW_MSG_STATE:	/* a second one fails to decode (no state to fill) */
@@ -316,7 +316,7 @@ static void snapshot_digest(struct gw_session *s, struct dst_ctx *d, struct gw_m
 {
 	uint64_t t = gw_now_ns(), pc_faults = 0;
 	struct gw_digest mine;
-	int ret = s->dst->pcd ? dst_pc_digest(s, &mine, &pc_faults) :
+	int ret = s->dst->pcd ? pcd_digest(s, &mine, &pc_faults) :
 		  s->dst->snap_err ? s->dst->snap_err : !s->snap ? -EOPNOTSUPP : gw_snapshot_digest(s->snap, 2, &mine);
 
 	if (ret) {
@@ -410,10 +410,10 @@ static int control_loop(struct gw_session *s)
 	verify = !ret;
 	if (!ret && s->dst->pcd) {
 		/* Postcopy: the migration goes on until every page is here (hashing at its end). */
-		ret = dst_pc_run(s, d.buf, d.cap);
-		verify = !ret;	/* GW_PC_UNVERIFIED: completed, the source gone before PC_END */
-		if (ret == GW_PC_UNVERIFIED)
-			ret = 0;
+		bool unverified;
+
+		ret = pcd_run(s, d.buf, d.cap, &unverified);
+		verify = !ret && !unverified;	/* completed, but the source gone before PC_END */
 	}
 	gw_thread_normal(s);	/* a failure between COMPLETE and the resume left it raised */
 	if (verify)
@@ -528,7 +528,7 @@ static void *gw_dest_main(void *arg)
 	if (ret)
 		gw_session_shutdown_conns(s);
 	gw_channels_join(s);
-	dst_pc_release(s);
+	pcd_release(s);
 	dst_populate_end(s);
 	gw_snapshot_free(s->snap);	/* after the populate thread, which protects ahead */
 	s->snap = NULL;

@@ -63,6 +63,6 @@ void dst_populate_stop(struct gw_session *s);
 /* Join the thread, drop what was not started. */
 void dst_populate_end(struct gw_session *s);
 /* postcopy_dst.c: unmap fd-backed RAM ahead of a possible switch (populate thread). */
-void dst_pc_unmap_ahead(struct gw_session *s);
+void pcd_unmap_ahead(struct gw_session *s);
 
 #endif

@@ -83,7 +83,7 @@ static void *populate_main(void *arg)
 	gw_log_set_side(s->side);
 	/* A postcopy switch needs every page unmapped: done now, off its path. */
 	if (s->dst->hello_flags & GW_HELLO_POSTCOPY)
-		dst_pc_unmap_ahead(s);
+		pcd_unmap_ahead(s);
 	for (size_t i = 0; i < job->nr && !stopped(s); i++) {
 		uint64_t done = 0;
 

@@ -42,7 +42,7 @@
 
 /* ---- small helpers ---- */
 
-int dst_pc_probe(char *why, size_t why_len)
+int pcd_probe(char *why, size_t why_len)
 {
 	return gw_uffd_post_probe(why, why_len);
 }
@@ -163,7 +163,7 @@ static int pc_alloc(struct gw_session *s)
  * writes with pwrite and never maps pages again.
  */
 #define UNMAP_STEP_BYTES (64ull << 20)
-void dst_pc_unmap_ahead(struct gw_session *s)
+void pcd_unmap_ahead(struct gw_session *s)
 {
 	uint64_t t0 = gw_now_ns();
 
@@ -194,7 +194,7 @@ static int channels_ended(struct gw_session *s)
 	return ret;
 }
 
-int dst_pc_prepare(struct gw_session *s)
+int pcd_prepare(struct gw_session *s)
 {
 	uint64_t t0 = gw_now_ns(), t_joined, t_registered;
 	struct gw_msg_pc_prepared done;
@@ -253,7 +253,7 @@ int dst_pc_prepare(struct gw_session *s)
 	return 0;
 }
 
-int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
+int pcd_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 	struct gw_bitmap *u;
@@ -277,7 +277,7 @@ int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m)
 	return 0;
 }
 
-int dst_pc_complete(struct gw_session *s)
+int pcd_complete(struct gw_session *s)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 
@@ -319,7 +319,7 @@ int dst_pc_complete(struct gw_session *s)
 	return 0;
 }
 
-int dst_pc_go(struct gw_session *s)
+int pcd_go(struct gw_session *s)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 	int n = s->vm.nr_vcpus;
@@ -337,7 +337,7 @@ int dst_pc_go(struct gw_session *s)
 	return 0;
 }
 
-void dst_pc_resumed(struct gw_session *s)
+void pcd_resumed(struct gw_session *s)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 
@@ -419,13 +419,14 @@ static void finish(struct gw_session *s, struct gw_pc_dst *pc, bool verify)
 		(void)s->ops->postcopy_ram(s->opaque, true);
 }
 
-int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
+int pcd_run(struct gw_session *s, uint8_t *buf, size_t cap, bool *unverified)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 	union gw_msg *m = malloc(sizeof(*m));
 	int ret = m ? 0 : gw_fail(s, GW_PHASE_POSTCOPY, -ENOMEM, "no memory");
 
 	/* The source pings every half second: silence past the I/O timeout is a dead link. */
+	*unverified = false;
 	gw_conn_set_recv_timeout(&s->ctl, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
 	pcd_send_done(pc);	/* nothing was missing */
 	while (!ret) {
@@ -440,7 +441,8 @@ int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap)
 				       gw_conn_err_text(type, "source"));
 				finish(s, pc, false);
 				free(m);
-				return GW_PC_UNVERIFIED;
+				*unverified = true;
+				return 0;
 			}
 			if (!gw_failed(s))
 				gw_fail(s, GW_PHASE_POSTCOPY, type, "control connection: %s%s%s",
@@ -478,7 +480,7 @@ out:
 	return 0;
 }
 
-int dst_pc_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults)
+int pcd_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 	struct gw_msg_pc_stats f;
@@ -495,7 +497,7 @@ int dst_pc_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults)
 	return ret;
 }
 
-void dst_pc_release(struct gw_session *s)
+void pcd_release(struct gw_session *s)
 {
 	struct gw_pc_dst *pc = s->dst->pcd;
 

@@ -10,6 +10,7 @@
 #ifndef GW_DEST_POSTCOPY_H
 #define GW_DEST_POSTCOPY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include "core/session_int.h"
 
@@ -17,28 +18,27 @@ struct gw_digest;
 
 
 /* HELLO_POSTCOPY asked: can this host do it? 0, or -errno with @why. */
-int dst_pc_probe(char *why, size_t why_len);
+int pcd_probe(char *why, size_t why_len);
 /* PC_PREPARE. 0 or the sticky error. */
-int dst_pc_prepare(struct gw_session *s);
+int pcd_prepare(struct gw_session *s);
 /* PC_DIRTY. 0 or the sticky error. */
-int dst_pc_dirty(struct gw_session *s, const struct gw_msg_pc_map *m);
+int pcd_dirty(struct gw_session *s, const struct gw_msg_pc_map *m);
 /* COMPLETE with GW_COMPLETE_POSTCOPY, before READY. 0 or the sticky error. */
-int dst_pc_complete(struct gw_session *s);
+int pcd_complete(struct gw_session *s);
 /* GO received, right before resume: arm. 0 or the sticky error. */
-int dst_pc_go(struct gw_session *s);
+int pcd_go(struct gw_session *s);
 /* The VM resumed: postcopy-active. */
-void dst_pc_resumed(struct gw_session *s);
+void pcd_resumed(struct gw_session *s);
 /*
  * The postcopy phase, on the migration thread, until PC_END (pausing and
- * recovering as needed). @buf/@cap hold control payloads. 0,
- * GW_PC_UNVERIFIED (every page arrived but the source went away before
- * PC_END: completed, nothing to verify with), or the error.
+ * recovering as needed). @buf/@cap hold control payloads. 0 or the error;
+ * *@unverified when every page arrived but the source went away before
+ * PC_END (completed, nothing to verify with).
  */
-#define GW_PC_UNVERIFIED 1
-int dst_pc_run(struct gw_session *s, uint8_t *buf, size_t cap);
+int pcd_run(struct gw_session *s, uint8_t *buf, size_t cap, bool *unverified);
 /* Verification: the digest of RAM as at resume. 0, or -errno (unavailable). */
-int dst_pc_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults);
+int pcd_digest(struct gw_session *s, struct gw_digest *out, uint64_t *faults);
 /* Stop threads, drop the userfaultfd, free (the migration thread's end). */
-void dst_pc_release(struct gw_session *s);
+void pcd_release(struct gw_session *s);
 
 #endif

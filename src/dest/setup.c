@@ -61,7 +61,7 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		return -EOPNOTSUPP;
 	}
 	if (h->flags & GW_HELLO_POSTCOPY)
-		return dst_pc_probe(why, why_len);
+		return pcd_probe(why, why_len);
 	return 0;
 }
 

@@ -55,7 +55,7 @@ static bool last_message(struct gw_session *s, int type)
 	bool verify = gw_param(s, GW_PARAM_VERIFY) && !gw_param(s, GW_PARAM_LOCAL);
 
 	if (gw_pc_state(s) != GW_PC_NONE)
-		return src_pc_last_message(s, type);
+		return pcs_last_message(s, type);
 	return type == (verify ? GW_MSG_VERIFIED : GW_MSG_RESUMED);
 }
 
@@ -86,7 +86,7 @@ static void *ctl_reader_main(void *arg)
 			continue;
 		}
 		if (type >= GW_MSG_PC_PREPARE) {
-			if (src_pc_ctl_msg(s, type, &m)) {
+			if (pcs_ctl_msg(s, type, &m)) {
 				gw_fail(s, GW_PHASE_CONTROL, -EPROTO, "unexpected %s frame from the destination",
 					gw_frame_type_name((uint16_t)type));
 				return NULL;

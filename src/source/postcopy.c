@@ -52,7 +52,7 @@ int gw_session_start_postcopy(struct gw_session *s)
 	return ret;
 }
 
-bool src_pc_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns, bool mid_round)
+bool pcs_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns, bool mid_round)
 {
 	uint64_t rounds = (uint64_t)gw_param(s, GW_PARAM_POSTCOPY_AFTER_ROUNDS);
 	uint64_t after_ms = (uint64_t)gw_param(s, GW_PARAM_POSTCOPY_AFTER_MS);
@@ -186,7 +186,7 @@ static void take_figures_locked(struct gw_session *s, const struct gw_msg_pc_sta
 	st->postcopy_latency_samples = m->latency_samples;
 }
 
-int src_pc_ctl_msg(struct gw_session *s, int type, const union gw_msg *m)
+int pcs_ctl_msg(struct gw_session *s, int type, const union gw_msg *m)
 {
 	struct gw_pc_src *pc = s->src->pcs;
 	enum gw_pc_state state = gw_pc_state(s);
@@ -221,14 +221,14 @@ int src_pc_ctl_msg(struct gw_session *s, int type, const union gw_msg *m)
 	}
 }
 
-bool src_pc_last_message(struct gw_session *s, int type)
+bool pcs_last_message(struct gw_session *s, int type)
 {
 	bool verify = gw_param(s, GW_PARAM_VERIFY) && !gw_param(s, GW_PARAM_LOCAL);
 
 	return type == (verify ? GW_MSG_VERIFIED : GW_MSG_PC_DONE);
 }
 
-int src_pc_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out)
+int pcs_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out)
 {
 	struct gw_page_digest d;
 	int ret = gw_page_digest_ram(&s->vm, 2, c->free, &d);
@@ -238,7 +238,7 @@ int src_pc_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out
 	return ret;
 }
 
-void src_pc_release(struct gw_session *s)
+void pcs_release(struct gw_session *s)
 {
 	struct gw_pc_src *pc = s->src->pcs;
 

@@ -21,7 +21,7 @@ struct gw_digest;
 
 
 /* At a round end (or a batch boundary with @mid_round): switch to postcopy now? */
-bool src_pc_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns, bool mid_round);
+bool pcs_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy_ns, bool mid_round);
 /*
  * The switch and the postcopy phase, after src_precopy returned
  * GW_SRC_POSTCOPY. 0 once every page is on the destination (status still
@@ -29,12 +29,12 @@ bool src_pc_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_prec
  */
 int src_postcopy(struct gw_session *s, struct src_ctx *c);
 /* The control reader got a postcopy message: 0 handled, -EPROTO not expected now. */
-int src_pc_ctl_msg(struct gw_session *s, int type, const union gw_msg *m);
+int pcs_ctl_msg(struct gw_session *s, int type, const union gw_msg *m);
 /* The control reader's last message once postcopy switched: PC_DONE (no verify) or VERIFIED. */
-bool src_pc_last_message(struct gw_session *s, int type);
+bool pcs_last_message(struct gw_session *s, int type);
 /* The source's postcopy verification digest (frozen RAM). 0 or -errno. */
-int src_pc_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out);
+int pcs_digest(struct gw_session *s, struct src_ctx *c, struct gw_digest *out);
 /* Free what src_postcopy left (the caller's teardown). */
-void src_pc_release(struct gw_session *s);
+void pcs_release(struct gw_session *s);
 
 #endif

@@ -595,7 +595,7 @@ enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c)
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		if (want_switch(s, c))
 			return GW_SRC_CONVERGED;
-		if (src_pc_want_switch(s, c, t_precopy_ns, false))
+		if (pcs_want_switch(s, c, t_precopy_ns, false))
 			return GW_SRC_POSTCOPY;
 		if (!converge_policy(s, c, t_precopy_ns, &end))
 			return end;

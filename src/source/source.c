@@ -440,7 +440,7 @@ static void teardown(struct gw_session *s, struct src_ctx *c)
 	gw_session_shutdown_conns(s);
 	gw_channels_join(s);
 	src_join_ctl_reader(s);
-	src_pc_release(s);
+	pcs_release(s);
 	gw_channels_destroy(s);
 	gw_conn_close(&s->ctl);
 	gw_conn_close(&s->preempt);

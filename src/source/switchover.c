@@ -205,7 +205,7 @@ void src_verify(struct gw_session *s, struct src_ctx *c)
 		return;
 	set_verify(s, GW_VERIFY_PENDING, 0, NULL);
 	/* Free pages are zeros on the destination (never sent, or discarded). */
-	ret = c->postcopy ? src_pc_digest(s, c, &dg) : gw_ram_digest_except(&s->vm, 2, c->free, &dg);
+	ret = c->postcopy ? pcs_digest(s, c, &dg) : gw_ram_digest_except(&s->vm, 2, c->free, &dg);
 	m = (struct gw_msg_verify){ dg.lo, dg.hi, gw_now_ns() - t };
 	if (!ret)
 		ret = gw_conn_send_msg(&s->ctl, GW_MSG_VERIFY, &m);
