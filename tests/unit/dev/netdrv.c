@@ -318,6 +318,8 @@ bool netdrv_needs_reset(struct netdrv *d)
 void netdrv_copy_guest(struct netdrv *dst, const struct netdrv *src)
 {
 	memcpy(dst->ram, src->ram, NETDRV_RAM_BYTES);
+	/* What the source reported dirty travelled with the RAM: the checks go on from there. */
+	memcpy(dst->dirty, src->dirty, NETDRV_RAM_BYTES);
 	memcpy(dst->q, src->q, sizeof(dst->q));
 	dst->features = src->features;
 }

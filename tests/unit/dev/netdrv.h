@@ -78,7 +78,7 @@ int netdrv_tx(struct netdrv *d, const void *frame, uint32_t len);
 unsigned netdrv_tx_reclaim(struct netdrv *d);
 unsigned netdrv_tx_in_flight(const struct netdrv *d);
 bool netdrv_needs_reset(struct netdrv *d);
-/* A copy of @src's guest RAM and driver view into @dst (migration of RAM). */
+/* A copy of @src's guest RAM, its dirty record and driver view into @dst (migration of RAM). */
 void netdrv_copy_guest(struct netdrv *dst, const struct netdrv *src);
 uint64_t netdrv_ram_hash(const struct netdrv *d);
 
