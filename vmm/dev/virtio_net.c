@@ -666,6 +666,8 @@ int virtio_net_resume(struct virtio_net *n)
 		n->saved = false;
 		kick(n);
 		ret = 0;
+	} else if (n->state == NET_IDLE) {
+		ret = 0;	/* never started: nothing was stopped */
 	}
 	backlog = n->count;
 	pthread_mutex_unlock(&n->lock);

@@ -120,7 +120,10 @@ int virtio_net_start(struct virtio_net *n);
  * until resume or destroy. 0 (also when not started), -ETIMEDOUT.
  */
 int virtio_net_stop(struct virtio_net *n);
-/* After a stop (a failed migration): carry on, FIFO first. 0, or -EINVAL when not stopped. */
+/*
+ * After a stop (a failed migration): carry on exactly where it was, the
+ * FIFO's frames first. 0 (also when never started), -EINVAL when running.
+ */
 int virtio_net_resume(struct virtio_net *n);
 /* Stop and join the thread, close the backend, free. Accepts NULL. */
 void virtio_net_destroy(struct virtio_net *n);
