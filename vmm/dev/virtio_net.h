@@ -96,6 +96,20 @@ struct virtio_net_stats {
 	uint32_t backlog_frames;	/* in the FIFO now */
 };
 
+/* What one `--nic` option says (virtio_net_parse_nic). */
+struct virtio_net_nic {
+	char ifname[IFNAMSIZ];		/* tap=IFNAME */
+	uint8_t mac[6];
+	bool mac_set;			/* mac=MAC given */
+};
+
+/*
+ * Parse "tap=IFNAME[,mac=XX:XX:XX:XX:XX:XX]" (the CLI's --nic). 0, or
+ * -EINVAL with @why: unknown key or backend, a name too long (IFNAMSIZ) or
+ * with '/' or spaces, a MAC that is not 6 hex pairs or is multicast.
+ */
+int virtio_net_parse_nic(const char *spec, struct virtio_net_nic *nic, char *why, size_t why_len);
+
 /*
  * Open the backend and set up the device (transport included); the I/O
  * thread does not run yet. NULL with errno: EINVAL (config), or the
