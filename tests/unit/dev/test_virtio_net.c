@@ -17,6 +17,7 @@
  *    are saved, guest RAM copied, a second device (the destination, its
  *    own socketpair) loads them and starts; the stream goes on there to
  *    10000. Every frame arrives once, in order, across the two devices,
+ *    the interrupt status (and line) is the source's,
  *    the guest never resets, and the source's RAM is unchanged after its
  *    stop (no device write behind the pause).
  * 3. resume: the same pause and save, then the migration "fails": the
@@ -198,6 +199,7 @@ static void test_migrate(void)
 	struct flow fl = { 0 };
 	struct virtio_net_stats s;
 	uint64_t hash, carried;
+	uint32_t isr;
 
 	TEST_ASSERT(st, "state");
 	netdrv_init(&src, "virtio-net0");
@@ -206,9 +208,13 @@ static void test_migrate(void)
 	netdrv_post_rx_all(&src);
 	pause_mid_stream(&src, &fl, st, &hash);
 
+	isr = netdrv_rd(&src, VIRTIO_MMIO_INTERRUPT_STATUS);
 	netdrv_init(&dst, "virtio-net0");
 	netdrv_copy_guest(&dst, &src);
 	TEST_ASSERT(virtio_net_load_state(dst.net, st) == 0, "load: %s", st->reject_reason);
+	/* A pending interrupt stays pending: the destination's line is as the source's. */
+	TEST_CHECK(netdrv_rd(&dst, VIRTIO_MMIO_INTERRUPT_STATUS) == isr &&
+		   atomic_load(&dst.irq_level) == (isr != 0), "interrupt status %#x carried", isr);
 	TEST_ASSERT(virtio_net_start(dst.net) == 0, "start the destination");
 	/* The guest goes on without a reset; the network now reaches the destination. */
 	TEST_CHECK(netdrv_rd(&dst, VIRTIO_MMIO_STATUS) ==
