@@ -36,74 +36,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <godwit/log.h>
-#include <godwit/vm.h>
-#include "dev/virtio_net.h"
-
-#define SPILL_BYTES	(64u << 10)	/* a read's room past FRAME_MAX: the longest tap frame fits */
-#define CLOSE_DRAIN_MAX	4096u		/* frames counted out of the backend at destroy */
-#define WARN_MAX	8u
-
-/* virtio_net_hdr_v1 (5.1.6) */
-#define HDR_F_NEEDS_CSUM	1u
-#define HDR_GSO_NONE		0u
-
-enum net_run {
-	NET_IDLE,			/* created, no thread yet */
-	NET_RUNNING,
-	NET_STOP_REQ,			/* stop asked; the thread acknowledges at a batch boundary */
-	NET_STOPPED,			/* no guest RAM touched; the backend read into the FIFO */
-	NET_EXIT,
-};
-
-struct frame {
-	uint16_t len;			/* bytes in data, 1..FRAME_MAX */
-	uint8_t data[VIRTIO_NET_FRAME_MAX_BYTES];
-};
-
-struct virtio_net {
-	/* creation, then read-only */
-	struct virtio_mmio t;		/* t.dev = this */
-	struct net_backend be;
-	uint8_t mac[6];			/* what the guest reads (a load may set it, before start) */
-	int efd;			/* eventfd: wake the I/O thread */
-	char carry_name[GW_SECTION_NAME_MAX];
-	struct frame *fifo;		/* VIRTIO_NET_CARRY_MAX_FRAMES slots */
-
-	/* t.lock: */
-	uint16_t net_status;		/* VIRTIO_NET_S_*: config space, migrates */
-
-	/* the owner's thread (new, start, destroy) */
-	pthread_t thread;
-	bool thread_started;
-
-	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* state changes (CLOCK_MONOTONIC waits) */
-	/* lock (writes); the I/O thread also loads state between chains: */
-	_Atomic int state;		/* enum net_run */
-	/*
-	 * lock: the FIFO's occupied slots [head, head + count). Free slots
-	 * are the I/O thread's only (it fills the tail without the lock, then
-	 * publishes count + 1); only the I/O thread consumes, only when
-	 * running. A save (stopped) reads the occupied ones under the lock.
-	 */
-	unsigned head, count;
-	unsigned saved_frames;		/* the FIFO's count at the last save (destroy's report) */
-	bool saved;
-	struct virtio_net_stats stats;
-
-	/* the I/O thread only */
-	bool fifo_full_noted;		/* rx_backlog_full counted for this full spell */
-	bool tx_blocked;		/* the backend said EAGAIN: wait for POLLOUT */
-	bool backend_dead;		/* POLLHUP/POLLERR: poll it no more */
-	unsigned warned;
-	struct virtq_elem elem;
-	struct iovec tx_iov[VIRTQ_ELEM_MAX_IOV];
-	uint8_t spill[SPILL_BYTES];
-};
+#include "dev/virtio_net_int.h"
 
 static void warn(struct virtio_net *n, const char *event, int64_t value)
 {
-	if (n->warned++ < WARN_MAX)
+	if (n->warned++ < VNET_WARN_MAX)
 		gw_log(GW_LOG_WARN, "virtio-net", event, "dev=%s value=%" PRId64, n->t.name, value);
 }
 
@@ -135,42 +72,6 @@ static void queue_notify(struct virtio_mmio *t, unsigned q)
 	kick(t->dev);		/* the I/O thread does the work, never the vCPU */
 }
 
-static int dev_save(struct virtio_mmio *t, struct gw_wbuf *w)
-{
-	struct virtio_net *n = t->dev;
-
-	gw_put_bytes(w, n->mac, 6);
-	gw_put_le16(w, n->net_status);
-	gw_put_le32(w, 0);	/* reserved */
-	return 0;
-}
-
-static int dev_load(struct virtio_mmio *t, struct gw_rbuf *r, char *why, size_t why_len)
-{
-	struct virtio_net *n = t->dev;
-	const uint8_t *mac = gw_get_bytes(r, 6);
-	uint16_t status = gw_get_le16(r);
-	uint32_t reserved = gw_get_le32(r);
-
-	if (!mac || gw_rbuf_done(r)) {
-		snprintf(why, why_len, "%s: net part of %zu bytes, expected 12", t->name, r->len);
-		return -EINVAL;
-	}
-	if (status & ~VIRTIO_NET_S_LINK_UP || reserved) {
-		snprintf(why, why_len, "%s: net status %#x (reserved %#x) unknown", t->name, status,
-			 reserved);
-		return -EINVAL;
-	}
-	/* The guest has read the source's MAC: that one stays, whatever this side was given. */
-	if (memcmp(mac, n->mac, 6))
-		gw_log(GW_LOG_INFO, "virtio-net", "mac_from_source",
-		       "dev=%s mac=%02x:%02x:%02x:%02x:%02x:%02x", t->name, mac[0], mac[1], mac[2],
-		       mac[3], mac[4], mac[5]);
-	memcpy(n->mac, mac, 6);
-	n->net_status = status;
-	return 0;
-}
-
 const struct virtio_dev_ops virtio_net_ops = {
 	.name = "net",
 	.device_id = VIRTIO_NET_DEVICE_ID,
@@ -184,24 +85,19 @@ const struct virtio_dev_ops virtio_net_ops = {
 	/* no config_write: with VERSION_1 and no CTRL_MAC_ADDR the driver writes nothing there */
 	.queue_notify = queue_notify,
 	/* no reset hook: nothing is in flight outside a lock hold; the FIFO's frames stay */
-	.save = dev_save,
-	.load = dev_load,
+	.save = virtio_net_dev_save,
+	.load = virtio_net_dev_load,
 };
 
 const struct net_backend_ops *const net_backends[] = { &net_backend_tap, &net_backend_fd, NULL };
 
 /* ---- the I/O thread ---- */
 
-static int run_state(struct virtio_net *n)
-{
-	return atomic_load_explicit(&n->state, memory_order_acquire);
-}
-
 /* Read the backend into the FIFO's tail. true: frames may remain (budget spent). */
 static bool fill(struct virtio_net *n)
 {
 	for (unsigned i = 0; i < VIRTIO_NET_BUDGET; i++) {
-		struct frame *f;
+		struct vnet_frame *f;
 		struct iovec iov[2];
 		unsigned count;
 		ssize_t len;
@@ -271,8 +167,8 @@ static bool deliver_rx(struct virtio_net *n)
 		return false;
 	gw_le16_put(num_buffers, 1);	/* 5.1.6.4: 1 without MRG_RXBUF */
 	for (;;) {
-		while (budget && run_state(n) == NET_RUNNING) {
-			const struct frame *f;
+		while (budget && virtio_net_run_state(n) == NET_RUNNING) {
+			const struct vnet_frame *f;
 			unsigned count;
 
 			pthread_mutex_lock(&n->lock);
@@ -361,8 +257,8 @@ static int tx_one(struct virtio_net *n, struct virtq *vq, struct virtq_elem *e)
 		return ret;
 	len = e->out_bytes - VIRTIO_NET_HDR_BYTES;
 	/* No CSUM or GSO was offered: a frame asking for either would leave wrong. */
-	if (len == 0 || len > VIRTIO_NET_FRAME_MAX_BYTES || (hdr[0] & HDR_F_NEEDS_CSUM) ||
-	    hdr[1] != HDR_GSO_NONE) {
+	if (len == 0 || len > VIRTIO_NET_FRAME_MAX_BYTES || (hdr[0] & VNET_HDR_F_NEEDS_CSUM) ||
+	    hdr[1] != VNET_HDR_GSO_NONE) {
 		pthread_mutex_lock(&n->lock);
 		n->stats.tx_dropped++;
 		pthread_mutex_unlock(&n->lock);
@@ -407,7 +303,7 @@ static bool do_tx(struct virtio_net *n)
 		return false;
 	do {
 		virtq_set_notify(vq, false);
-		while (budget && run_state(n) == NET_RUNNING && (ret = virtq_pop(vq, e)) == 1) {
+		while (budget && virtio_net_run_state(n) == NET_RUNNING && (ret = virtq_pop(vq, e)) == 1) {
 			budget--;
 			ret = tx_one(n, vq, e);
 			if (ret == 0) {
@@ -428,8 +324,8 @@ static bool do_tx(struct virtio_net *n)
 		}
 		if (n->tx_blocked)
 			return false;		/* POLLOUT wakes us; notifications stay off meanwhile */
-		if (!budget || run_state(n) != NET_RUNNING)
-			return run_state(n) == NET_RUNNING;
+		if (!budget || virtio_net_run_state(n) != NET_RUNNING)
+			return virtio_net_run_state(n) == NET_RUNNING;
 	} while (virtq_set_notify(vq, true));
 	return false;
 }
@@ -505,83 +401,6 @@ static void default_mac(const char *name, uint8_t mac[6])
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	mac[0] = 0x52, mac[1] = 0x54, mac[2] = 0x00;
 	mac[3] = (uint8_t)(h >> 16), mac[4] = (uint8_t)(h >> 8), mac[5] = (uint8_t)h;
-}
-
-static int parse_mac(const char *v, size_t len, uint8_t mac[6])
-{
-	if (len != 17)
-		return -EINVAL;
-	for (unsigned i = 0; i < 6; i++) {
-		unsigned b = 0;
-
-		for (unsigned j = 0; j < 2; j++) {
-			char c = v[3 * i + j];
-
-			b <<= 4;
-			if (c >= '0' && c <= '9')
-				b |= (unsigned)(c - '0');
-			else if (c >= 'a' && c <= 'f')
-				b |= (unsigned)(c - 'a' + 10);
-			else if (c >= 'A' && c <= 'F')
-				b |= (unsigned)(c - 'A' + 10);
-			else
-				return -EINVAL;
-		}
-		if (i < 5 && v[3 * i + 2] != ':')
-			return -EINVAL;
-		mac[i] = (uint8_t)b;
-	}
-	return mac[0] & 1 ? -EINVAL : 0;	/* a NIC's own address is never multicast */
-}
-
-int virtio_net_parse_nic(const char *spec, struct virtio_net_nic *nic, char *why, size_t why_len)
-{
-	const char *p = spec;
-
-	memset(nic, 0, sizeof(*nic));
-	if (spec && *spec && spec[strlen(spec) - 1] == ',') {
-		snprintf(why, why_len, "--nic %s: empty option after ','", spec);
-		return -EINVAL;
-	}
-	while (p && *p) {
-		const char *end = strchr(p, ','), *eq = strchr(p, '=');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		size_t klen, vlen;
-
-		if (!eq || eq >= p + len) {
-			snprintf(why, why_len, "--nic %s: \"%.*s\" is not key=value", spec, (int)len, p);
-			return -EINVAL;
-		}
-		klen = (size_t)(eq - p);
-		vlen = len - klen - 1;
-		if (klen == 3 && !memcmp(p, "tap", 3)) {
-			if (vlen == 0 || vlen >= IFNAMSIZ || memchr(eq + 1, '/', vlen) ||
-			    memchr(eq + 1, ' ', vlen)) {
-				snprintf(why, why_len, "--nic %s: interface name of %zu bytes "
-					 "(1..%d, no '/' or space)", spec, vlen, IFNAMSIZ - 1);
-				return -EINVAL;
-			}
-			memcpy(nic->ifname, eq + 1, vlen);
-			nic->ifname[vlen] = '\0';
-		} else if (klen == 3 && !memcmp(p, "mac", 3)) {
-			if (parse_mac(eq + 1, vlen, nic->mac)) {
-				snprintf(why, why_len, "--nic %s: mac is XX:XX:XX:XX:XX:XX, "
-					 "unicast", spec);
-				return -EINVAL;
-			}
-			nic->mac_set = true;
-		} else {
-			snprintf(why, why_len, "--nic %s: unknown key \"%.*s\" (tap, mac)", spec,
-				 (int)klen, p);
-			return -EINVAL;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	if (!nic->ifname[0]) {
-		snprintf(why, why_len, "--nic %s: tap=IFNAME is required", spec ? spec : "");
-		return -EINVAL;
-	}
-	return 0;
 }
 
 struct virtio_net *virtio_net_new(const struct virtio_net_config *cfg)
@@ -775,7 +594,7 @@ void virtio_net_destroy(struct virtio_net *n)
 		pthread_join(n->thread, NULL);
 	}
 	/* What a successful migration could not carry: after the save, and still in the backend. */
-	while (left < CLOSE_DRAIN_MAX) {
+	while (left < VNET_CLOSE_DRAIN_MAX) {
 		struct iovec iov = { n->spill, sizeof(n->spill) };
 
 		if (n->be.ops->read_frame(&n->be, &iov, 1) <= 0)
@@ -794,155 +613,4 @@ void virtio_net_destroy(struct virtio_net *n)
 	n->be.ops->close(&n->be);
 	free(n->fifo);
 	free(n);
-}
-
-/* ---- state ----
- *
- * The carry section "<name>-rx", version 1, little-endian:
- *   le32 nr_frames            at most VIRTIO_NET_CARRY_MAX_FRAMES
- *   le32 reserved (0)
- *   nr_frames times: le16 len (1..VIRTIO_NET_FRAME_MAX_BYTES), len bytes
- * oldest first; nothing may trail. The transport's section "<name>" ends
- * with the net part (virtio_state.c's device bytes, 12):
- *   u8 mac[6], le16 status (VIRTIO_NET_S_LINK_UP or 0), le32 reserved (0)
- */
-
-size_t virtio_net_carry_max_bytes(void)
-{
-	return 8 + (size_t)VIRTIO_NET_CARRY_MAX_FRAMES * (2 + VIRTIO_NET_FRAME_MAX_BYTES);
-}
-
-int virtio_net_encode_carry(struct virtio_net *n, struct gw_wbuf *w)
-{
-	pthread_mutex_lock(&n->lock);
-	gw_put_le32(w, n->count);
-	gw_put_le32(w, 0);
-	for (unsigned i = 0; i < n->count; i++) {
-		const struct frame *f = &n->fifo[(n->head + i) % VIRTIO_NET_CARRY_MAX_FRAMES];
-
-		gw_put_le16(w, f->len);
-		gw_put_bytes(w, f->data, f->len);
-	}
-	if (!w->overflow) {
-		n->saved = true;
-		n->saved_frames = n->count;
-		n->stats.carried_out = n->count;
-	}
-	pthread_mutex_unlock(&n->lock);
-	return gw_wbuf_done(w);
-}
-
-/* Check a carry section; with @apply (and lock held, thread not started) make it the FIFO. */
-static int carry_decode(struct virtio_net *n, const void *buf, size_t len, uint32_t version,
-			bool apply, char *why, size_t why_len)
-{
-	struct gw_rbuf r;
-	uint32_t nr, reserved;
-
-	if (version != VIRTIO_NET_CARRY_VERSION) {
-		snprintf(why, why_len, "%s: version %u, this VMM reads %u", n->carry_name, version,
-			 VIRTIO_NET_CARRY_VERSION);
-		return -EINVAL;
-	}
-	gw_rbuf_init(&r, buf, len);
-	nr = gw_get_le32(&r);
-	reserved = gw_get_le32(&r);
-	if (r.underrun || nr > VIRTIO_NET_CARRY_MAX_FRAMES || reserved) {
-		snprintf(why, why_len, "%s: %u frames (reserved %#x), at most %u", n->carry_name, nr,
-			 reserved, VIRTIO_NET_CARRY_MAX_FRAMES);
-		return -EINVAL;
-	}
-	for (uint32_t i = 0; i < nr; i++) {
-		uint16_t flen = gw_get_le16(&r);
-		const void *p = gw_get_bytes(&r, flen);
-
-		if (!p || flen == 0 || flen > VIRTIO_NET_FRAME_MAX_BYTES) {
-			snprintf(why, why_len, "%s: frame %u of %u bytes (1..%u, section %zu)",
-				 n->carry_name, i, flen, VIRTIO_NET_FRAME_MAX_BYTES, len);
-			return -EINVAL;
-		}
-		if (apply) {
-			n->fifo[i].len = flen;
-			memcpy(n->fifo[i].data, p, flen);
-		}
-	}
-	if (gw_rbuf_done(&r)) {
-		snprintf(why, why_len, "%s: %zu bytes trail the frames", n->carry_name, len - r.off);
-		return -EINVAL;
-	}
-	if (apply) {
-		n->head = 0;
-		n->count = nr;
-		n->stats.carried_in = nr;
-	}
-	return 0;
-}
-
-int virtio_net_decode_carry(struct virtio_net *n, const void *buf, size_t len, uint32_t version,
-			    char *why, size_t why_len)
-{
-	int ret;
-
-	if (n->thread_started) {
-		snprintf(why, why_len, "%s: device already started", n->carry_name);
-		return -EBUSY;
-	}
-	pthread_mutex_lock(&n->lock);
-	ret = carry_decode(n, buf, len, version, false, why, why_len);
-	if (!ret)
-		carry_decode(n, buf, len, version, true, why, why_len);
-	pthread_mutex_unlock(&n->lock);
-	return ret;
-}
-
-int virtio_net_save_state(struct virtio_net *n, struct gw_state *st)
-{
-	size_t cap = virtio_net_carry_max_bytes();
-	struct gw_wbuf w;
-	uint8_t *buf;
-	int ret, state = run_state(n);
-
-	if (state != NET_IDLE && state != NET_STOPPED)
-		return -EBUSY;
-	ret = virtio_mmio_save_state(&n->t, st);
-	if (ret)
-		return ret;
-	buf = malloc(cap);
-	if (!buf)
-		return -ENOMEM;
-	gw_wbuf_init(&w, buf, cap);
-	ret = virtio_net_encode_carry(n, &w);
-	if (!ret)
-		ret = gw_state_add(st, n->carry_name, VIRTIO_NET_CARRY_VERSION, buf, w.len);
-	free(buf);
-	return ret;
-}
-
-int virtio_net_load_state(struct virtio_net *n, struct gw_state *st)
-{
-	char why[256];
-	uint32_t version;
-	size_t len;
-	const void *p;
-	int ret;
-
-	if (n->thread_started)
-		return gw_state_reject(st, -EBUSY, "%s: device already started", n->t.name);
-	p = gw_state_find(st, n->carry_name, &version, &len);
-	if (!p)
-		return gw_state_reject(st, -EINVAL, "%s: no state section", n->carry_name);
-	/* Check the frames first: the transport's load applies as soon as it passes. */
-	pthread_mutex_lock(&n->lock);
-	ret = carry_decode(n, p, len, version, false, why, sizeof(why));
-	pthread_mutex_unlock(&n->lock);
-	if (ret)
-		return gw_state_reject(st, ret, "%s", why);
-	ret = virtio_mmio_load_state(&n->t, st);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&n->lock);
-	carry_decode(n, p, len, version, true, why, sizeof(why));
-	pthread_mutex_unlock(&n->lock);
-	gw_log(GW_LOG_INFO, "virtio-net", "loaded", "dev=%s carried=%u", n->t.name, n->count);
-	return 0;
 }
