@@ -21,7 +21,7 @@
  *   RAM with its used entry, or (FIFO full) still in the backend.
  * - A tx frame is written to the backend and its chain pushed under the
  *   same hold of the lock: a save sees both or neither, so no frame is
- *   sent twice (by the source and again by the destination) or never.
+ *   sent twice (by the source and again by the destination) or not at all.
  *
  * Locks: the transport's lock (t.lock) before n->lock, never the reverse.
  */
