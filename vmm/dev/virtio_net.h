@@ -29,8 +29,10 @@
  *   virtio_net_load_state(n, st), then virtio_net_start(n) at the resume.
  *
  * Threads: the public calls come from one VMM thread (the one that creates,
- * pauses, saves and destroys the VM); the register entry point from any
- * vCPU; the I/O thread is the device's own. struct virtio_net is opaque.
+ * pauses, saves and destroys the VM), never with the transport's lock held
+ * (stop waits for the I/O thread, which takes it); the register entry
+ * point from any vCPU; the I/O thread is the device's own, and calls the
+ * VM's mark_dirty and irq ops from there. struct virtio_net is opaque.
  */
 #ifndef GW_VMM_VIRTIO_NET_H
 #define GW_VMM_VIRTIO_NET_H
