@@ -96,11 +96,19 @@ static bool dev_init(struct netdrv *d, const char *name, const struct net_backen
 
 void netdrv_init(struct netdrv *d, const char *name)
 {
+	netdrv_init_sndbuf(d, name, 0);
+}
+
+void netdrv_init_sndbuf(struct netdrv *d, const char *name, int sndbuf_bytes)
+{
 	int sv[2];
 
 	ram_init(d);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
 		die("socketpair");
+	if (sndbuf_bytes && setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf_bytes,
+				       sizeof(sndbuf_bytes)))
+		die("SO_SNDBUF");
 	d->peer = sv[0];
 	if (!dev_init(d, name, &net_backend_fd, NULL, sv[1]))
 		die("virtio_net_new");

@@ -47,6 +47,8 @@ struct netdrv {
 
 /* RAM, a socketpair, the device (fd backend, not started). Aborts on set-up failures. */
 void netdrv_init(struct netdrv *d, const char *name);
+/* Same, the device's end sending at most about @sndbuf_bytes ahead of the network (0: default). */
+void netdrv_init_sndbuf(struct netdrv *d, const char *name, int sndbuf_bytes);
 /* Same, over a tap named @ifname (NULL when the tap cannot be opened: errno). */
 bool netdrv_init_tap(struct netdrv *d, const char *name, const char *ifname);
 /* The device, the peer and the RAM go. */
