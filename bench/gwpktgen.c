@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * gwpktgen: a traffic generator and sink for the NFV measurement (issue 24,
- * item 8). It sends numbered, timestamped Ethernet frames at a fixed rate
+ * gwpktgen: a traffic generator and sink for the NFV measurement. It sends numbered, timestamped Ethernet frames at a fixed rate
  * from one interface (in the generator's namespace of
  * tests/integration/nfv_topo.sh) to a destination MAC, the guest's NIC, and
  * receives the frames the guest sends back (MACs swapped, or rewritten by a
