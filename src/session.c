@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Session lifecycle: create and free, start a migration (URL and TLS checks,
- * the listening socket, the migration thread), wait, resolve an unknown
- * outcome; status, the acceptor and the channel array as the other threads
- * see them; free-page hints. The sticky error, cancel and abandon are in
- * session_error.c; the statistics snapshot and thread helpers in
- * session_util.c.
+ * Session lifecycle, the public entry points above every role: create (the
+ * role's ops and its own state, source/ or dest/) and free, start a
+ * migration (URL and TLS checks, the listening socket, the migration
+ * thread), wait, resolve an unknown outcome; free-page hints. Status, the
+ * acceptor and the channel array as the other threads see them are in
+ * core/conns.c; the sticky error, cancel and abandon in core/error.c; the
+ * statistics snapshot and thread helpers in core/util.c.
  */
 #include <errno.h>
 #include <stdio.h>

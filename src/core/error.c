@@ -104,7 +104,7 @@ static bool link_errno(int code)
 /*
  * During postcopy a broken connection pauses the migration instead of
  * failing it: the VM runs on the destination and the source holds pages
- * it needs, so both wait for a recovery (postcopy_src.c, postcopy_dst.c).
+ * it needs, so both wait for a recovery (source/postcopy.c, dest/postcopy.c).
  * True when @code was taken that way.
  */
 static bool postcopy_link_lost(struct gw_session *s, enum gw_phase phase, int code, const char *msg)

@@ -201,7 +201,7 @@ struct gw_session {
 	unsigned ev_nr_held;		/* migration thread */
 	struct gw_event ev_queue[GW_EVENTS_HELD_MAX];	/* migration thread */
 	/*
-	 * Postcopy (postcopy.h). pc_state and pc_broken are atomic: pc_broken
+	 * Postcopy (source/postcopy.h, dest/postcopy.h). pc_state and pc_broken are atomic: pc_broken
 	 * (-errno, 0 = none) is set by the first connection failure while
 	 * GW_PC_ACTIVE instead of the sticky error, and gw_failed() reports it
 	 * so that every thread of the broken connections stops; the migration
@@ -249,7 +249,7 @@ bool gw_error_set_locked(struct gw_session *s, enum gw_phase phase, int code, co
  */
 int gw_failed(struct gw_session *s);
 /*
- * session_error.c: end a migration in postcopy as failed because its owner is
+ * core/error.c: end a migration in postcopy as failed because its owner is
  * going away (gw_session_free, gw_session_abandon); nothing when none runs.
  */
 void gw_abandon_postcopy(struct gw_session *s);

@@ -2,7 +2,7 @@
 /*
  * The names of the statistics' enumerations. The statistics themselves are
  * published by the two sides (source.c, dest.c) and copied out by
- * gw_session_stats (session_util.c); JSON is the tool's (tools/stats_json.c).
+ * gw_session_stats (core/util.c); JSON is the tool's (tools/stats_json.c).
  */
 #include <godwit/stats.h>
 

@@ -2,7 +2,7 @@
 /*
  * The destination's migration thread: the state machine (see dest.h).
  *
- *   setup     HELLO, layout, HELLO_ACK, data channels (dest_setup.c)
+ *   setup     HELLO, layout, HELLO_ACK, data channels (dest/setup.c)
  *   active    control loop: EXTENTS* (before round 0), ROUND*, STATE
  *   complete  COMPLETE: join the channels, check totals, load the state,
  *             READY

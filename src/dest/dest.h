@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The destination's migration thread, in three files:
- *   dest_setup.c  admission: the first connection that opens with a valid
+ *   dest/setup.c  admission: the first connection that opens with a valid
  *                 HELLO, the RAM layout (checked or built by the VMM), the
  *                 data connections presenting the migration id;
- *   populate.c    EXTENTS gathered before round 0, pre-populated by a
+ *   dest/populate.c    EXTENTS gathered before round 0, pre-populated by a
  *                 thread ahead of the stream;
  *   dest.c        the state machine: the control loop (EXTENTS, ROUND,
  *                 STATE, COMPLETE), READY, GO, resume, RESUMED.
@@ -41,7 +41,7 @@ struct gw_dst_state {
 	bool pc_recover_listening;	/* s->lock: listen_fd is the recovery's */
 };
 
-/* dest_setup.c: HELLO, layout, HELLO_ACK; then the data channels. 0 or the sticky error. */
+/* dest/setup.c: HELLO, layout, HELLO_ACK; then the data channels. 0 or the sticky error. */
 int dst_handshake(struct gw_session *s);
 int dst_accept_channels(struct gw_session *s);
 /* Release the layout's bitmaps. */
@@ -53,7 +53,7 @@ void dst_layout_release(struct gw_session *s);
  */
 void dst_conn_watch(struct gw_session *s, struct gw_conn *c);
 
-/* populate.c */
+/* dest/populate.c */
 /* Fold one EXTENTS message into the pending job. 0, -EPROTO, -ERANGE, -ENOMEM. */
 int dst_extents_add(struct gw_session *s, const struct gw_msg_extents *m);
 /* Round 0 starts: pre-populate the gathered extents in a thread (best effort). */
@@ -62,7 +62,7 @@ void dst_populate_start(struct gw_session *s);
 void dst_populate_stop(struct gw_session *s);
 /* Join the thread, drop what was not started. */
 void dst_populate_end(struct gw_session *s);
-/* postcopy_dst.c: unmap fd-backed RAM ahead of a possible switch (populate thread). */
+/* dest/postcopy.c: unmap fd-backed RAM ahead of a possible switch (populate thread). */
 void pcd_unmap_ahead(struct gw_session *s);
 
 #endif

@@ -3,7 +3,7 @@
  * Postcopy on the destination: the fault handler thread (faults become
  * requests on the preempt connection, or are mapped at once when the page
  * is here) and the mapper thread (trusted pages mapped in bulk after
- * resume). See pc_dst_int.h for who owns what.
+ * resume). See dest/pc_int.h for who owns what.
  */
 #include "dest/pc_int.h"
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Postcopy on the destination, internal: struct gw_pc_dst and what its
- * files share. The files, one concern each (protocol: postcopy_dst.c):
+ * files share. The files, one concern each (protocol: dest/postcopy.c):
  *
- *   postcopy_dst.c     PC_PREPARE .. resume, the postcopy phase's loop on the
+ *   dest/postcopy.c     PC_PREPARE .. resume, the postcopy phase's loop on the
  *                      migration thread, the end (sweep, digest, release)
- *   pc_dst_place.c     placement (each page once) and the receiver threads
- *   pc_dst_fault.c     the fault handler thread and the mapper thread
- *   pc_dst_recover.c   admission of connections, recovery
+ *   dest/pc_place.c     placement (each page once) and the receiver threads
+ *   dest/pc_fault.c     the fault handler thread and the mapper thread
+ *   dest/pc_recover.c   admission of connections, recovery
  *
  * Threads (struct gw_pc_dst belongs to the migration thread unless said):
  * the bitmaps untrusted (set before resume, then read-only), claimed,
@@ -130,7 +130,7 @@ static inline pthread_mutex_t *pcd_stripe(struct gw_pc_dst *pc, uint64_t page)
 	return &pc->stripes[(page / 64) % NR_STRIPES];
 }
 
-/* ---- postcopy_dst.c ---- */
+/* ---- dest/postcopy.c ---- */
 
 /* The statistics this side shows (s->lock taken here). */
 void pcd_publish(struct gw_pc_dst *pc);
@@ -147,7 +147,7 @@ void pcd_send_done(struct gw_pc_dst *pc);
  */
 void pcd_sweep(struct gw_session *s, struct gw_pc_dst *pc);
 
-/* ---- pc_dst_place.c ---- */
+/* ---- dest/pc_place.c ---- */
 
 /* @nr claimed pages from @page of @block placed (@src: their bytes, NULL: zeros). */
 void pcd_placed(struct dst_recv *r, unsigned block, uint64_t page, uint64_t nr, const uint8_t *src);
@@ -159,7 +159,7 @@ void pcd_wait_threads_up(struct gw_pc_dst *pc, unsigned nr);
 
 void pcd_join_receivers(struct gw_pc_dst *pc);
 
-/* ---- pc_dst_fault.c ---- */
+/* ---- dest/pc_fault.c ---- */
 
 /* Send the gathered requests (req_lock held). */
 void pcd_flush_requests(struct gw_pc_dst *pc);
@@ -173,7 +173,7 @@ void *pcd_mapper_main(void *arg);
 
 void pcd_stop_mapper(struct gw_pc_dst *pc);
 
-/* ---- pc_dst_recover.c ---- */
+/* ---- dest/pc_recover.c ---- */
 
 /*
  * Data connections 0..nr_channels-1 and the preempt one (index

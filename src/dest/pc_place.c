@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Postcopy on the destination: placement and the receivers (pc_dst_int.h).
+ * Postcopy on the destination: placement and the receivers (dest/pc_int.h).
  * One receiver thread per connection (data channels, preempt) reads PAGES
  * frames, checks them against what was untrusted or requested (hostile
  * input refused with a reason) and places each page once: a claim bit is

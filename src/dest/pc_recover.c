@@ -3,7 +3,7 @@
  * Postcopy on the destination: admission of connections (PC_PREPARE and
  * recovery) and recovery from a broken link (gw_postcopy_recover, then on
  * the migration thread: PC_RECOVER, PC_NEEDED, the connections reopened,
- * outstanding requests sent again). See pc_dst_int.h.
+ * outstanding requests sent again). See dest/pc_int.h.
  */
 #include "dest/pc_int.h"
 

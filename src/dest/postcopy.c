@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Postcopy on the destination (see postcopy.h, docs/protocol.md#postcopy).
+ * Postcopy on the destination (see dest/postcopy.h, docs/protocol.md#postcopy).
  *
  *   PC_PREPARE  every data channel ended (CHAN_END: every precopy page is
  *               applied); guest RAM goes under userfaultfd (mem/uffd_post.h:
@@ -208,7 +208,7 @@ int pcd_prepare(struct gw_session *s)
 	if (ret)
 		return ret;
 	t_joined = gw_now_ns();
-	/* The pause and the resumed guest follow: every core is theirs (populate.c). */
+	/* The pause and the resumed guest follow: every core is theirs (dest/populate.c). */
 	dst_populate_stop(s);
 	ret = pc_alloc(s);
 	if (ret)

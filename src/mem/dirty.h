@@ -56,7 +56,7 @@ struct gw_dirty_ops {
 	 * mapped. Nothing is re-armed. A channel thread asks it after sending
 	 * pages straight from guest memory, to name the pages the guest wrote
 	 * meanwhile (PAGES_VOID); collect must not run between the send and
-	 * this call (precopy.c drains the channels before every harvest).
+	 * this call (source/precopy.c drains the channels before every harvest).
 	 * Any thread. 0 or -errno. NULL: pages are never sent from live memory.
 	 */
 	int (*written)(struct gw_dirty *d, unsigned block, uint64_t first, uint32_t nr, uint64_t *mask);

@@ -23,7 +23,7 @@
  *
  * Either way a page becomes visible to the guest whole, in one step (the
  * page-table entry appears). Place each page at most once: the caller
- * claims it first (postcopy_dst.c). For anonymous RAM the kernel refuses a
+ * claims it first (dest/postcopy.c). For anonymous RAM the kernel refuses a
  * second copy (-EEXIST), but for fd-backed RAM the page cache is written
  * before the kernel sees that the page is mapped already, so a second
  * placement would overwrite what the guest wrote.

@@ -24,7 +24,7 @@ static bool send_live(int64_t path)
 /*
  * Tracking runs before the first batch is queued: the backend is known by
  * now. Not after the final harvest: the guest is paused and nothing is
- * re-armed any more (precopy.c harvest). Nor once devices report writes
+ * re-armed any more (source/precopy.c harvest). Nor once devices report writes
  * (mem/devdirty.h: no PAGES_VOID could name theirs in time).
  */
 bool gw_chan_live_ok(const struct gw_channel *ch)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The destination's account of postcopy faults (see postcopy_fault.h). */
+/* The destination's account of postcopy faults (see postcopy/faults.h). */
 #include <string.h>
 #include "postcopy/faults.h"
 #include "util/pi_mutex.h"

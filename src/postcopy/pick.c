@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The source's push order after the postcopy switch (see postcopy_pick.h). */
+/* The source's push order after the postcopy switch (see postcopy/pick.h). */
 #include <string.h>
 #include "postcopy/pick.h"
 

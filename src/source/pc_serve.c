@@ -2,7 +2,7 @@
 /*
  * Postcopy on the source: the server thread answers page requests on the
  * preempt connection at once; one pusher thread per data channel sends the
- * remaining pages around recent requests (postcopy_pick.h). Who owns what:
+ * remaining pages around recent requests (postcopy/pick.h). Who owns what:
  * pc_int.h.
  */
 #include "source/pc_int.h"

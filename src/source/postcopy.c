@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Postcopy on the source (see postcopy.h, docs/protocol.md#postcopy).
+ * Postcopy on the source (see source/postcopy.h, docs/protocol.md#postcopy).
  *
  *   switch     VM running: every data channel drains and sends CHAN_END;
  *              PC_PREPARE; the preempt connection; PC_PREPARED (the
@@ -12,7 +12,7 @@
  *   postcopy   a server thread answers page requests on the preempt
  *              connection at once (never behind a background batch); one
  *              pusher per data channel sends the remaining pages, around
- *              recent requests first (postcopy_pick.h); the migration
+ *              recent requests first (postcopy/pick.h); the migration
  *              thread pings the destination every PING_MS and publishes
  *              statistics, until PC_DONE (every page placed), then PC_END.
  *   recovery   a broken connection (gw_failed() reports s->pc_broken) stops

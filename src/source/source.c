@@ -4,8 +4,8 @@
  *
  *   setup       connect, HELLO / HELLO_ACK, [FDS], data channels, dirty
  *               tracking, EXTENTS
- *   precopy     rounds until the expected downtime fits (precopy.c)
- *   switchover  pause ... READY (switchover.c)
+ *   precopy     rounds until the expected downtime fits (source/precopy.c)
+ *   switchover  pause ... READY (source/switchover.c)
  *   handover    GO, RESUMED (handover.c)
  *   end         before GO: resume the VM if paused; tear down
  */

@@ -3,8 +3,8 @@
  * The source's migration thread, in files that follow the protocol:
  *   source.c      set-up (connect, HELLO, channels, tracking, EXTENTS),
  *                 the state machine, the end (resume on failure, teardown);
- *   precopy.c     rounds: harvest, batches to channels, convergence;
- *   switchover.c  pause, final pages, state, COMPLETE / READY;
+ *   source/precopy.c     rounds: harvest, batches to channels, convergence;
+ *   source/switchover.c  pause, final pages, state, COMPLETE / READY;
  *   handover.c    GO and RESUMED, for precopy and postcopy alike;
  *   control.c     the control reader thread (READY, RESUMED, VERIFIED, PONG).
  * Postcopy's source side is postcopy.c and pc_*.c (pc_int.h).
@@ -140,7 +140,7 @@ uint64_t src_wire_bytes(struct gw_session *s);
 int src_start_ctl_reader(struct gw_session *s);
 void src_join_ctl_reader(struct gw_session *s);
 
-/* precopy.c */
+/* source/precopy.c */
 /* Harvest the dirty pages into c->dirty. 0 or the sticky error. */
 int src_harvest(struct gw_session *s, struct src_ctx *c);
 /* The last harvest (VM paused, tracking ends): the backend's collect_last when it has one. */
@@ -166,7 +166,7 @@ enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c);
 /* Throttle and dirty limit back to none (the migration ends either way). */
 void src_unthrottle(struct gw_session *s, struct src_ctx *c);
 
-/* switchover.c */
+/* source/switchover.c */
 /* Stop the vCPUs (hints off, status device). 0 or the sticky error. */
 int src_pause_vm(struct gw_session *s, struct src_ctx *c);
 /* Save and send the device state. 0 or the sticky error. */

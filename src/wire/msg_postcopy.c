@@ -4,7 +4,7 @@
  * decoded message is checked here before anyone uses it (counts, alignment,
  * overflow, reserved fields zero); what depends on the RAM layout (block
  * index in range, pages inside the block) is checked by the receiver,
- * which knows the layout (postcopy_dst.c, postcopy_src.c).
+ * which knows the layout (dest/postcopy.c, source/postcopy.c).
  */
 #include <errno.h>
 #include <stdio.h>
