@@ -103,11 +103,8 @@ static void refuse_fd(const struct gw_sock_ops *sock, int fd, struct gw_tls *tls
 {
 	struct gw_conn tmp;
 
-	if (!tls)	/* plain sockets block with timeouts (net/io.c) */
-		sock->set_nonblock(fd, false);
-	gw_conn_init(&tmp, fd);
-	tmp.sock = sock;
-	tmp.tls = tls;
+	gw_conn_init(&tmp, -1);
+	gw_conn_adopt(&tmp, fd, sock, tls, 0);	/* its stream: plain (made blocking again) or TLS */
 	tmp.send_seq = send_seq;
 	gw_conn_set_send_timeout(&tmp, REFUSE_SEND_MS);
 	gw_conn_send_error(&tmp, code, reason);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Framed connections over stream sockets, plain or TLS (see io.h). */
+/* Framed connections over a byte stream, plain or TLS (see io.h, stream.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -16,13 +16,14 @@
 #include "util/crc32c.h"
 #include "net/io.h"
 #include "net/io_int.h"
-#include "net/tls.h"
+#include "net/stream.h"
 
 void gw_conn_init(struct gw_conn *c, int fd)
 {
 	memset(c, 0, sizeof(*c));
 	c->fd = fd;
 	c->sock = &gw_sock_kernel;
+	c->stream = &gw_stream_plain;
 	pthread_mutex_init(&c->fd_lock, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 }
@@ -40,6 +41,7 @@ void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, st
 	c->fd = fd;
 	c->sock = sock;
 	c->tls = tls;
+	c->stream = tls ? &gw_stream_tls : &gw_stream_plain;
 	c->send_seq = 0;
 	c->recv_seq = recv_seq;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
@@ -61,7 +63,7 @@ void gw_conn_set_fd(struct gw_conn *c, int fd, const struct gw_sock_ops *sock)
 
 const char *gw_conn_tls_error(const struct gw_conn *c)
 {
-	return c->tls ? gw_tls_error(c->tls) : "";
+	return c->stream->error(c);
 }
 
 void gw_conn_shutdown(struct gw_conn *c)
@@ -69,7 +71,7 @@ void gw_conn_shutdown(struct gw_conn *c)
 	/* Under fd_lock: never a shutdown of a number that close() recycled. */
 	pthread_mutex_lock(&c->fd_lock);
 	if (c->fd >= 0)
-		c->sock->shutdown(c->fd, SHUT_RDWR);
+		c->stream->shutdown(c);
 	pthread_mutex_unlock(&c->fd_lock);
 }
 
@@ -77,26 +79,22 @@ void gw_conn_close(struct gw_conn *c)
 {
 	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
 	pthread_mutex_lock(&c->fd_lock);
-	gw_tls_free(c->tls);
-	c->tls = NULL;
 	if (c->fd >= 0)
-		c->sock->close(c->fd);
+		c->stream->close(c);	/* and the TLS session on it */
 	c->fd = -1;
+	c->tls = NULL;
+	c->stream = &gw_stream_plain;
 	pthread_mutex_unlock(&c->fd_lock);
 	pthread_mutex_unlock(&c->send_lock);
 }
 
-/* SO_RCVTIMEO or SO_SNDTIMEO (@opt) to @ms (0: none), under fd_lock: never on a recycled number. */
-static int sock_timeout(struct gw_conn *c, int opt, uint64_t ms)
+/* io_int.h: under fd_lock, never on a recycled number. */
+int gw_conn_sock_timeout(struct gw_conn *c, int opt, uint64_t ms)
 {
-	struct timeval tv = { .tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
-	int ret = 0;
+	int ret;
 
 	pthread_mutex_lock(&c->fd_lock);
-	if (c->fd < 0)
-		ret = -EBADF;
-	else if (!c->tls && c->sock->setsockopt(c->fd, SOL_SOCKET, opt, &tv, sizeof(tv)))
-		ret = -errno;
+	ret = c->fd < 0 ? -EBADF : c->stream->set_timeout(c, opt, ms);
 	pthread_mutex_unlock(&c->fd_lock);
 	return ret;
 }
@@ -108,7 +106,7 @@ int gw_conn_set_send_timeout(struct gw_conn *c, uint64_t timeout_ms)
 	pthread_mutex_lock(&c->send_lock);
 	c->send_frame_ms = timeout_ms;
 	c->sndtimeo_cut = false;
-	ret = sock_timeout(c, SO_SNDTIMEO, timeout_ms);
+	ret = gw_conn_sock_timeout(c, SO_SNDTIMEO, timeout_ms);
 	pthread_mutex_unlock(&c->send_lock);
 	return ret;
 }
@@ -120,7 +118,7 @@ int gw_conn_set_timeout(struct gw_conn *c, uint64_t timeout_ms)
 	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->idle_ms, timeout_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
-	return ret ? ret : sock_timeout(c, SO_RCVTIMEO, timeout_ms);
+	return ret ? ret : gw_conn_sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
 void gw_conn_set_idle_timeout(struct gw_conn *c, uint64_t timeout_ms)
@@ -135,7 +133,7 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 		return 0;	/* a begun frame keeps its deadline */
 	__atomic_store_n(&c->recv_frame_ms, timeout_ms, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
-	return sock_timeout(c, SO_RCVTIMEO, timeout_ms);
+	return gw_conn_sock_timeout(c, SO_RCVTIMEO, timeout_ms);
 }
 
 void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns)
@@ -169,8 +167,8 @@ uint64_t gw_conn_deadline_after(uint64_t ms)
 	return ms ? gw_now_ns() + ms * 1000000ull : 0;
 }
 
-/* Milliseconds left until @deadline_ns (0: none = -1 for poll), at least 1 while not passed. */
-static int ms_left(uint64_t deadline_ns)
+/* io_int.h */
+int gw_conn_ms_left(uint64_t deadline_ns)
 {
 	uint64_t now = gw_now_ns(), left;
 
@@ -188,7 +186,7 @@ int gw_conn_wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64
 	struct pollfd pfd = { .fd = fd, .events = events };
 
 	for (;;) {
-		int left = ms_left(deadline_ns), r;
+		int left = gw_conn_ms_left(deadline_ns), r;
 
 		if (left == 0)
 			return -ETIMEDOUT;
@@ -200,113 +198,14 @@ int gw_conn_wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64
 	}
 }
 
-/*
- * A plain socket's call came back short of the frame (its timeout ran out):
- * what is left of the frame's time, as the socket's timeout. 0, or
- * -ETIMEDOUT when the frame's time is over.
- */
-static int cut_timeout(struct gw_conn *c, int opt, uint64_t deadline_ns, bool *cut)
-{
-	int left = ms_left(deadline_ns);
-
-	if (left == 0)
-		return -ETIMEDOUT;
-	if (left > 0) {
-		sock_timeout(c, opt, (uint64_t)left);
-		__atomic_store_n(cut, true, __ATOMIC_RELAXED);	/* rcvtimeo_cut is shared */
-	}
-	return 0;
-}
-
-
-/* At most this many parts per sendmsg/recvmsg call (the kernel's IOV_MAX). */
-#define IOV_PER_CALL 1024
-
-/* Consume @n bytes from the front of @msg's iovec (modified in place). */
-static void msg_advance(struct msghdr *msg, size_t n)
-{
-	while (n > 0 && msg->msg_iovlen > 0) {
-		if (n >= msg->msg_iov->iov_len) {
-			n -= msg->msg_iov->iov_len;
-			msg->msg_iov++;
-			msg->msg_iovlen--;
-		} else {
-			msg->msg_iov->iov_base = (char *)msg->msg_iov->iov_base + n;
-			msg->msg_iov->iov_len -= n;
-			n = 0;
-		}
-	}
-	while (msg->msg_iovlen > 0 && msg->msg_iov->iov_len == 0) {
-		msg->msg_iov++;
-		msg->msg_iovlen--;
-	}
-}
-
-/* sendmsg the whole iovec (modified in place) by @deadline_ns, fds on the first call. send_lock held. */
-static int send_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, const int *fds, int nr_fds,
-		      int flags, uint32_t *calls, uint64_t deadline_ns)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
-		struct cmsghdr align;
-	} cbuf;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-
-	if (fds && nr_fds > 0) {
-		struct cmsghdr *cm;
-
-		if (nr_fds > GW_MAX_RAM_BLOCKS)
-			return -EINVAL;
-		memset(&cbuf, 0, sizeof(cbuf));
-		msg.msg_control = cbuf.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nr_fds);
-		cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nr_fds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nr_fds);
-	}
-	while (msg.msg_iovlen > 0) {
-		size_t left = msg.msg_iovlen;
-		ssize_t n;
-		int ret;
-
-		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
-		n = c->sock->sendmsg(c->fd, &msg, MSG_NOSIGNAL | flags);
-		msg.msg_iovlen = left;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (n > 0) {
-			if (calls)
-				(*calls)++;
-			msg.msg_control = NULL;
-			msg.msg_controllen = 0;
-			msg_advance(&msg, (size_t)n);
-			if (!msg.msg_iovlen)
-				break;
-			if (left > IOV_PER_CALL && msg.msg_iovlen <= left - IOV_PER_CALL)
-				continue;	/* a whole call's worth went: not short */
-		}
-		/* Short: the socket's timeout ran out, or a signal. The frame's own time is the limit. */
-		if (!deadline_ns)
-			continue;
-		ret = cut_timeout(c, SO_SNDTIMEO, deadline_ns, &c->sndtimeo_cut);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 #define GW_CONN_MAX_IOV (4 + GW_WIRE_MAX_BATCH_PAGES)
 
 /*
  * One frame: header, then @iov; the CRC over the header and the first
  * @crc_iovcnt parts (all of them for every frame but PAGE_CRC ones); the
  * parts after the first @zc_from go with MSG_ZEROCOPY (@zc_from = iovcnt:
- * none). Under TLS nothing is zero-copy (records are encrypted copies):
- * the channel never asks for it there (channel.c), and *@zc_calls stays.
+ * none) where the stream can (not TLS: records are encrypted copies; then
+ * *@zc_calls stays).
  */
 static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, int iovcnt,
 		     int crc_iovcnt, int zc_from, const int *fds, int nr_fds, uint32_t *seq,
@@ -314,12 +213,12 @@ static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, 
 {
 	struct iovec all[GW_CONN_MAX_IOV + 1];
 	uint8_t hdr[GW_WIRE_HDR_BYTES];
-	uint64_t deadline_ns;
+	struct gw_stream_send x = { .fds = fds, .nr_fds = nr_fds, .zc_calls = zc_calls };
 	size_t len = 0;
 	uint32_t crc;
 	int ret;
 
-	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV)
+	if (iovcnt < 0 || iovcnt > GW_CONN_MAX_IOV || (fds && nr_fds && !c->stream->fds))
 		return -EINVAL;
 	for (int i = 0; i < iovcnt; i++)
 		len += iov[i].iov_len;
@@ -356,19 +255,12 @@ static int conn_send(struct gw_conn *c, uint16_t type, const struct iovec *iov, 
 	}
 #endif
 	if (c->sndtimeo_cut) {	/* the last frame cut the socket's timeout: this one has its own */
-		sock_timeout(c, SO_SNDTIMEO, c->send_frame_ms);
+		gw_conn_sock_timeout(c, SO_SNDTIMEO, c->send_frame_ms);
 		c->sndtimeo_cut = false;
 	}
-	deadline_ns = gw_conn_deadline_after(c->send_frame_ms);
-	if (c->tls) {
-		ret = fds && nr_fds ? -EINVAL : gw_conn_send_tls(c, all, iovcnt + 1, deadline_ns);
-	} else {
-		/* Zero-copy parts go in a call of their own: the header and prefix are copied. */
-		ret = send_plain(c, all, zc_from + 1, fds, nr_fds, 0, NULL, deadline_ns);
-		if (!ret && zc_from < iovcnt)
-			ret = send_plain(c, all + zc_from + 1, iovcnt - zc_from, NULL, 0, MSG_ZEROCOPY, zc_calls,
-					 deadline_ns);
-	}
+	x.deadline_ns = gw_conn_deadline_after(c->send_frame_ms);
+	x.zc_from = (zc_calls && c->stream->zerocopy ? zc_from : iovcnt) + 1;	/* all[0] is the header */
+	ret = c->stream->send(c, all, iovcnt + 1, &x);
 #ifdef GW_FAULT_INJECTION
 	free(corrupt);
 #endif
@@ -393,8 +285,7 @@ int gw_conn_send_prefix_crc(struct gw_conn *c, uint16_t type, const struct iovec
 {
 	if (crc_iovcnt < 0 || crc_iovcnt > iovcnt)
 		return -EINVAL;
-	return conn_send(c, type, iov, iovcnt, crc_iovcnt, zc_calls && !c->tls ? crc_iovcnt : iovcnt, NULL, 0,
-			 seq, zc_calls);
+	return conn_send(c, type, iov, iovcnt, crc_iovcnt, zc_calls ? crc_iovcnt : iovcnt, NULL, 0, seq, zc_calls);
 }
 
 int gw_conn_send_msg_fds(struct gw_conn *c, uint16_t type, const void *m, const int *fds, int nr_fds)
@@ -431,81 +322,12 @@ int gw_conn_send_error(struct gw_conn *c, int neg_errno, const char *reason)
 	return gw_conn_send_msg(c, GW_MSG_ERROR, &m);
 }
 
-/* recvmsg exactly the iovec by the frame's deadline; fds (if asked) from the first segment. */
-static int recv_plain(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * GW_MAX_RAM_BLOCKS)];
-		struct cmsghdr align;
-	} cbuf;
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
-
-	msg_advance(&msg, 0);	/* skip empty leading segments */
-	while (msg.msg_iovlen > 0) {
-		size_t left = msg.msg_iovlen;
-		ssize_t n;
-
-		if (fds) {
-			msg.msg_control = cbuf.buf;
-			msg.msg_controllen = sizeof(cbuf.buf);
-		}
-		msg.msg_iovlen = left < IOV_PER_CALL ? left : IOV_PER_CALL;
-		n = c->sock->recvmsg(c->fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-		msg.msg_iovlen = left;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		if (n < 0) {
-			/* The socket's timeout ran out: the frame's own time is the limit. */
-			int ret = c->frame_deadline_ns ? cut_timeout(c, SO_RCVTIMEO, c->frame_deadline_ns,
-								     &c->rcvtimeo_cut) : -ETIMEDOUT;
-
-			if (ret)
-				return ret;
-			continue;
-		}
-		if (fds) {
-			for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
-				int cnt;
-
-				if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-					continue;
-				cnt = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-				for (int i = 0; i < cnt; i++) {
-					int f;
-
-					memcpy(&f, CMSG_DATA(cm) + sizeof(int) * (size_t)i, sizeof(int));
-					if (*nr_fds < max_fds)
-						fds[(*nr_fds)++] = f;
-					else
-						close(f);	/* more than announced: drop */
-				}
-			}
-			fds = NULL;
-		}
-		msg.msg_control = NULL;
-		msg.msg_controllen = 0;
-		msg_advance(&msg, (size_t)n);
-		if (left > IOV_PER_CALL && msg.msg_iovlen <= left - IOV_PER_CALL)
-			continue;	/* a whole call's worth came: not short */
-		if (msg.msg_iovlen && c->frame_deadline_ns) {
-			int ret = cut_timeout(c, SO_RCVTIMEO, c->frame_deadline_ns, &c->rcvtimeo_cut);
-
-			if (ret)
-				return ret;
-		}
-	}
-	return 0;
-}
-
+/* Exactly @iov (modified in place) from the stream, by the frame's deadline. */
 static int recv_all(struct gw_conn *c, struct iovec *iov, int iovcnt, int *fds, int max_fds, int *nr_fds)
 {
-	if (c->tls)
-		return fds ? -EINVAL : gw_conn_recv_tls(c, iov, iovcnt);
-	return recv_plain(c, iov, iovcnt, fds, max_fds, nr_fds);
+	if (fds && !c->stream->fds)
+		return -EINVAL;
+	return c->stream->recv(c, iov, iovcnt, fds, max_fds, nr_fds);
 }
 
 /*
@@ -518,7 +340,7 @@ static int wait_frame(struct gw_conn *c)
 	uint64_t t0 = gw_now_ns();
 	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 
-	if (c->tls && gw_tls_pending(c->tls))
+	if (c->stream->pending(c))
 		return 0;
 	for (;;) {
 		uint64_t now = gw_now_ns(), from = t0, end, idle_ms;
@@ -533,7 +355,7 @@ static int wait_frame(struct gw_conn *c)
 		end = idle_ms ? from + idle_ms * 1000000ull : 0;
 		if (end && now >= end)
 			return -ETIMEDOUT;
-		r = c->sock->poll(&pfd, 1, end ? ms_left(end) : -1);
+		r = c->sock->poll(&pfd, 1, end ? gw_conn_ms_left(end) : -1);
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -554,7 +376,7 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 		return ret;
 	/* The frame has begun: all of it within the frame timeout. */
 	if (__atomic_load_n(&c->rcvtimeo_cut, __ATOMIC_RELAXED)) {
-		sock_timeout(c, SO_RCVTIMEO, __atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
+		gw_conn_sock_timeout(c, SO_RCVTIMEO, __atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
 		__atomic_store_n(&c->rcvtimeo_cut, false, __ATOMIC_RELAXED);
 	}
 	c->frame_deadline_ns = gw_conn_deadline_after(__atomic_load_n(&c->recv_frame_ms, __ATOMIC_RELAXED));
@@ -637,8 +459,10 @@ int gw_conn_recv_msg_fds(struct gw_conn *c, union gw_msg *m, void *buf, size_t c
 		why[0] = 0;
 	n = gw_conn_recv(c, &h, buf, cap, fds, max_fds, nr_fds);
 	if (n < 0) {
-		if (c->tls && gw_tls_error(c->tls)[0] && why)
-			snprintf(why, why_len, "%s", gw_tls_error(c->tls));
+		const char *stream_why = c->stream->error(c);
+
+		if (stream_why[0] && why)
+			snprintf(why, why_len, "%s", stream_why);
 		else if (n == -EPROTO && why)
 			snprintf(why, why_len, "malformed frame header or frame too long");
 		return (int)n;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Framed connections: one socket (plain, or under a TLS session, net/tls.h),
- * a send sequence and a receive sequence. Sends on one connection may come
+ * Framed connections: frames (header, CRC, sequence numbers, deadlines)
+ * over a byte stream (net/stream.h: plain, or a TLS session, net/tls.h)
+ * on one socket of a transport, a send sequence and a receive sequence. Sends on one connection may come
  * from several threads (the control connection: migration thread and error
  * reporting), so they take send_lock; receives happen on exactly one thread
  * per connection.
@@ -28,11 +29,13 @@
 
 struct gw_tls;
 struct gw_tls_ctx;
+struct gw_stream_ops;
 
 struct gw_conn {
 	int fd;				/* fd_lock and send_lock to change; -1 when closed */
 	const struct gw_sock_ops *sock;	/* how fd is driven (transport); changes with fd */
-	struct gw_tls *tls;		/* TLS session on fd, NULL = plain (kernel sockets only); changes with fd */
+	const struct gw_stream_ops *stream;	/* how the frames' bytes go (plain, TLS): chosen with fd or TLS, under both locks */
+	struct gw_tls *tls;		/* the TLS stream's session (identity, info), NULL = plain (kernel sockets only); changes with fd */
 	pthread_mutex_t fd_lock;	/* close vs shutdown: never held across I/O */
 	pthread_mutex_t send_lock;	/* guards send_seq and the socket's write side */
 	uint32_t send_seq;		/* under send_lock */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared by net/io.c and net/io_tls.c only. */
+/* Shared by net/io.c, net/io_tls.c and the streams (net/stream_*.c) only. */
 #ifndef GW_NET_IO_INT_H
 #define GW_NET_IO_INT_H
 
@@ -11,9 +11,12 @@
 uint64_t gw_conn_deadline_after(uint64_t ms);
 /* Wait for @events on @fd until @deadline_ns (0: none). 0, -ETIMEDOUT, -errno. */
 int gw_conn_wait_fd(const struct gw_sock_ops *sock, int fd, short events, uint64_t deadline_ns);
-/* TLS: the iovec as full records, by @deadline_ns. send_lock held. */
-int gw_conn_send_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt, uint64_t deadline_ns);
-/* TLS: read exactly the iovec by the frame's deadline. Receiving thread. */
-int gw_conn_recv_tls(struct gw_conn *c, const struct iovec *iov, int iovcnt);
+/* Milliseconds left until @deadline_ns (0: none = -1 for poll), at least 1 while not passed. */
+int gw_conn_ms_left(uint64_t deadline_ns);
+/*
+ * SO_RCVTIMEO or SO_SNDTIMEO (@opt) to @ms (0: none) through the stream
+ * (a no-op on a non-blocking one), under fd_lock. 0, -EBADF (closed), -errno.
+ */
+int gw_conn_sock_timeout(struct gw_conn *c, int opt, uint64_t ms);
 
 #endif
