@@ -117,17 +117,14 @@ static double link_cost(struct gw_channel *ch)
 static void sample_link(struct gw_channel *ch, size_t data_bytes, uint64_t send_ns)
 {
 	struct gw_session *s = ch->s;
-	uint64_t rate_bps, bits;
-	bool app_limited;
+	struct gw_link_sample ls = { .data_bytes = data_bytes, .send_ns = send_ns, .nr_channels = s->nr_channels,
+				     .cap_bps = gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS) };
+	uint64_t bits;
 	double cost;
 
-	if (data_bytes >= 65536) {
-		if (ch->conn.sock->kernel && gw_tcp_delivery_rate(ch->conn.fd, &rate_bps, &app_limited) == 0)
-			gw_codec_auto_sample_tcp(&ch->tx.link_est, rate_bps, app_limited);
-		else
-			gw_codec_auto_sample_wait(&ch->tx.link_est, (double)send_ns / (double)data_bytes);
-	}
-	cost = gw_codec_auto_link_cost(&ch->tx.link_est, gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS), s->nr_channels);
+	if (data_bytes >= GW_AUTO_LINK_SAMPLE_MIN_BYTES && ch->conn.sock->kernel)
+		ls.tcp = gw_tcp_delivery_rate(ch->conn.fd, &ls.tcp_rate_bps, &ls.tcp_app_limited) == 0;
+	cost = gw_codec_auto_link_sample(&ch->tx.link_est, &ls);
 	memcpy(&bits, &cost, sizeof(bits));
 	__atomic_store_n(&ch->tx.link_cost_bits, bits, __ATOMIC_RELAXED);
 }

@@ -13,16 +13,22 @@
  * tries one of them in turn, whatever the model says, except lz4 while it
  * cannot be picked (zstd keeps up with the link, at no worse a ratio).
  * Other slow-link batches look at a probe: lz4 over GW_AUTO_PROBE_SLICES
- * pages taken evenly across the batch (GW_AUTO_PROBE_BYTES in all); a
- * probe ratio above 0.95 sends raw, otherwise both codecs' ratios are
- * scaled by probe / lz4's ratio estimate. Pages spread over the batch, not
- * its first ones: guest RAM mixes page kinds, and two random pages at a
+ * data pages taken evenly across the batch (GW_AUTO_PROBE_BYTES in all; a
+ * zero page is passed over for the next page, as the batch sends no data
+ * for it); a probe ratio above 0.95 sends raw, otherwise both codecs'
+ * ratios are scaled by probe / lz4's ratio estimate. Pages spread over the
+ * batch, not its first ones: guest RAM mixes page kinds, and two random pages at a
  * batch's start sent a ninth of the mix benchmark's batches raw (auto's
  * ratio 1.54 where zstd alone made 1.71); with 4 pages, 1 batch in 60 of
  * mix (a third of its data pages random) still went raw, with 8 pages 1 in
  * 400.
  *
- * Threads: one struct gw_codec_auto per channel, owned by its thread.
+ * One call per batch decides (gw_codec_auto_decide: the codec and its
+ * level, the sampling and the probe inside), one feeds its outcome back
+ * (gw_codec_auto_feed), and the send side feeds the link's cost
+ * (gw_codec_auto_link_sample). Threads: one struct gw_codec_auto per
+ * channel, owned by its prep thread; the link's estimate is another, owned
+ * by the send thread, which publishes the cost it returns.
  */
 #ifndef GW_CODEC_AUTO_H
 #define GW_CODEC_AUTO_H
@@ -30,11 +36,21 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <godwit/params.h>
 
 #define GW_AUTO_PROBE_SLICES 8		/* pages in a probe, spread over the batch */
-#define GW_AUTO_PROBE_BYTES (GW_AUTO_PROBE_SLICES * 4096)	/* probed batches are at least twice this */
+#define GW_AUTO_PROBE_BYTES (GW_AUTO_PROBE_SLICES * 4096)
+#define GW_AUTO_PROBE_MIN_PAGES (2 * GW_AUTO_PROBE_SLICES)	/* smaller batches are not probed */
 #define GW_AUTO_PROBE_INCOMPRESSIBLE 0.95	/* probe ratio above which a batch goes raw */
+#define GW_AUTO_LINK_SAMPLE_MIN_BYTES 65536	/* smaller sends say nothing about the link */
+/*
+ * zstd's levels: GW_AUTO_ZSTD_LEVEL_FAST (1) or, while the CPU has
+ * headroom, GW_AUTO_ZSTD_LEVEL_RATIO (3: on mix data ~4% more ratio for
+ * 1.2-1.6x the time); lz4 at its default. The destination decodes any level.
+ */
+#define GW_AUTO_ZSTD_LEVEL_FAST 1
+#define GW_AUTO_ZSTD_LEVEL_RATIO 3
 
 struct gw_codec_estimate {
 	double ns_per_byte;		/* compression cost per raw byte, smoothed */
@@ -44,59 +60,82 @@ struct gw_codec_estimate {
 struct gw_codec_auto {
 	struct gw_codec_estimate est[GW_CODEC__COUNT];	/* lz4 and zstd are used */
 	double link_ns_per_byte;	/* measured cost per wire byte, 0 = unknown */
-	int zstd_level;			/* GW_AUTO_ZSTD_LEVEL_FAST or _RATIO (gw_codec_auto_tune) */
-	uint64_t slow_batches;		/* batches seen on a slow link */
+	int zstd_level;			/* GW_AUTO_ZSTD_LEVEL_FAST or _RATIO */
+	uint64_t slow_batches;		/* batches with data decided on a slow link (the sampling's clock) */
+	void *probe_ctx;		/* lz4 for the probe, made on the first one; NULL = none yet */
+	uint8_t *probe_buf;		/* the probe's pages, then its output; NULL = none yet */
+};
+
+/* Why a batch got its codec (the codec_auto log line counts them). */
+enum gw_auto_why {
+	GW_AUTO_FAST_LINK = 1,		/* raw: the link is no slower than lz4 (or unknown) */
+	GW_AUTO_SAMPLE,			/* a forced sample of lz4 or zstd */
+	GW_AUTO_PROBE_RAW,		/* raw: the probe said incompressible */
+	GW_AUTO_MODEL,			/* the model's cheapest (raw when no codec is cheaper) */
 };
 
 /*
- * The level auto compresses @id at: zstd at GW_AUTO_ZSTD_LEVEL_FAST (1) or,
- * while the CPU has headroom, GW_AUTO_ZSTD_LEVEL_RATIO (3: on mix data ~4%
- * more ratio for 1.2-1.6x the time); others at their default. The
- * destination decodes any level.
+ * One batch, as the decision sees it. The probe reads up to
+ * GW_AUTO_PROBE_SLICES of its pages, where they lie, through @page.
  */
-#define GW_AUTO_ZSTD_LEVEL_FAST 1
-#define GW_AUTO_ZSTD_LEVEL_RATIO 3
-int gw_codec_auto_level(const struct gw_codec_auto *a, enum gw_codec_id id, int default_level);
-/*
- * zstd's level for the coming batches, from the estimates: the ratio level
- * while compressing at the fast level costs under 1/1.9 of the time the
- * link takes for its output (the ratio level's cost then stays under 0.84
- * of it), back to the fast level once compressing costs more than 0.9 of
- * it. On a busy machine the fast level keeps zstd from becoming the
- * bottleneck, which made auto choose lz4 and lose ratio. True when the level changed
- * (the caller makes a new context; the estimates adapt from the next sample).
- */
-bool gw_codec_auto_tune(struct gw_codec_auto *a, double link_ns_per_byte);
+struct gw_auto_input {
+	double link_ns_per_byte;	/* the link's cost per wire byte for this channel (gw_codec_auto_link_cost); 0 = unknown */
+	uint32_t nr_pages;		/* pages the batch sends, zero ones included */
+	/* Page @i (< nr_pages, in the batch's order) as it lies; NULL = not readable (passed over). */
+	const uint8_t *(*page)(const void *arg, uint32_t i);
+	const void *arg;
+};
 
-/* Priors until measured (bench/codec_bench on mix data, one core). */
+struct gw_auto_choice {
+	enum gw_codec_id codec;		/* GW_CODEC_NONE (raw), GW_CODEC_LZ4 or GW_CODEC_ZSTD */
+	int level;			/* the codec's level (a context at another level must be made anew) */
+	enum gw_auto_why why;
+	bool slow;			/* decided on a slow link: the batch counts for the sampling (gw_codec_auto_feed) */
+	bool level_changed;		/* zstd's level moved with this batch */
+	double probe_ratio;		/* lz4's ratio over the probe; negative = no probe taken */
+};
+
+/* What became of a decided batch. */
+struct gw_auto_result {
+	size_t raw_bytes;		/* the batch's data before compression; 0 = it had none (all zero) */
+	size_t out_bytes;		/* the codec's output; 0 = not compressed, or the codec failed */
+	uint64_t compress_ns;		/* the compression's time */
+};
+
+/* Priors until measured (bench/codec_bench on mix data, one core). Holds nothing yet. */
 void gw_codec_auto_init(struct gw_codec_auto *a);
+/* What the probe made (gw_codec_auto_init again after). */
+void gw_codec_auto_release(struct gw_codec_auto *a);
 
-/* The link's cost per wire byte, or what max-bandwidth allows per channel if higher. */
+/*
+ * The codec for one batch: raw on a fast or unknown link; on a slow one a
+ * forced sample, or the model's cheapest for the batch's probe (taken here
+ * when the rule wants one: lz4 over pages spread over it), zstd's level
+ * moved with the headroom first (see the top). Never fails: a probe that
+ * cannot be made (out of memory) is left out.
+ */
+struct gw_auto_choice gw_codec_auto_decide(struct gw_codec_auto *a, const struct gw_auto_input *in);
+/* The batch decided by @c was built (and compressed with c->codec): estimates and sampling move on. */
+void gw_codec_auto_feed(struct gw_codec_auto *a, const struct gw_auto_choice *c, const struct gw_auto_result *r);
+
+/* The link's cost per wire byte, or what max-bandwidth (@cap_bps) allows per channel if higher. */
 double gw_codec_auto_link_cost(const struct gw_codec_auto *a, int64_t cap_bps, unsigned nr_channels);
-/* A slow link: codecs may pay (cost above lz4's compression cost). */
-bool gw_codec_auto_link_is_slow(const struct gw_codec_auto *a, double link_ns_per_byte);
 
+/* One send of the data path, for the link's estimate. */
+struct gw_link_sample {
+	size_t data_bytes;		/* the frame's data; under GW_AUTO_LINK_SAMPLE_MIN_BYTES: no sample */
+	uint64_t send_ns;		/* how long the send took */
+	bool tcp;			/* the kernel's TCP delivery rate below is known */
+	uint64_t tcp_rate_bps;		/* tcpi_delivery_rate */
+	bool tcp_app_limited;		/* the rate is a lower bound: it may only make the link look faster */
+	int64_t cap_bps;		/* max-bandwidth, 0 = none */
+	unsigned nr_channels;		/* the cap is shared by them */
+};
 /*
- * The rule, pure. @batch_no numbers the batches seen on a slow link (0,
- * 1, ...); @probe_ratio is lz4's ratio over the batch's probe (pages
- * spread over it), or negative when no probe was taken.
+ * Feed one send (the TCP rate where there is one, else the time the send
+ * waited per byte) and return the link's cost per wire byte for the
+ * decisions (gw_codec_auto_link_cost).
  */
-enum gw_codec_id gw_codec_auto_pick(const struct gw_codec_auto *a, double link_ns_per_byte,
-				    uint64_t batch_no, double probe_ratio);
-/* Whether gw_codec_auto_pick will look at a probe for batch @batch_no. */
-bool gw_codec_auto_wants_probe(const struct gw_codec_auto *a, double link_ns_per_byte,
-			       uint64_t batch_no);
-
-/* Feedback: one compression of @in_bytes into @out_bytes by @id took @ns. */
-void gw_codec_auto_sample_codec(struct gw_codec_auto *a, enum gw_codec_id id, uint64_t ns,
-				size_t in_bytes, size_t out_bytes);
-/*
- * Feedback from a send of at least 64 KiB: the kernel's TCP delivery rate
- * (an app-limited sample is a lower bound of the rate: it may only make
- * the link look faster), or where there is none (unix:), the time the send
- * waited per wire byte.
- */
-void gw_codec_auto_sample_tcp(struct gw_codec_auto *a, uint64_t rate_bps, bool app_limited);
-void gw_codec_auto_sample_wait(struct gw_codec_auto *a, double ns_per_byte);
+double gw_codec_auto_link_sample(struct gw_codec_auto *a, const struct gw_link_sample *in);
 
 #endif

@@ -64,6 +64,7 @@ void gw_pages_out_release(struct gw_pages_out *po)
 		if (po->ctx[i])
 			gw_codec_get((enum gw_codec_id)i)->ctx_free(po->ctx[i]);
 	gw_xbzrle_cache_free(po->xb);
+	gw_codec_auto_release(&po->autoc);
 	for (unsigned i = 0; i < GW_PAGES_OUT_BUFS; i++) {
 		free(po->buf[i].raw);
 		free(po->buf[i].entries);
@@ -74,35 +75,29 @@ void gw_pages_out_release(struct gw_pages_out *po)
 	memset(po, 0, sizeof(*po));
 }
 
-bool gw_pages_out_copies(const struct gw_pages_out *po, double link_ns_per_byte)
+/*
+ * The context of codec @id at @level (0: the codec's default), or NULL.
+ * Made on first use, and again when the level asked for changed (auto
+ * moves zstd's).
+ */
+static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, int level, const struct gw_codec_ops **ops)
 {
-	if (po->xb)
-		return true;
-	if (po->codec == GW_CODEC_NONE)
-		return false;
-	/* auto sets no codec up on a fast link: the data goes as it lies */
-	return po->codec != GW_CODEC_AUTO || gw_codec_auto_link_is_slow(&po->autoc, link_ns_per_byte);
-}
-
-/* The context of codec @id (created on first use), or NULL. */
-static void *codec_ctx(struct gw_pages_out *po, enum gw_codec_id id, const struct gw_codec_ops **ops)
-{
-	int level = po->level;
-
 	*ops = gw_codec_get(id);
 	if (!*ops)
 		return NULL;
+	if (level == 0)
+		level = (*ops)->default_level;
+	if (level < (*ops)->min_level)
+		level = (*ops)->min_level;
+	if (level > (*ops)->max_level)
+		level = (*ops)->max_level;
+	if (po->ctx[id] && po->ctx_level[id] != level) {
+		(*ops)->ctx_free(po->ctx[id]);
+		po->ctx[id] = NULL;
+	}
 	if (!po->ctx[id]) {
-		/* auto uses its own level per codec (codec_auto.h) */
-		if (po->codec == GW_CODEC_AUTO)
-			level = gw_codec_auto_level(&po->autoc, id, (*ops)->default_level);
-		else if (level == 0)
-			level = (*ops)->default_level;
-		if (level < (*ops)->min_level)
-			level = (*ops)->min_level;
-		if (level > (*ops)->max_level)
-			level = (*ops)->max_level;
 		po->ctx[id] = (*ops)->ctx_new(level);
+		po->ctx_level[id] = level;
 	}
 	return po->ctx[id];
 }
@@ -297,101 +292,118 @@ static void stage_classify(struct gw_pages_out *po, struct gw_pages_buf *pb,
 
 /* ---- stage 3: compress ---- */
 
-/* The codec for this batch: the configured one, or auto's pick. */
-static enum gw_codec_id choose_codec(struct gw_pages_out *po, const uint8_t *raw, size_t raw_len,
-				     double link)
-{
-	struct gw_codec_auto *a = &po->autoc;
-	double probe = -1;
-	enum gw_codec_id id;
-	uint64_t batch_no;
+/* What the auto decision sees of a batch: its pages where they lie (after stage_read). */
+struct batch_pages {
+	const struct gw_pages_buf *pb;
+	const struct gw_ram_view *ram;
+	const struct gw_batch *b;
+};
 
-	if (po->codec != GW_CODEC_AUTO)
-		return po->codec;
-	if (!gw_codec_auto_link_is_slow(a, link)) {
-		po->tally.fast_link++;
-		return GW_CODEC_NONE;	/* no codec is even set up on a fast link */
-	}
-	batch_no = a->slow_batches++;
-	if (gw_codec_auto_tune(a, link)) {
-		po->tally.level_changes++;
-		/* zstd's level changed: a new context at the new level on its next use */
-		if (po->ctx[GW_CODEC_ZSTD]) {
-			gw_codec_get(GW_CODEC_ZSTD)->ctx_free(po->ctx[GW_CODEC_ZSTD]);
-			po->ctx[GW_CODEC_ZSTD] = NULL;
+/* Page @i of the batch's mask, through the mapping or in the pread span; NULL past the end. */
+static const uint8_t *batch_page(const void *arg, uint32_t i)
+{
+	const struct batch_pages *v = arg;
+
+	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++) {
+		uint64_t bits = v->b->mask[w], idx;
+		unsigned n = (unsigned)__builtin_popcountll(bits);
+
+		if (i >= n) {
+			i -= n;
+			continue;
 		}
+		while (i--)
+			bits &= bits - 1;
+		idx = w * 64 + (unsigned)__builtin_ctzll(bits);
+		if (v->ram->fd < 0 || bit(v->ram->mapped, idx))
+			return v->ram->host + (v->b->first_page + idx) * PAGE;
+		return v->pb->raw + idx * PAGE;
 	}
-	if (raw_len >= 2 * GW_AUTO_PROBE_BYTES && gw_codec_auto_wants_probe(a, link, batch_no)) {
-		size_t step = raw_len / GW_AUTO_PROBE_SLICES / PAGE * PAGE;	/* page starts, mostly */
-		const struct gw_codec_ops *ops;
-		void *ctx = codec_ctx(po, GW_CODEC_LZ4, &ops);
-		ssize_t got;
-
-		for (unsigned i = 0; i < GW_AUTO_PROBE_SLICES; i++)
-			memcpy(po->probe_in + i * PAGE, raw + i * step, PAGE);
-		got = ctx ? ops->compress(ctx, po->probe_in, GW_AUTO_PROBE_BYTES, po->probe, sizeof(po->probe)) : -1;
-
-		if (got > 0)
-			probe = (double)got / GW_AUTO_PROBE_BYTES;
-	}
-	id = gw_codec_auto_pick(a, link, batch_no, probe);
-	if (id == GW_CODEC_NONE && probe > GW_AUTO_PROBE_INCOMPRESSIBLE)
-		po->tally.probe_raw++;
-	else if (id == GW_CODEC_NONE)
-		po->tally.model_raw++;
-	return id;
-}
-
-static void tally_sent(struct gw_pages_out *po, enum gw_codec_id id, bool smaller)
-{
-	if (!smaller)
-		po->tally.not_smaller++;
-	else if (id == GW_CODEC_LZ4)
-		po->tally.lz4++;
-	else if (po->autoc.zstd_level == GW_AUTO_ZSTD_LEVEL_RATIO)
-		po->tally.zstd_ratio++;
-	else
-		po->tally.zstd_fast++;
+	return NULL;
 }
 
 /*
- * Compress raw (a copied batch) into comp when a codec applies and it pays;
- * the data area becomes one piece, raw or comp. 0 or -errno.
+ * The codec for this batch, and its level: the configured one, or the
+ * auto decision's (one call: sampling, probe and level inside). Free
+ * pages carry no data: nothing to decide.
  */
-static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, double link,
+static struct gw_auto_choice choose_codec(struct gw_pages_out *po, const struct gw_pages_buf *pb,
+					  const struct gw_ram_view *ram, const struct gw_batch *b, double link)
+{
+	struct gw_auto_choice none = { .codec = GW_CODEC_NONE, .probe_ratio = -1 };
+	struct batch_pages v = { pb, ram, b };
+	struct gw_auto_input in = { .link_ns_per_byte = link, .page = batch_page, .arg = &v };
+
+	if (po->codec != GW_CODEC_AUTO)
+		return (struct gw_auto_choice){ .codec = po->codec, .level = po->level, .probe_ratio = -1 };
+	if (b->discard)
+		return none;
+	for (unsigned w = 0; w < GW_BATCH_MASK_WORDS; w++)
+		in.nr_pages += (uint32_t)__builtin_popcountll(b->mask[w]);
+	return gw_codec_auto_decide(&po->autoc, &in);
+}
+
+/* compress=auto: what the batch became, for the codec_auto log line; and auto learns from it. */
+static void auto_done(struct gw_pages_out *po, const struct gw_auto_choice *c, const struct gw_pages_frame *f,
+		      uint64_t compress_ns, size_t out_bytes)
+{
+	struct gw_auto_tally *t = &po->tally;
+	struct gw_auto_result r = { .raw_bytes = f->raw_bytes, .out_bytes = out_bytes, .compress_ns = compress_ns };
+
+	if (po->codec != GW_CODEC_AUTO || !c->why)
+		return;
+	gw_codec_auto_feed(&po->autoc, c, &r);
+	t->level_changes += c->level_changed;
+	if (!f->raw_bytes)
+		return;		/* all zero: no data went, raw or not */
+	if (c->why == GW_AUTO_FAST_LINK)
+		t->fast_link++;
+	else if (c->why == GW_AUTO_PROBE_RAW)
+		t->probe_raw++;
+	else if (c->codec == GW_CODEC_NONE)
+		t->model_raw++;
+	else if (f->ph.codec == GW_WIRE_CODEC_NONE)
+		t->not_smaller++;
+	else if (c->codec == GW_CODEC_LZ4)
+		t->lz4++;
+	else if (c->level == GW_AUTO_ZSTD_LEVEL_RATIO)
+		t->zstd_ratio++;
+	else
+		t->zstd_fast++;
+}
+
+/*
+ * Compress raw (a copied batch) into comp with the codec chosen (@c), if
+ * any, kept when smaller; the data area becomes one piece, raw or comp.
+ * 0 or -errno.
+ */
+static int stage_compress(struct gw_pages_out *po, struct gw_pages_buf *pb, const struct gw_auto_choice *c,
 			  struct gw_pages_frame *f, struct pieces *pc)
 {
-	enum gw_codec_id id = f->raw_bytes ? choose_codec(po, pb->raw, f->raw_bytes, link) : GW_CODEC_NONE;
 	const struct gw_codec_ops *ops;
-	uint64_t t0;
+	uint64_t t0, ns = 0;
+	ssize_t n = 0;
 	void *ctx;
-	ssize_t n;
-
-	/* auto on a fast link copies nothing (gw_pages_out_copies): its data goes as it lies */
-	if (po->codec == GW_CODEC_AUTO && !f->raw_bytes && f->nr_normal)
-		po->tally.fast_link++;
 
 	f->data_bytes = f->raw_bytes;
 	f->ph.codec = GW_WIRE_CODEC_NONE;
 	pc->n = 0;
 	if (f->raw_bytes)
 		piece_add(pc, pb->raw, f->raw_bytes);
-	if (id == GW_CODEC_NONE)
-		return 0;
-	ctx = codec_ctx(po, id, &ops);
-	if (!ctx)
-		return -EOPNOTSUPP;
-	t0 = gw_now_ns();
-	n = ops->compress(ctx, pb->raw, f->raw_bytes, pb->comp, pb->comp_cap);
-	if (n > 0)
-		gw_codec_auto_sample_codec(&po->autoc, id, gw_now_ns() - t0, f->raw_bytes, (size_t)n);
-	if (n > 0 && (size_t)n < f->raw_bytes) {
-		f->ph.codec = gw_wire_codec_from_id(id);
-		pc->iov[0] = (struct iovec){ pb->comp, (size_t)n };
-		f->data_bytes = (size_t)n;
+	if (c->codec != GW_CODEC_NONE && f->raw_bytes) {
+		ctx = codec_ctx(po, c->codec, c->level, &ops);
+		if (!ctx)
+			return -EOPNOTSUPP;
+		t0 = gw_now_ns();
+		n = ops->compress(ctx, pb->raw, f->raw_bytes, pb->comp, pb->comp_cap);
+		ns = gw_now_ns() - t0;
+		if (n > 0 && (size_t)n < f->raw_bytes) {
+			f->ph.codec = gw_wire_codec_from_id(c->codec);
+			pc->iov[0] = (struct iovec){ pb->comp, (size_t)n };
+			f->data_bytes = (size_t)n;
+		}
 	}
-	if (po->codec == GW_CODEC_AUTO)
-		tally_sent(po, id, n > 0 && (size_t)n < f->raw_bytes);
+	auto_done(po, c, f, ns, n > 0 ? (size_t)n : 0);
 	return 0;
 }
 
@@ -420,9 +432,9 @@ int gw_pages_out_build(struct gw_pages_out *po, unsigned slot, const struct gw_r
 {
 	struct gw_pages_buf *pb = &po->buf[slot % GW_PAGES_OUT_BUFS];
 	struct pieces pc = { pb->iov + 3, 0 };
-	/* A codec or XBZRLE needs the raw stream contiguous: records compacted in raw. */
-	bool copy = gw_pages_out_copies(po, link_ns_per_byte);
-	uint64_t t0, t1, t2;
+	struct gw_auto_choice c;
+	uint64_t t0, t1, t2, t_choose;
+	bool copy;
 	int ret;
 
 	memset(f, 0, sizeof(*f));
@@ -434,20 +446,26 @@ int gw_pages_out_build(struct gw_pages_out *po, unsigned slot, const struct gw_r
 	if (ret)
 		return ret;
 	t1 = gw_now_ns();
+	c = choose_codec(po, pb, ram, b, link_ns_per_byte);
+	/* A codec or XBZRLE needs the raw stream contiguous: records compacted in raw. */
+	copy = po->xb || c.codec != GW_CODEC_NONE;
+	t_choose = gw_now_ns();
 	stage_classify(po, pb, ram, b, copy, &pc, f);
 	t2 = gw_now_ns();
 	f->stage_ns[GW_STAGE_READ] = t1 - t0;
-	f->stage_ns[GW_STAGE_CLASSIFY] = t2 - t1;
-	if (!f->ph.nr_entries)
-		return 0;
+	f->stage_ns[GW_STAGE_CLASSIFY] = t2 - t_choose;
+	f->stage_ns[GW_STAGE_COMPRESS] = t_choose - t1;	/* auto's probe */
 	if (copy) {
-		ret = stage_compress(po, pb, link_ns_per_byte, f, &pc);
+		ret = stage_compress(po, pb, &c, f, &pc);
 		if (ret)
 			return ret;
-		f->stage_ns[GW_STAGE_COMPRESS] = gw_now_ns() - t2;
+		f->stage_ns[GW_STAGE_COMPRESS] += gw_now_ns() - t2;
 	} else {
 		f->data_bytes = f->raw_bytes;
+		auto_done(po, &c, f, 0, 0);
 	}
+	if (!f->ph.nr_entries)
+		return 0;
 	stage_frame(pb, &pc, f);
 	return 0;
 }

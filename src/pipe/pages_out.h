@@ -22,7 +22,9 @@
  *             the raw stream (compacted forward: the write position never
  *             passes the read position);
  *   compress  the whole raw stream as one unit with the configured codec, or
- *             the one compress=auto picks (codec_auto.h), kept only when
+ *             the one compress=auto picks (codec_auto.h: one decision per
+ *             batch, made after read and before classify, so that a batch
+ *             auto sends raw is not copied for nothing), kept only when
  *             smaller;
  *   frame     the PAGES sub-header (flag PAGE_CRC), the entries, the CRC of
  *             each entry and the data area as an iovec ready for
@@ -115,7 +117,7 @@ struct gw_auto_tally {
 	uint64_t not_smaller;		/* compressed, sent raw: no smaller */
 	uint64_t lz4;			/* sent with lz4 */
 	uint64_t zstd_fast, zstd_ratio;	/* sent with zstd at its fast / ratio level */
-	uint64_t level_changes;		/* zstd level switches (gw_codec_auto_tune) */
+	uint64_t level_changes;		/* zstd level switches (gw_auto_choice.level_changed) */
 };
 
 struct gw_pages_out {
@@ -123,11 +125,10 @@ struct gw_pages_out {
 	int level;			/* configured level, 0 = each codec's default */
 	struct gw_pages_buf buf[GW_PAGES_OUT_BUFS];
 	void *ctx[GW_CODEC__COUNT];	/* created on first use */
+	int ctx_level[GW_CODEC__COUNT];	/* the level ctx[i] was made at */
 	struct gw_xbzrle_cache *xb;	/* NULL: XBZRLE off */
-	struct gw_codec_auto autoc;
+	struct gw_codec_auto autoc;	/* compress=auto: estimates, sampling, probe */
 	struct gw_auto_tally tally;	/* compress=auto: what its batches became */
-	uint8_t probe_in[GW_AUTO_PROBE_BYTES];		/* auto's probe: pages spread over a batch */
-	uint8_t probe[GW_AUTO_PROBE_BYTES + 1024];	/* auto's probe output */
 };
 
 /* One batch, ready to send. */
@@ -148,14 +149,6 @@ struct gw_pages_frame {
 int gw_pages_out_init(struct gw_pages_out *po, enum gw_codec_id codec, int level,
 		      size_t xbzrle_cache_bytes);
 void gw_pages_out_release(struct gw_pages_out *po);
-
-/*
- * Whether the next batch's data will be copied into the raw stream (a codec
- * may apply, XBZRLE is on, or live sends are not allowed) rather than sent
- * where it lies. The channel reads mapped pages only when they are, or
- * when it may send them live.
- */
-bool gw_pages_out_copies(const struct gw_pages_out *po, double link_ns_per_byte);
 
 /*
  * All four stages for @b, into buffer po->buf[@slot] (which must not be
