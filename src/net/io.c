@@ -79,8 +79,7 @@ void gw_conn_close(struct gw_conn *c)
 {
 	pthread_mutex_lock(&c->send_lock);	/* no send in flight */
 	pthread_mutex_lock(&c->fd_lock);
-	if (c->fd >= 0)
-		c->stream->close(c);	/* and the TLS session on it */
+	c->stream->close(c);	/* the socket, if any, and the TLS session */
 	c->fd = -1;
 	c->tls = NULL;
 	c->stream = &gw_stream_plain;

@@ -68,7 +68,7 @@ struct gw_stream_ops {
 	int (*set_timeout)(struct gw_conn *c, int opt, uint64_t ms);
 	/* Wake every thread blocked on the stream (shutdown both ways). fd_lock held. */
 	void (*shutdown)(struct gw_conn *c);
-	/* Close the socket and free what the stream holds on it. Both locks held. */
+	/* Close the socket (if any: fd may be -1) and free what the stream holds on it. Both locks held. */
 	void (*close)(struct gw_conn *c);
 	/* The stream's last failure in plain words ("" when none). */
 	const char *(*error)(const struct gw_conn *c);

@@ -220,7 +220,8 @@ static void plain_shutdown(struct gw_conn *c)
 
 static void plain_close(struct gw_conn *c)
 {
-	c->sock->close(c->fd);
+	if (c->fd >= 0)
+		c->sock->close(c->fd);
 }
 
 static const char *plain_error(const struct gw_conn *c)

@@ -237,7 +237,8 @@ static void tls_close(struct gw_conn *c)
 {
 	gw_tls_free(c->tls);
 	c->tls = NULL;
-	c->sock->close(c->fd);
+	if (c->fd >= 0)
+		c->sock->close(c->fd);
 }
 
 static const char *tls_error(const struct gw_conn *c)
