@@ -74,6 +74,9 @@ ssize_t gw_tls_rec_readv(struct gw_tls_rec *r, const struct iovec *iov, int iovc
 bool gw_tls_rec_pending(struct gw_tls_rec *r);
 /* Tests: a KeyUpdate every @records records. */
 void gw_tls_rec_set_rekey(struct gw_tls_rec *r, uint64_t records);
+/* tls_hkdf.c: RFC 8446 7.1, HKDF-Expand-Label(@secret, @label, "", @len) into @out. 0 or -EPROTO. */
+int gw_tls_expand_label(const EVP_MD *md, const unsigned char *secret, size_t secret_len, const char *label,
+			unsigned char *out, size_t len);
 /* tls.c: OpenSSL's key log callback; keeps the application traffic secrets for gw_tls_rec_new. */
 void gw_tls_keylog(const SSL *ssl, const char *line);
 /* The ex_data index of struct gw_tls in its SSL (for the callbacks). */
@@ -84,5 +87,58 @@ int gw_tls_psk_use_session(SSL *ssl, const EVP_MD *md, const unsigned char **id,
 int gw_tls_psk_find_session(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess);
 /* tls.c: the PSK identity a client presented, known or not (the peer's name, or the refusal's reason). */
 void gw_tls_note_psk_identity(SSL *ssl, const unsigned char *id, size_t idlen, bool known);
+
+/*
+ * One TLS session (tls.c; its refusals in words: tls_why.c). Threads: the
+ * session's lock guards every SSL call and the fields after it.
+ */
+#define GW_TLS_NAMES_MAX 8			/* names kept from a certificate for --tls-authz */
+#define GW_TLS_WRITE_BUFFER_BYTES (256 << 10)	/* records gathered before a write() */
+
+struct gw_tls {
+	/* Set at creation, read-only after. */
+	struct gw_tls_ctx *ctx;
+	int fd;
+	char expect[GW_TLS_NAME_MAX];	/* client: the name the server's certificate must carry */
+
+	pthread_mutex_t lock;		/* every SSL call and the fields below */
+	SSL *ssl;
+	bool done;			/* handshake complete */
+	bool buffered;			/* records gather in our send BIO until gw_tls_flush: no SIGPIPE */
+	/* Handshake (keylog callback, lock held): the application traffic secrets. */
+	unsigned char secret_client[EVP_MAX_MD_SIZE], secret_server[EVP_MAX_MD_SIZE];
+	size_t secret_bytes;
+	bool have_client, have_server;
+	/*
+	 * Set by the handshake, read-only after: our record layer (tls_rec.c,
+	 * its own locks), NULL when OpenSSL keeps the records (kTLS, or a
+	 * suite tls_rec.c does not know).
+	 */
+	struct gw_tls_rec *rec;
+	char err[400];			/* the last failure, in words */
+	char peer[GW_TLS_PEER_MAX];	/* authenticated identity, after the handshake */
+	char names[GW_TLS_NAMES_MAX][GW_TLS_NAME_MAX];	/* the peer certificate's CN and DNS names */
+	unsigned nr_names;
+	char refused_names[256];	/* the certificate our verification refused: its names */
+	char refused_when[40];		/* and its notAfter / notBefore, for the dates checks */
+	int refused_err;		/* X509_V_ERR_* of that refusal, 0 none */
+	unsigned char first[4];		/* client: the first bytes the server sent */
+	size_t nr_first;
+	char psk_id[64];		/* server: the PSK identity the client presented */
+	bool psk_known;			/* server: and it is in the keys file */
+};
+
+/* "source" or "destination": the other end, for messages. */
+static inline const char *gw_tls_peer_role(const struct gw_tls *t)
+{
+	return t->ctx->role == GW_TLS_SERVER ? "source" : "destination";
+}
+
+/* tls_why.c, lock held. OpenSSL's verification callback: keeps the certificate refused and why. */
+int gw_tls_verify_cb(int ok, X509_STORE_CTX *xs);
+/* A TLS alert from the peer (it refused something of ours): t->err in words; -EACCES or -EPROTO. */
+int gw_tls_alert_failure(struct gw_tls *t, int alert);
+/* After a failed SSL call: -EAGAIN with *@events, or -errno with t->err in words (@during: where). */
+int gw_tls_op_failure(struct gw_tls *t, int ret, short *events, const char *during);
 
 #endif

@@ -37,7 +37,6 @@
 #include <unistd.h>
 #include <sys/socket.h>
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include "net/tls_int.h"
 
 #define HDR_BYTES 5
@@ -86,45 +85,15 @@ struct gw_tls_rec {
 	unsigned char plain[CIPHER_MAX];
 };
 
-/* RFC 8446 7.1: HKDF-Expand-Label(secret, label, "", len). 0 or -EPROTO. */
-static int expand_label(const EVP_MD *md, const unsigned char *secret, size_t secret_len, const char *label,
-			unsigned char *out, size_t len)
-{
-	unsigned char info[2 + 1 + 6 + 16 + 1];
-	size_t ll = strlen(label), n = 0;
-	EVP_PKEY_CTX *pc;
-	int ok;
-
-	if (ll > 16)
-		return -EPROTO;
-	info[n++] = (unsigned char)(len >> 8);
-	info[n++] = (unsigned char)len;
-	info[n++] = (unsigned char)(6 + ll);
-	memcpy(info + n, "tls13 ", 6);
-	n += 6;
-	memcpy(info + n, label, ll);
-	n += ll;
-	info[n++] = 0;			/* empty context */
-	pc = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, NULL);
-	ok = pc && EVP_PKEY_derive_init(pc) > 0 &&
-	     EVP_PKEY_CTX_set_hkdf_mode(pc, EVP_PKEY_HKDEF_MODE_EXPAND_ONLY) > 0 &&
-	     EVP_PKEY_CTX_set_hkdf_md(pc, md) > 0 &&
-	     EVP_PKEY_CTX_set1_hkdf_key(pc, secret, (int)secret_len) > 0 &&
-	     EVP_PKEY_CTX_add1_hkdf_info(pc, info, (int)n) > 0 &&
-	     EVP_PKEY_derive(pc, out, &len) > 0;
-	EVP_PKEY_CTX_free(pc);
-	return ok ? 0 : -EPROTO;
-}
-
 /* Key and IV from @k->secret, sequence 0. 0 or -EPROTO. */
 static int keys_set(const struct gw_tls_rec *r, struct keys *k, bool seal)
 {
 	unsigned char key[32];
 	int ret;
 
-	ret = expand_label(r->md, k->secret, r->secret_bytes, "key", key, r->key_bytes);
+	ret = gw_tls_expand_label(r->md, k->secret, r->secret_bytes, "key", key, r->key_bytes);
 	if (!ret)
-		ret = expand_label(r->md, k->secret, r->secret_bytes, "iv", k->iv, NONCE_BYTES);
+		ret = gw_tls_expand_label(r->md, k->secret, r->secret_bytes, "iv", k->iv, NONCE_BYTES);
 	if (!ret && (!k->cctx && !(k->cctx = EVP_CIPHER_CTX_new())))
 		ret = -ENOMEM;
 	if (!ret && EVP_CipherInit_ex(k->cctx, r->aead, NULL, key, NULL, seal) != 1)
@@ -139,7 +108,7 @@ static int keys_set(const struct gw_tls_rec *r, struct keys *k, bool seal)
 static int keys_update(const struct gw_tls_rec *r, struct keys *k, bool seal)
 {
 	unsigned char next[EVP_MAX_MD_SIZE];
-	int ret = expand_label(r->md, k->secret, r->secret_bytes, "traffic upd", next, r->secret_bytes);
+	int ret = gw_tls_expand_label(r->md, k->secret, r->secret_bytes, "traffic upd", next, r->secret_bytes);
 
 	if (!ret) {
 		memcpy(k->secret, next, r->secret_bytes);
