@@ -149,13 +149,19 @@ static enum gw_codec_id model_pick(const struct gw_codec_auto *a, double link_ns
 
 /*
  * lz4's ratio over up to GW_AUTO_PROBE_SLICES data pages spread over the
- * batch: page i * nr / SLICES, or the first data page after it before the
- * next slice's. Negative when there is no probe (no data page found, no
- * memory, no lz4).
+ * batch: the first data page of each slice of nr / SLICES pages, then, in
+ * turn, the next one of each slice that has more, until SLICES pages are
+ * taken. A slice of zero pages gives none (the raw stream leaves them out)
+ * and its share goes to the slices with data, as the raw stream's pages
+ * would, so that a batch with zero runs is still probed over SLICES pages
+ * (fewer, and a few random pages send a compressible batch raw). Each page
+ * is looked at once at most. Negative when there is no probe (no data page
+ * found, no memory, no lz4).
  */
 static double probe(struct gw_codec_auto *a, const struct gw_auto_input *in)
 {
 	const struct gw_codec_ops *lz4 = gw_codec_get(GW_CODEC_LZ4);
+	uint64_t next[GW_AUTO_PROBE_SLICES];	/* per slice: the next page to look at */
 	uint32_t taken = 0;
 	ssize_t got;
 
@@ -165,16 +171,21 @@ static double probe(struct gw_codec_auto *a, const struct gw_auto_input *in)
 		return -1;
 	if (!a->probe_ctx && !(a->probe_ctx = lz4->ctx_new(lz4->default_level)))
 		return -1;
-	for (uint32_t s = 0; s < GW_AUTO_PROBE_SLICES; s++) {
-		uint64_t from = (uint64_t)s * in->nr_pages / GW_AUTO_PROBE_SLICES;
-		uint64_t to = (uint64_t)(s + 1) * in->nr_pages / GW_AUTO_PROBE_SLICES;
+	for (uint32_t s = 0; s < GW_AUTO_PROBE_SLICES; s++)
+		next[s] = (uint64_t)s * in->nr_pages / GW_AUTO_PROBE_SLICES;
+	for (bool more = true; more && taken < GW_AUTO_PROBE_SLICES;) {
+		more = false;
+		for (uint32_t s = 0; s < GW_AUTO_PROBE_SLICES && taken < GW_AUTO_PROBE_SLICES; s++) {
+			uint64_t to = (uint64_t)(s + 1) * in->nr_pages / GW_AUTO_PROBE_SLICES;
 
-		for (uint64_t i = from; i < to; i++) {
-			const uint8_t *p = in->page(in->arg, (uint32_t)i);
+			while (next[s] < to) {
+				const uint8_t *p = in->page(in->arg, (uint32_t)next[s]++);
 
-			if (p && !gw_is_zero(p, PAGE)) {
-				memcpy(a->probe_buf + (size_t)taken++ * PAGE, p, PAGE);
-				break;
+				if (p && !gw_is_zero(p, PAGE)) {
+					memcpy(a->probe_buf + (size_t)taken++ * PAGE, p, PAGE);
+					more = true;
+					break;
+				}
 			}
 		}
 	}

@@ -13,9 +13,9 @@
  * tries one of them in turn, whatever the model says, except lz4 while it
  * cannot be picked (zstd keeps up with the link, at no worse a ratio).
  * Other slow-link batches look at a probe: lz4 over GW_AUTO_PROBE_SLICES
- * data pages taken evenly across the batch (GW_AUTO_PROBE_BYTES in all; a
- * zero page is passed over for the next page, as the batch sends no data
- * for it); a probe ratio above 0.95 sends raw, otherwise both codecs'
+ * data pages taken evenly across the batch (GW_AUTO_PROBE_BYTES in all;
+ * zero pages are passed over, as the batch sends no data for them, and a
+ * run of them gives its share of the probe to the parts with data); a probe ratio above 0.95 sends raw, otherwise both codecs'
  * ratios are scaled by probe / lz4's ratio estimate. Pages spread over the
  * batch, not its first ones: guest RAM mixes page kinds, and two random pages at a
  * batch's start sent a ninth of the mix benchmark's batches raw (auto's

@@ -40,6 +40,7 @@ enum content {
 	POOR,			/* 3600 random bytes and zeros a page (lz4 ~0.89), the even pages (each slice's first) all zero */
 	RANDOM,			/* incompressible */
 	ZEROS,			/* all zero: the probe finds no data page */
+	HALF,			/* the first 28 pages zero, then 4 random ones: the probe takes all 4 */
 };
 
 static uint8_t pages[BATCH_PAGES * PAGE];
@@ -62,7 +63,7 @@ static struct gw_auto_input batch(enum content c, double link_ns)
 		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
 		if (c == TEXT || c == SMALL)
 			pages[i] = (uint8_t)"the quick brown fox jumps over the lazy dog "[(i / 3) % 44];
-		else if (c == RANDOM || (c == POOR && page % 2 == 1 && in_page < 3600))
+		else if (c == RANDOM || (c == POOR && page % 2 == 1 && in_page < 3600) || (c == HALF && page >= 28))
 			pages[i] = (uint8_t)x;
 	}
 	return (struct gw_auto_input){ .link_ns_per_byte = link_ns, .nr_pages = c == SMALL ? 8 : BATCH_PAGES,
@@ -107,6 +108,8 @@ static const struct pick_case cases[] = {
 	{ "probe says poor (zero pages passed over): zstd", 2.5, 1.3, 0.6, 2.0, 0.5, 5, POOR, GW_CODEC_ZSTD,
 	  GW_AUTO_MODEL },
 	{ "all zero: no probe, the model", 2.5, 1.3, 0.6, 2.0, 0.5, 5, ZEROS, GW_CODEC_LZ4, GW_AUTO_MODEL },
+	{ "data only at the end: probed there, incompressible", 8.0, 1.3, 0.6, 2.0, 0.5, 5, HALF, GW_CODEC_NONE,
+	  GW_AUTO_PROBE_RAW },
 	/* 1 Gbit/s, 2 channels: zstd keeps up on average, so a batch that compresses well stays zstd */
 	{ "zstd keeps up, probe says compressible: zstd", 16.0, 2.3, 0.66, 5.0, 0.58, 5, TEXT,
 	  GW_CODEC_ZSTD, GW_AUTO_MODEL },
