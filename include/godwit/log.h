@@ -13,6 +13,7 @@
 #define GODWIT_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <godwit/export.h>
 
@@ -43,6 +44,22 @@ GW_EXPORT void gw_log_set_side(const char *side);	/* thread-local, at most 3 cha
 /* The one entry point. @fmt holds the key=value fields (may be ""). */
 GW_EXPORT void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 	    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * A string from a peer (a block or section name, a certificate's subject, a
+ * PSK identity, a reason it sent), escaped for a quoted log value into
+ * @buf (@size bytes, NUL-terminated): '"' and '\' get a backslash; control
+ * bytes (< 0x20, 0x7f: newline, ESC), bytes of invalid UTF-8 and the C1,
+ * line-separator and bidi-override characters become \xNN; valid UTF-8
+ * is kept. Cut at a whole character or escape. Returns @buf. Every log
+ * field whose bytes came from outside goes through it:
+ *     char esc[GW_LOG_STR_MAX(GW_RAM_NAME_MAX)];
+ *     gw_log(..., "block=\"%s\"", gw_log_str(esc, sizeof(esc), name));
+ * As a safety net gw_log() itself writes any control byte or invalid
+ * UTF-8 left in a line as \xNN: no line can be split or steer a terminal.
+ */
+GW_EXPORT const char *gw_log_str(char *buf, size_t size, const char *s);
+#define GW_LOG_STR_MAX(n) (4 * (size_t)(n) + 1)	/* room for @n bytes escaped, and the NUL */
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 GW_EXPORT uint64_t gw_now_ns(void);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "core/session_int.h"
+#include "util/escape.h"
 
 static const char *const phase_names[GW_PHASE__COUNT] = {
 	[GW_PHASE_NONE] = "", [GW_PHASE_REQUEST] = "request", [GW_PHASE_LISTEN] = "listen",
@@ -33,7 +34,12 @@ static bool fail_record_locked(struct gw_session *s, enum gw_phase phase, int co
 	__atomic_store_n(&s->err.code, code, __ATOMIC_RELEASE);
 	s->err.from_peer = from_peer;
 	s->err.phase = phase;
-	snprintf(s->err.msg, sizeof(s->err.msg), "%s", msg);
+	/*
+	 * The reason is logged, reported (statistics, JSON) and sent: sites
+	 * escaped the peer's bytes they quote (gw_log_str); whatever one forgot,
+	 * no control byte or invalid UTF-8 is kept (gw_text_clean).
+	 */
+	gw_text_clean(s->err.msg, sizeof(s->err.msg), msg);
 	pthread_cond_broadcast(&s->cond);
 	return true;
 }
@@ -168,9 +174,10 @@ int gw_failed(struct gw_session *s)
 
 int gw_fail_from_peer(struct gw_session *s, enum gw_phase phase, const struct gw_msg_error *m)
 {
-	char msg[sizeof(s->err.msg)];
+	char msg[sizeof(s->err.msg)], esc[sizeof(s->err.msg) - 6];	/* whole escapes that fit */
 
-	snprintf(msg, sizeof(msg), "peer: %.*s", (int)sizeof(msg) - 8, m->reason);
+	/* The peer's words: printable ASCII once decoded, and escaped (a '\') like any peer string. */
+	snprintf(msg, sizeof(msg), "peer: %s", gw_log_str(esc, sizeof(esc), m->reason));
 	return fail(s, phase, gw_wire_err_to_errno(m->code), true, msg);
 }
 

@@ -93,10 +93,13 @@ static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, c
 		return -ERANGE;
 	}
 	for (unsigned i = 0; i < want->nr_blocks; i++) {
+		char name[GW_LOG_STR_MAX(GW_RAM_NAME_MAX)];	/* the source's: its bytes, escaped */
+
 		if (strcmp(s->vm.blocks[i].name, want->blocks[i].name) ||
 		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes) {
 			snprintf(why, why_len, "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
-				 want->blocks[i].name, (unsigned long long)want->blocks[i].size_bytes,
+				 gw_log_str(name, sizeof(name), want->blocks[i].name),
+				 (unsigned long long)want->blocks[i].size_bytes,
 				 s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
 			return -ERANGE;
 		}
@@ -131,9 +134,11 @@ static int layout_build(struct gw_session *s, const struct gw_vm_info *want)
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
 		struct gw_dst_block *db = &s->dst->dblk[i];
+		char name[GW_LOG_STR_MAX(GW_RAM_NAME_MAX)];	/* a VMM's setup_ram takes the source's names */
 
 		if (!b->host || b->size_bytes != want->blocks[i].size_bytes || b->page_size_bytes != GW_PAGE_BYTES) {
-			ret = gw_fail(s, GW_PHASE_SETUP, -ERANGE, "VMM built block %s wrongly", b->name);
+			ret = gw_fail(s, GW_PHASE_SETUP, -ERANGE, "VMM built block %s wrongly",
+				      gw_log_str(name, sizeof(name), b->name));
 			break;
 		}
 		db->host = b->host;
@@ -166,7 +171,7 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
 				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
 	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
-	char reason[200] = "";
+	char reason[200] = "", esc[GW_LOG_STR_MAX(200)];
 	int ret;
 
 	for (unsigned i = 0; i < h->nr_blocks; i++) {
@@ -188,7 +193,9 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 	/* The VMM owns the fds now, whatever it answers; a refusal commits nothing. */
 	ret = s->ops->setup_ram(s->opaque, &want, &got, reason, sizeof(reason));
 	if (ret) {
-		snprintf(why, why_len, "RAM layout refused: %s", reason[0] ? reason : strerror(-ret));
+		/* The VMM's words may quote the source's block names: escaped as the peer's. */
+		snprintf(why, why_len, "RAM layout refused: %s",
+			 reason[0] ? gw_log_str(esc, sizeof(esc), reason) : strerror(-ret));
 		return 1;
 	}
 	/* What the VMM built, in its struct's size, becomes the session's layout. */
@@ -228,13 +235,20 @@ static void publish_layout(struct gw_session *s, const struct gw_msg_hello *h)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* A HELLO refused before anything was committed: ERROR on its connection; the destination waits on. */
+/*
+ * A HELLO refused before anything was committed: ERROR on its connection;
+ * the destination waits on. @why is safe text (the peer's names in it
+ * escaped where they were formatted); the line is under the acceptor's
+ * rate limit, as every line a stranger can cause.
+ */
 static int hello_refused(struct gw_session *s, struct gw_admitted *c, int code, const char *why)
 {
 	char reason[GW_WIRE_MAX_REASON];
 
 	snprintf(reason, sizeof(reason), "HELLO refused: %s", why);
-	gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code, why);
+	if (gw_admit_log_allow(s->adm, "hello_refused"))
+		gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code,
+		       why);
 	if (c->fd >= 0) {
 		gw_admitted_refuse(c, code, reason);
 	} else {	/* taken over already: it is s->ctl */
@@ -258,7 +272,7 @@ static void note_tls(struct gw_session *s, const char *peer)
 	       ti.records);
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
-	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(s->ctl.tls));
+	gw_log_str(s->stats.tls_peer, sizeof(s->stats.tls_peer), gw_tls_peer(s->ctl.tls));	/* the CN: its bytes */
 	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
 	s->stats.ktls_tx = ti.ktls_tx;
 	s->stats.ktls_rx = ti.ktls_rx;
@@ -407,6 +421,7 @@ static void choose_write_paths(struct gw_session *s)
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		const struct gw_ram_block *b = &s->vm.blocks[i];
 		struct gw_dst_block *db = &s->dst->dblk[i];
+		char name[GW_LOG_STR_MAX(GW_RAM_NAME_MAX)];	/* the source's name, with a setup_ram VMM */
 
 		/*
 		 * Not with postcopy allowed: the populate thread unmaps the
@@ -415,8 +430,8 @@ static void choose_write_paths(struct gw_session *s)
 		 */
 		db->map_write = db->fd >= 0 && gw_param(s, GW_PARAM_RECV_PATH) == GW_RECV_AUTO &&
 				!(s->dst->hello_flags & GW_HELLO_POSTCOPY) && block_mapped(b, pm);
-		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=%s path=%s", b->name,
-		       db->fd < 0 || db->map_write ? "mapping" : "file");
+		gw_log(GW_LOG_INFO, "mig", "block_write_path", "block=\"%s\" path=%s",
+		       gw_log_str(name, sizeof(name), b->name), db->fd < 0 || db->map_write ? "mapping" : "file");
 	}
 	if (pm >= 0)
 		close(pm);

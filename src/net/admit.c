@@ -22,12 +22,12 @@
 #include "net/io.h"
 #include "net/transport.h"
 #include "util/crc32c.h"
+#include "util/lograte.h"
 #include "util/thread_name.h"
 #include "wire/frame.h"
 #include "wire/msg.h"
 
 #define ACCEPT_BURST 16			/* connections accepted per wake-up */
-#define LOG_REFUSALS_PER_S 20		/* refusal lines a second; the rest are counted */
 #define REFUSE_SEND_MS 100		/* an ERROR to a stranger: never wait longer */
 
 enum opening_phase {
@@ -67,8 +67,9 @@ struct gw_admit {
 
 	/* Acceptor thread only. */
 	struct opening op[GW_ADMIT_MAX_OPENING];
-	uint64_t log_window_ns;		/* the second the refusal lines are counted in */
-	unsigned log_lines, log_dropped;
+
+	/* Every line a peer can cause, from any thread (its own lock). */
+	struct gw_lograte lograte;
 
 	pthread_mutex_t lock;		/* guards the fields below */
 	pthread_cond_t cond;		/* CLOCK_MONOTONIC: queue changed or woken */
@@ -122,25 +123,19 @@ void gw_admitted_refuse(struct gw_admitted *c, int code, const char *reason)
 	gw_admitted_release(c);
 }
 
-/* A refusal's log line, at most LOG_REFUSALS_PER_S a second (a flood is counted, not logged). */
+bool gw_admit_log_allow(struct gw_admit *a, const char *event)
+{
+	return gw_lograte_allow(&a->lograte, event, gw_now_ns());
+}
+
+/* A refusal's line, rate-limited. @peer, @reason: our words, a peer's bytes only through gw_log_str. */
 static void log_refusal(struct gw_admit *a, const char *event, const char *peer, const char *reason)
 {
-	uint64_t now = gw_now_ns();
-
 	pthread_mutex_lock(&a->lock);
 	a->refused++;
 	pthread_mutex_unlock(&a->lock);
-	if (now - a->log_window_ns >= 1000000000ull) {
-		if (a->log_dropped)
-			gw_log(GW_LOG_WARN, "mig", "conn_refused_suppressed", "count=%u window_s=1", a->log_dropped);
-		a->log_window_ns = now;
-		a->log_lines = a->log_dropped = 0;
-	}
-	if (a->log_lines++ >= LOG_REFUSALS_PER_S) {
-		a->log_dropped++;
-		return;
-	}
-	gw_log(GW_LOG_WARN, "mig", event, "peer=\"%s\" reason=\"%s\"", peer, reason);
+	if (gw_admit_log_allow(a, event))
+		gw_log(GW_LOG_WARN, "mig", event, "peer=\"%s\" reason=\"%s\"", peer, reason);
 }
 
 static void opening_free(struct opening *o)
@@ -244,7 +239,8 @@ void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES], const
 	busy_text(a, why, sizeof(why));
 	pthread_mutex_unlock(&a->lock);
 	for (unsigned i = 0; i < nr_busy; i++) {
-		gw_log(GW_LOG_WARN, "mig", "busy_refused", "peer=\"%s\" holder=\"%s\"", busy[i].peer, holder);
+		if (gw_admit_log_allow(a, "busy_refused"))
+			gw_log(GW_LOG_WARN, "mig", "busy_refused", "peer=\"%s\" holder=\"%s\"", busy[i].peer, holder);
 		gw_admitted_refuse(&busy[i], -EBUSY, why);
 	}
 }
@@ -404,19 +400,21 @@ static int phase_peek(struct gw_admit *a, struct opening *o)
 static int phase_handshake(struct gw_admit *a, struct opening *o)
 {
 	int ret = gw_tls_handshake(o->tls, &o->events);
-	char why[400];
+	char why[400], name[GW_LOG_STR_MAX(GW_TLS_PEER_MAX)], esc[GW_LOG_STR_MAX(256)];
 
 	if (ret == -EAGAIN)
 		return 0;
-	if (ret) {
-		opening_refuse(a, o, "tls_refused", 0, gw_tls_error(o->tls));
+	if (ret) {	/* the refusal may name the peer's certificate: its bytes */
+		opening_refuse(a, o, "tls_refused", 0, gw_log_str(esc, sizeof(esc), gw_tls_error(o->tls)));
 		return -1;
 	}
-	snprintf(o->peer + strlen(o->peer), sizeof(o->peer) - strlen(o->peer), " %s", gw_tls_peer(o->tls));
+	/* The certificate's CN is the peer's bytes: escaped once, here (o->peer is safe text). */
+	snprintf(o->peer + strlen(o->peer), sizeof(o->peer) - strlen(o->peer), " %s",
+		 gw_log_str(name, sizeof(name), gw_tls_peer(o->tls)));
 	if (!gw_tls_ctx_authorized(a->tls, o->tls)) {
 		/* Authenticated but not allowed here: it may be told why, over TLS. */
-		snprintf(why, sizeof(why), "the %s presented by the source is not allowed by this "
-			 "destination's --tls-authz", gw_tls_peer(o->tls));
+		snprintf(why, sizeof(why), "the %.200s presented by the source is not allowed by this "
+			 "destination's --tls-authz", name);
 		opening_refuse(a, o, "tls_refused", -EACCES, why);
 		return -1;
 	}
@@ -427,14 +425,14 @@ static int phase_handshake(struct gw_admit *a, struct opening *o)
 static int phase_hdr(struct gw_admit *a, struct opening *o)
 {
 	ssize_t n = opening_read(o, o->hdr + o->hdr_got, sizeof(o->hdr) - o->hdr_got);
-	char why[160];
+	char why[GW_LOG_STR_MAX(256)];
 	int ret;
 
 	if (n == -EAGAIN)
 		return 0;
 	if (n < 0) {
 		opening_refuse(a, o, "conn_refused", 0, o->tls && gw_tls_error(o->tls)[0] ?
-			       gw_tls_error(o->tls) : "closed before its first frame");
+			       gw_log_str(why, sizeof(why), gw_tls_error(o->tls)) : "closed before its first frame");
 		return -1;
 	}
 	o->hdr_got += (size_t)n;
@@ -598,7 +596,7 @@ static void *acceptor_main(void *arg)
 
 	gw_log_set_side(a->side);
 	for (;;) {
-		uint64_t now = gw_now_ns(), next = 0;
+		uint64_t now = gw_now_ns(), next = gw_lograte_flush(&a->lograte, now, false);
 		unsigned n = 2;
 		int r, timeout_ms = -1;
 
@@ -652,6 +650,7 @@ struct gw_admit *gw_admit_start(const struct gw_admit_config *cfg)
 		a->op[i].sock = a->sock;
 	}
 	pthread_mutex_init(&a->lock, NULL);
+	gw_lograte_init(&a->lograte);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&a->cond, &ca);
@@ -670,6 +669,7 @@ struct gw_admit *gw_admit_start(const struct gw_admit_config *cfg)
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
 fail:
+	gw_lograte_destroy(&a->lograte);
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->cond);
 	free(a);
@@ -689,6 +689,7 @@ void gw_admit_stop(struct gw_admit *a)
 		gw_admitted_release(&a->queue[i]);
 	close(a->wake_pipe[0]);
 	close(a->wake_pipe[1]);
+	gw_lograte_destroy(&a->lograte);	/* the last counts of lines not written */
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->cond);
 	free(a);

@@ -53,7 +53,7 @@ struct gw_admitted {
 	uint16_t type;			/* GW_MSG_HELLO, GW_MSG_CHAN_HELLO or (recovery) GW_MSG_PC_RECOVER */
 	uint8_t *payload;		/* the first frame's payload (malloc'ed) */
 	uint32_t len;
-	char peer[GW_ADMIT_PEER_MAX];	/* "127.0.0.1:40222", then " CN=..." with TLS */
+	char peer[GW_ADMIT_PEER_MAX];	/* "127.0.0.1:40222", then " CN=..." with TLS (escaped: gw_log_str) */
 	char identity[GW_TLS_PEER_MAX];	/* the TLS identity, "" plain */
 };
 
@@ -89,6 +89,13 @@ void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES], const
 		   const char *holder);
 /* The migration ended: every later HELLO is refused with @why. */
 void gw_admit_close(struct gw_admit *a, const char *why);
+/*
+ * Whether a log line of @event that a peer caused (a refusal, a busy
+ * answer) may be written now: every such line of this destination is
+ * under one rate limit (util/lograte.h), whichever thread writes it. Any
+ * thread.
+ */
+bool gw_admit_log_allow(struct gw_admit *a, const char *event);
 /* Connections refused so far (statistics). */
 uint64_t gw_admit_refused(struct gw_admit *a);
 

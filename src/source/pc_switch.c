@@ -28,7 +28,7 @@ int pcs_connect(struct gw_session *s, const struct gw_url *url, struct gw_conn *
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS);
 	int fd = url->ops->connect(url->addr, timeout_ms), ret;
-	char host[256], tls_why[180] = "";
+	char host[256], tls_why[180] = "", esc[GW_LOG_STR_MAX(180)];
 
 	if (fd < 0) {
 		snprintf(why, why_len, "%s", strerror(-fd));
@@ -42,7 +42,7 @@ int pcs_connect(struct gw_session *s, const struct gw_url *url, struct gw_conn *
 	gw_url_host(url, host, sizeof(host));
 	ret = gw_conn_start_tls(conn, s->tls_ctx, host, timeout_ms, tls_why, sizeof(tls_why));
 	if (ret)
-		snprintf(why, why_len, "TLS: %s", tls_why);
+		snprintf(why, why_len, "TLS: %s", gw_log_str(esc, sizeof(esc), tls_why));	/* may quote the peer */
 	return ret;
 }
 
@@ -52,7 +52,9 @@ int pcs_recv(struct gw_conn *conn, union gw_msg *m, void *buf, size_t cap, char 
 	int type = gw_conn_recv_msg(conn, m, buf, cap, why, why_len);
 
 	if (type == GW_MSG_ERROR) {
-		snprintf(why, why_len, "destination: %.200s", m->error.reason);
+		char esc[GW_LOG_STR_MAX(200)];	/* the peer's words */
+
+		snprintf(why, why_len, "destination: %.200s", gw_log_str(esc, sizeof(esc), m->error.reason));
 		return gw_wire_err_to_errno(m->error.code);
 	}
 	if (type < 0 && !why[0])

@@ -88,14 +88,15 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 		       enum gw_phase phase)
 {
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
-	char why[160] = "";
+	char why[160] = "", esc[GW_LOG_STR_MAX(160)];
 	int got = gw_conn_recv_msg(c, m, buf, sizeof(buf), why, sizeof(why));
 
+	gw_log_str(esc, sizeof(esc), why);	/* a TLS refusal may name the destination's certificate */
 	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
-		return gw_fail(s, phase, got, "waiting for %s: %s", gw_frame_type_name(type), why);
+		return gw_fail(s, phase, got, "waiting for %s: %s", gw_frame_type_name(type), esc);
 	if (got < 0)
 		return gw_fail(s, phase, got, "waiting for %s: %s%s%s", gw_frame_type_name(type),
-			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", why);
+			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", esc);
 	if (got == GW_MSG_ERROR)
 		return gw_fail_from_peer(s, phase, &m->error);
 	if (got != type)
@@ -108,17 +109,19 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 static void note_tls(struct gw_session *s, struct gw_conn *c, uint64_t t0_ns)
 {
 	struct gw_tls_info ti;
+	char peer[GW_LOG_STR_MAX(GW_TLS_PEER_MAX)];	/* the destination's CN: its bytes */
 
 	gw_tls_info(c->tls, &ti);
+	gw_log_str(peer, sizeof(peer), gw_tls_peer(c->tls));
 	gw_log(c == &s->ctl ? GW_LOG_INFO : GW_LOG_DEBUG, "mig", "tls_handshake",
 	       "conn=%s peer=\"%s\" mode=%s version=%s cipher=%s ktls_tx=%d ktls_rx=%d records=%s us=%llu",
-	       c == &s->ctl ? "control" : "data", gw_tls_peer(c->tls), ti.mode, ti.version, ti.cipher,
+	       c == &s->ctl ? "control" : "data", peer, ti.mode, ti.version, ti.cipher,
 	       ti.ktls_tx, ti.ktls_rx, ti.records, (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
 	if (c != &s->ctl)
 		return;
 	pthread_mutex_lock(&s->lock);
 	snprintf(s->stats.tls, sizeof(s->stats.tls), "%s", ti.mode);
-	snprintf(s->stats.tls_peer, sizeof(s->stats.tls_peer), "%s", gw_tls_peer(c->tls));
+	gw_log_str(s->stats.tls_peer, sizeof(s->stats.tls_peer), gw_tls_peer(c->tls));
 	snprintf(s->stats.tls_cipher, sizeof(s->stats.tls_cipher), "%s", ti.cipher);
 	s->stats.ktls_tx = ti.ktls_tx;
 	s->stats.ktls_rx = ti.ktls_rx;
@@ -140,7 +143,7 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS), t0 = gw_now_ns();
 	int fd = s->url.ops->connect(s->url.addr, timeout_ms), ret;
-	char why[400], host[256];
+	char why[400], host[256], esc[GW_LOG_STR_MAX(400)];
 
 	if (fd < 0)
 		return gw_fail(s, GW_PHASE_SETUP, fd, "cannot connect to %s: %s", s->url_str, connect_err_text(s, fd));
@@ -154,7 +157,8 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 	gw_url_host(&s->url, host, sizeof(host));
 	ret = gw_conn_start_tls(c, s->tls_ctx, host, timeout_ms, why, sizeof(why));
 	if (ret)
-		return gw_fail(s, GW_PHASE_SETUP, ret, "TLS with %s: %s", s->url_str, why);
+		return gw_fail(s, GW_PHASE_SETUP, ret, "TLS with %s: %s", s->url_str,
+			       gw_log_str(esc, sizeof(esc), why));	/* may name the peer's certificate */
 	note_tls(s, c, t0);
 	return 0;
 }

@@ -5,7 +5,10 @@
  * Seconds are printed with at least six digits and grow as needed: the stamp
  * never truncates. Lines are formatted into a stack buffer and written with
  * one write() by the default sink, so lines of concurrent threads and of
- * two processes sharing a terminal do not interleave.
+ * two processes sharing a terminal do not interleave. Whatever a caller
+ * formatted, a line leaves with no control byte and no invalid UTF-8
+ * (gw_text_clean): a peer's string a site forgot to escape (gw_log_str)
+ * can neither split the line nor reach a terminal as an escape sequence.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <godwit/log.h>
+#include "util/escape.h"
 
 #define GW_LOG_LINE_MAX 1024
 
@@ -68,7 +72,8 @@ static const char *const level_names[] = { "ERROR", "WARN", "INFO", "DEBUG" };
 void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 	    const char *fmt, ...)
 {
-	char line[GW_LOG_LINE_MAX];
+	char line[GW_LOG_LINE_MAX], clean[GW_LOG_LINE_MAX];
+	const char *out = line;
 	uint64_t now_ns;
 	va_list ap;
 	int n;
@@ -87,5 +92,9 @@ void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
-	__atomic_load_n(&log_cfg.sink, __ATOMIC_ACQUIRE)(log_cfg.opaque, level, line);
+	if (gw_text_needs_clean(line)) {
+		gw_text_clean(clean, sizeof(clean), line);
+		out = clean;
+	}
+	__atomic_load_n(&log_cfg.sink, __ATOMIC_ACQUIRE)(log_cfg.opaque, level, out);
 }

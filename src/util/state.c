@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <godwit/log.h>
 #include "util/state.h"
 
 void gw_state_init(struct gw_state *st)
@@ -80,9 +81,13 @@ int gw_state_reject(struct gw_state *st, int err, const char *fmt, ...)
 	va_list ap;
 
 	if (st && !st->reject_reason[0]) {
+		char raw[sizeof(st->reject_reason)];
+
 		va_start(ap, fmt);
-		vsnprintf(st->reject_reason, sizeof(st->reject_reason), fmt, ap);
+		vsnprintf(raw, sizeof(raw), fmt, ap);
 		va_end(ap);
+		/* A VMM's refusal quotes the source's section names and specs: escaped as a peer's. */
+		gw_log_str(st->reject_reason, sizeof(st->reject_reason), raw);
 	}
 	return err;
 }

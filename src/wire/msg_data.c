@@ -4,6 +4,7 @@
  * payloads; wire/msg_codecs.h). Everything decoded here is hostile: each
  * decoder checks every field and count before the caller may use it.
  */
+#include <godwit/log.h>
 #include "wire/msg_codecs.h"
 
 /* ---- EXTENTS ---- */
@@ -105,8 +106,12 @@ int gw_msg_state_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 		ret = gw_state_add(st, name, version, data, n);
 		if (ret == -ENOMEM)
 			return ret;
-		if (ret)
-			return WHY("STATE: section %s refused (%s)", name, strerror(-ret));
+		if (ret) {	/* the name is the peer's bytes */
+			char esc[GW_LOG_STR_MAX(GW_SECTION_NAME_MAX)];
+
+			return WHY("STATE: section %s refused (%s)", gw_log_str(esc, sizeof(esc), name),
+				   strerror(-ret));
+		}
 	}
 	return 0;
 }
@@ -145,7 +150,10 @@ int gw_msg_error_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	s = gw_get_bytes(r, n);
 	if (!s)
 		return 0;
-	/* Printable ASCII only; '"' would break the key="value" log format. */
+	/*
+	 * Printable ASCII only; '"' would break the key="value" log format. A
+	 * '\' stays: whoever formats the reason escapes it (gw_log_str).
+	 */
 	for (uint16_t i = 0; i < n; i++)
 		m->reason[i] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"') ? s[i] : '?';
 	m->reason[n] = 0;

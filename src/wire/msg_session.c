@@ -4,6 +4,7 @@
  * its channels (wire/msg_codecs.h). Everything decoded here is hostile:
  * each decoder checks every field, reserved fields must be zero.
  */
+#include <godwit/log.h>
 #include "wire/msg_codecs.h"
 
 /* ---- HELLO ---- */
@@ -69,14 +70,16 @@ static int hello_check_fixed(const struct gw_msg_hello *m, char *why, size_t why
 static int hello_decode_block(struct gw_rbuf *r, struct gw_msg_hello *m, uint32_t i,
 			      char *why, size_t why_len)
 {
-	const char *name = gw_get_bytes(r, GW_RAM_NAME_MAX);
+	const char *raw = gw_get_bytes(r, GW_RAM_NAME_MAX);
 	uint64_t gpa = gw_get_le64(r), size = gw_get_le64(r);
 	uint32_t page_size = gw_get_le32(r), reserved = gw_get_le32(r);
+	char name[GW_LOG_STR_MAX(GW_RAM_NAME_MAX)];	/* for reasons: the peer's bytes, escaped */
 
 	if (r->underrun)
 		return WHY("HELLO truncated in block %u", i);
-	if (!memchr(name, 0, GW_RAM_NAME_MAX) || !name[0])
+	if (!memchr(raw, 0, GW_RAM_NAME_MAX) || !raw[0])
 		return WHY("block %u name not terminated or empty", i);
+	gw_log_str(name, sizeof(name), raw);
 	if (reserved)
 		return WHY("block %s: reserved field not zero", name);
 	if (page_size != m->page_size_bytes)
@@ -86,9 +89,9 @@ static int hello_decode_block(struct gw_rbuf *r, struct gw_msg_hello *m, uint32_
 	if (gpa % page_size || gpa + size < gpa)
 		return WHY("block %s gpa 0x%llx invalid", name, (unsigned long long)gpa);
 	for (uint32_t j = 0; j < i; j++)
-		if (!strcmp(m->blocks[j].name, name))
+		if (!strcmp(m->blocks[j].name, raw))
 			return WHY("block name %s repeated", name);
-	memcpy(m->blocks[i].name, name, GW_RAM_NAME_MAX);
+	memcpy(m->blocks[i].name, raw, GW_RAM_NAME_MAX);
 	m->blocks[i].gpa = gpa;
 	m->blocks[i].size_bytes = size;
 	m->blocks[i].page_size_bytes = page_size;

@@ -14,6 +14,8 @@
 #   DIR/src-expired/   the same CA, an expired client certificate
 #   DIR/src-otherca/   a client certificate signed by another CA
 #   DIR/src-nocert/    ca-cert.pem only
+#   DIR/src-hostile/   a self-signed client certificate whose CN holds a quote, a
+#                      newline, a fake log line and an escape code (log forging)
 #   DIR/both/          the five files of dst-ok and src-ok together (one host)
 #   DIR/keys.psk       "src.test:<64 hex digits>"
 #   DIR/other.psk      the same identity, another key
@@ -64,6 +66,9 @@ case_dir src-other client ca intruder.test "DNS:intruder.test" "$days"
 case_dir src-expired client ca src.test "DNS:src.test" -1
 case_dir src-otherca client otherca src.test "DNS:src.test" "$days"
 mkdir -p src-nocert && cp ca/ca-cert.pem src-nocert/
+mkdir -p src-hostile && cp ca/ca-cert.pem src-hostile/
+openssl req -x509 "${ec[@]}" -keyout src-hostile/client-key.pem -out src-hostile/client-cert.pem \
+	-days "$days" -utf8 -subj $'/CN=x"\nX mig_done status=completed\x1b[31m' 2>/dev/null
 mkdir -p both && cp dst-ok/* both/ && cp src-ok/client-* both/
 chmod 600 ./*/*-key.pem
 key() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }

@@ -13,6 +13,13 @@
  * guest RAM holding exactly the pages sent (normal, zero, compressed,
  * XBZRLE), with the digest verified when asked.
  *
+ * The log (log_*): block names made of quotes, newlines, escape codes and
+ * invalid UTF-8 never split a line, reach the sink raw or forge an event
+ * (no line is a mig_done); 1000 refused HELLOs from one peer write at most
+ * the rate limit's burst, one line per second after it and the counts of
+ * the rest (lines + counted = 1000, counted by lines, not timed), and the
+ * real source that comes next migrates.
+ *
  * Guest RAM is a 16 MiB memfd mapping between two 1 MiB read-only guard
  * regions: a write past either end faults (the test crashes) and the
  * guards' pattern is checked after each scenario. Each scenario uses a
@@ -45,6 +52,7 @@
 #include "wire/frame.h"
 #include "wire/msg.h"
 #include "util/state.h"
+#include "util/lograte.h"
 #include "codec/xbzrle.h"
 #include "test_util.h"
 #include "test_vm.h"
@@ -340,6 +348,9 @@ struct scenario {
 	void (*fn)(struct env *e);
 	int expect_err;			/* -errno the session must end with; 0 = completes */
 };
+
+/* Set by a scenario: its checks once the session is freed (run_scenario calls and clears it). */
+static void (*after_free)(void);
 
 static void sc_page_beyond_block(struct env *e)
 {
@@ -968,6 +979,183 @@ static void sc_not_godwit_first(struct env *e)
 	TEST_CHECK(!memcmp(e->ram.host + 3 * PAGE, page, PAGE), "page 3 arrived");
 }
 
+/* ---------------- the log: forged names, a flood of refusals ---------------- */
+
+/* What the sink saw. Any thread: log_lock. */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	unsigned lines, raw_control, forged, hello_refused, escaped_newline, bad_reason;
+	unsigned long long suppressed;	/* counts of log_suppressed event=hello_refused */
+	char first_bad[300];
+} seen;
+
+/* The event is the fifth field: stamp, side, level, subsystem, event. */
+static void line_event(const char *line, char *event, size_t len)
+{
+	const char *p = line;
+
+	for (int f = 0; f < 4 && p; f++) {
+		p += strspn(p, " ");
+		p = strchr(p, ' ');
+	}
+	p = p ? p + strspn(p, " ") : "";
+	snprintf(event, len, "%.*s", (int)strcspn(p, " "), p);
+}
+
+/* reason="..." must end the line: no unescaped quote inside it. */
+static bool reason_closed_at_end(const char *line)
+{
+	const char *p = strstr(line, "reason=\"");
+
+	if (!p)
+		return true;
+	for (p += 8; *p && *p != '"'; p++)
+		if (*p == '\\' && p[1])
+			p++;
+	return *p == '"' && p[1] == 0;
+}
+
+static void forge_sink(void *opaque, enum gw_log_level level, const char *line)
+{
+	char event[64];
+	bool bad = false;
+
+	(void)opaque, (void)level;
+	if (getenv("GW_TEST_VERBOSE"))
+		fprintf(stderr, "%s\n", line);
+	line_event(line, event, sizeof(event));
+	pthread_mutex_lock(&log_lock);
+	seen.lines++;
+	for (const unsigned char *p = (const unsigned char *)line; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			bad = true;
+	seen.raw_control += bad;
+	/* The real source's migration ends with the destination's own mig_done, with its total. */
+	if ((!strcmp(event, "mig_done") && !strstr(line, " mig_done status=completed total_ms=")) ||
+	    !strcmp(event, "X") || !strcmp(event, "dst")) {
+		seen.forged++;
+		bad = true;
+	}
+	if (!strcmp(event, "hello_refused")) {
+		seen.hello_refused++;
+		seen.escaped_newline += strstr(line, "\\x0a") != NULL;
+		if (!reason_closed_at_end(line)) {
+			seen.bad_reason++;
+			bad = true;
+		}
+	}
+	if (!strcmp(event, "log_suppressed") && strstr(line, "event=hello_refused "))
+		seen.suppressed += strtoull(strstr(line, "count=") + 6, NULL, 10);
+	if (bad && !seen.first_bad[0])
+		snprintf(seen.first_bad, sizeof(seen.first_bad), "%s", line);
+	pthread_mutex_unlock(&log_lock);
+}
+
+static void forge_sink_start(void)
+{
+	memset(&seen, 0, sizeof(seen));
+	gw_log_set_sink(forge_sink, NULL);
+}
+
+/* A HELLO like the real one whose only block is named @name: refused (layout), answered ERROR. */
+static void hello_named(struct env *e, const char *name)
+{
+	uint8_t buf[GW_WIRE_MAX_REASON + 64];
+	struct gw_msg_hello m;
+
+	hello_default(e, &m);
+	snprintf(m.blocks[0].name, sizeof(m.blocks[0].name), "%s", name);
+	hs_hello_msg(e, &m);
+	for (int i = 0; i < 4 && !e->got_error; i++)
+		if (hs_recv(e, &e->ctl, buf, sizeof(buf), NULL) < 0)
+			break;
+}
+
+static const char *const forged_names[] = {
+	"\"\nX mig_done status=completed",
+	"\r\n1.0 dst INFO  mig    mig_done",
+	"\x1b[2J\x1b]0;pwned\x07\x1b[31m",
+	"\xff\xfe\xc3(\xed\xa0\x80\xc2\x9b" "2J",
+	"a\\\" b=\"c\\",
+	"\xe2\x80\xae" "gnp.exe \xe2\x80\xa8 x",
+};
+
+static void after_log_forged_names(void);
+
+static void sc_log_forged_names(struct env *e)
+{
+	forge_sink_start();
+	after_free = after_log_forged_names;
+	for (unsigned i = 0; i < sizeof(forged_names) / sizeof(forged_names[0]); i++) {
+		hello_named(e, forged_names[i]);
+		TEST_CHECK(e->got_error, "%s: name %u refused with ERROR", e->name, i);
+		TEST_CHECK(!strchr(e->err.reason, '\n') && !strchr(e->err.reason, '\x1b'),
+			   "%s: the ERROR to the source is raw: %s", e->name, e->err.reason);
+		if (i + 1 < sizeof(forged_names) / sizeof(forged_names[0])) {
+			gw_conn_close(&e->ctl);
+			e->got_error = false;
+		}
+	}
+	expect_refused_then_valid(e, -ERANGE);
+}
+
+static void after_log_forged_names(void)
+{
+	pthread_mutex_lock(&log_lock);
+	TEST_CHECK(seen.raw_control == 0 && seen.forged == 0 && seen.bad_reason == 0,
+		   "log_forged_names: %u lines with a control byte, %u forged, %u reasons broken: %s",
+		   seen.raw_control, seen.forged, seen.bad_reason, seen.first_bad);
+	TEST_CHECK(seen.hello_refused == sizeof(forged_names) / sizeof(forged_names[0]),
+		   "log_forged_names: %u hello_refused lines", seen.hello_refused);
+	TEST_CHECK(seen.escaped_newline >= 2, "log_forged_names: the newlines not shown escaped");
+	printf("%-28s %u lines, none raw or forged\n", "log_forged_names", seen.lines);
+	pthread_mutex_unlock(&log_lock);
+	test_log_quiet();
+}
+
+#define FLOOD_HELLOS 1000
+
+static uint64_t flood_t0_ns, flood_ns;
+
+static void after_log_hello_flood(void);
+
+static void sc_log_hello_flood(struct env *e)
+{
+	forge_sink_start();
+	after_free = after_log_hello_flood;
+	flood_t0_ns = gw_now_ns();
+	for (unsigned i = 0; i < FLOOD_HELLOS; i++) {
+		hello_named(e, "flood");
+		TEST_ASSERT(e->got_error, "%s: HELLO %u refused with ERROR", e->name, i);
+		if (i + 1 < FLOOD_HELLOS) {
+			gw_conn_close(&e->ctl);
+			e->got_error = false;
+		}
+	}
+	flood_ns = gw_now_ns() - flood_t0_ns;
+	expect_refused_then_valid(e, -ERANGE);
+}
+
+/* After the session: the acceptor's end reported what it counted. Lines are counted, not timed. */
+static void after_log_hello_flood(void)
+{
+	/* The bound widens with the time the flood took; it never narrows: no timing decides. */
+	unsigned bound = GW_LOGRATE_BURST + (unsigned)(flood_ns / GW_LOGRATE_PERIOD_NS) + 1;
+
+	pthread_mutex_lock(&log_lock);
+	TEST_CHECK(seen.hello_refused <= bound, "log_hello_flood: %u hello_refused lines for %u HELLOs (at most %u)",
+		   seen.hello_refused, FLOOD_HELLOS, bound);
+	TEST_CHECK(seen.hello_refused + seen.suppressed == FLOOD_HELLOS,
+		   "log_hello_flood: %u lines + %llu counted, %u refused", seen.hello_refused, seen.suppressed,
+		   FLOOD_HELLOS);
+	TEST_CHECK(seen.lines < 100, "log_hello_flood: %u lines in all", seen.lines);
+	TEST_CHECK(seen.raw_control == 0, "log_hello_flood: a control byte: %s", seen.first_bad);
+	printf("%-28s %u HELLOs refused: %u lines (%u hello_refused, %llu counted)\n", "log_hello_flood",
+	       FLOOD_HELLOS, seen.lines, seen.hello_refused, seen.suppressed);
+	pthread_mutex_unlock(&log_lock);
+	test_log_quiet();
+}
+
 /* ---------------- runner ---------------- */
 
 /*
@@ -1061,6 +1249,9 @@ static void run_scenario(const struct scenario *sc)
 	       e.got_error ? e.err.reason : "");
 	gw_session_free(e.s);
 	test_ram_destroy(&e.ram);
+	if (after_free)
+		after_free();
+	after_free = NULL;
 }
 
 static const struct scenario scenarios[] = {
@@ -1103,6 +1294,8 @@ static const struct scenario scenarios[] = {
 	{ "valid_zstd_xbzrle_verified", sc_valid_verified, 0 },
 	{ "stranger_data_conn", sc_stranger_data_conn, 0 },
 	{ "not_godwit_first", sc_not_godwit_first, 0 },
+	{ "log_forged_names", sc_log_forged_names, 0 },
+	{ "log_hello_flood", sc_log_hello_flood, 0 },
 };
 
 /* ---------------- hostile source during postcopy ---------------- */

@@ -13,6 +13,11 @@
  * zero, nothing loaded or resumed), and a destination whose own
  * credentials are fine keeps waiting: a good source migrates to it next.
  *
+ * A self-signed client certificate whose CN holds a quote, a newline, a
+ * fake mig_done line and an escape code is refused like any stranger, and
+ * its CN reaches the log escaped: no line of either side holds a control
+ * byte.
+ *
  * Certificates are made at test time by tests/tls/gen-certs.sh (argv[1]).
  */
 #include <errno.h>
@@ -35,6 +40,7 @@ static char certs[256];
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char dst_log[1 << 16];		/* log_lock */
 static size_t dst_log_len;		/* log_lock */
+static unsigned raw_lines;		/* log_lock: lines with a control byte (none may have one) */
 
 static void sink(void *opaque, enum gw_log_level level, const char *line)
 {
@@ -43,6 +49,14 @@ static void sink(void *opaque, enum gw_log_level level, const char *line)
 	(void)opaque;
 	if (getenv("GW_TEST_VERBOSE"))
 		fprintf(stderr, "%s\n", line);
+	for (const unsigned char *p = (const unsigned char *)line; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			pthread_mutex_lock(&log_lock);
+			raw_lines++;
+			pthread_mutex_unlock(&log_lock);
+			break;
+		}
+	}
 	if (level > GW_LOG_WARN || !strstr(line, " dst "))
 		return;
 	pthread_mutex_lock(&log_lock);
@@ -239,6 +253,8 @@ static const struct tcase cases[] = {
 	  "requires a certificate", "presented no certificate", true },
 	{ "client from another CA", "tcp:127.0.0.1:0", { .creds = "dst-ok" }, { .creds = "src-otherca" },
 	  "does not trust the CA", "not signed by a CA in our ca-cert.pem", true },
+	{ "client with a forged CN", "tcp:127.0.0.1:0", { .creds = "dst-ok" }, { .creds = "src-hostile" },
+	  "does not trust the CA", "(CN=x\\\"\\x0aX mig_done status=completed\\x1b[31m) is not signed by a CA", true },
 	{ "client expired", "tcp:127.0.0.1:0", { .creds = "dst-ok" }, { .creds = "src-expired" },
 	  "client-cert.pem has expired", "expired on", true },
 	{ "client not in authz", "tcp:127.0.0.1:0", { .creds = "dst-ok", .authz = "src.test" },
@@ -276,6 +292,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		if (argc < 3 || strstr(cases[i].name, argv[2]))
 			run_case(&cases[i]);
+	TEST_CHECK(raw_lines == 0, "%u log lines with a control byte", raw_lines);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", certs);
 	if (system(cmd))
 		fprintf(stderr, "cannot remove %s\n", certs);
