@@ -90,7 +90,7 @@ struct gw_round_stats {
 	uint64_t sent_bytes;		/* wire bytes of this round */
 	uint64_t normal_pages, zero_pages, skipped_pages;
 	uint64_t rate_bps;		/* measured transfer rate of this round */
-	uint64_t dirty_rate_pps;	/* pages dirtied per second during this round */
+	uint64_t dirty_rate_pps;	/* pages/s: the harvest after this round's pages over the time since the one before */
 	uint64_t expected_downtime_ns;	/* estimate at round end */
 	uint32_t throttle_pct;		/* auto-converge throttle in force at round end */
 	bool dirty_limit;		/* the dirty limit was in force at round end */
@@ -171,7 +171,7 @@ struct gw_stats {
 	uint64_t dirty_sync_count;	/* harvests */
 	uint64_t rate_bps;		/* smoothed transfer rate */
 	uint64_t pages_per_second;
-	uint64_t dirty_pages_rate;	/* pages/s at the last harvest */
+	uint64_t dirty_pages_rate;	/* pages/s: the last harvest's pages over the time since the one before */
 	uint64_t free_hinted_pages;	/* dropped from sending by free-page hints */
 	uint64_t free_discarded_pages;	/* free pages sent before, zeroed at the switchover */
 	uint64_t payload_bytes_raw;	/* page bytes before compression */

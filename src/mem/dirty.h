@@ -30,8 +30,12 @@ struct gw_dirty_ops {
 	 * and re-arm tracking for them, atomically per page: a write racing
 	 * with collect is reported now or by the next collect, never lost.
 	 * A backend may report a page that was not written (its file says
-	 * when); it never misses one. Returns the number of pages reported,
-	 * or -errno.
+	 * when); it never misses one. Returns the number of pages reported
+	 * that were re-armed since their last report: each page written
+	 * since the previous collect counted once (a backend with clear
+	 * reports again, and does not count, a page not cleared since its
+	 * last report). The dirty rate, auto-converge's trigger and the dirty
+	 * limit read this count. -errno on failure.
 	 */
 	ssize_t (*collect)(struct gw_dirty *d, struct gw_bitmap *out);
 	/*

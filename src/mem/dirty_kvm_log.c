@@ -14,7 +14,16 @@
  *   collect: KVM_GET_DIRTY_LOG per slot. With manual protection KVM only
  *            copies its bitmap: nothing is cleared or re-protected, so a
  *            page stays dirty in KVM until clear(). The armed pages' bits
- *            are ORed into the caller's bitmaps and into `reported`. An
+ *            are ORed into the caller's bitmaps and into `reported`. A page
+ *            reported before and not cleared since (the engine has not sent
+ *            it yet: a round cut mid-pass, a long pass at a capped rate) is
+ *            reported again, since a free-page hint may have taken it out
+ *            of the engine's set while it is writable and unseen, but it is
+ *            not counted: the count is the pages written since the last
+ *            collect that KVM can tell apart, each once, which is what the
+ *            dirty rate, auto-converge and the dirty limit read. Counting
+ *            every set bit made it the backlog of pages awaiting their
+ *            clear, growing round after round at a constant guest rate. An
  *            unarmed page's bit says nothing (always set): it is reported
  *            when it is populated in its fd (SEEK_DATA, mem/populated.h),
  *            and from then on is an armed page awaiting its clear. One that
@@ -265,8 +274,9 @@ static ssize_t kvm_log_collect(struct gw_dirty *d, struct gw_bitmap *out)
 			if (!v)
 				continue;
 			out[i].words[w] |= v;
+			/* Only the pages not reported already count: see the file's comment. */
+			total += __builtin_popcountll(v & ~b->reported.words[w]);
 			b->reported.words[w] |= v;
-			total += __builtin_popcountll(v);
 		}
 		if (l->initially_set) {
 			ssize_t n = collect_unarmed(d, i, &out[i]);

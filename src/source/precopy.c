@@ -83,6 +83,14 @@ static int harvest(struct gw_session *s, struct src_ctx *c, bool last)
 	}
 	pthread_mutex_unlock(&s->src->hint_lock);
 	c->harvest_ns = gw_now_ns() - t0;
+	/*
+	 * The pages reported were written between the previous collect and
+	 * this one: that is the rate's span, not the round's, which leaves out
+	 * what ran after the previous harvest (want_switch waiting for a PONG
+	 * or for the destination to drain, up to seconds).
+	 */
+	c->dirty_interval_ns = c->harvest_at_ns && t0 > c->harvest_at_ns ? t0 - c->harvest_at_ns : 0;
+	c->harvest_at_ns = t0;
 	if (n < 0)
 		return gw_fail(s, GW_PHASE_ROUND, (int)n, "dirty harvest (%s): %s",
 			       s->dirty.ops->name, strerror((int)-n));
@@ -279,7 +287,7 @@ int src_queue_discards(struct gw_session *s, struct src_ctx *c)
 
 /*
  * The round's line in the statistics table and the log. @dirty_ns: the time
- * over which the guest wrote c->harvested_pages (since the last harvest).
+ * over which the guest wrote c->harvested_pages (between the last two harvests).
  */
 static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty_at_start,
 			 const struct round_mark *m0, const struct round_mark *m1, uint64_t dirty_ns)
@@ -313,7 +321,7 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	       "round=%llu sent_bytes=%llu pages=%llu duration_us=%llu rate_bps=%llu dirty_pages=%llu "
 	       "dirty_rate_pps=%llu expected_downtime_us=%lld throttle_pct=%u dirty_limit=%d harvest_us=%llu "
 	       "read_us=%llu classify_us=%llu compress_us=%llu send_us=%llu settle_us=%llu void_pages=%llu "
-	       "device_pages=%llu",
+	       "device_pages=%llu harvested_pages=%llu dirty_interval_us=%llu",
 	       (unsigned long long)round, (unsigned long long)bytes, (unsigned long long)pages,
 	       (unsigned long long)(ns / 1000), (unsigned long long)c->conv.rate_bps,
 	       (unsigned long long)c->dirty_pages, (unsigned long long)rate_pps,
@@ -324,7 +332,8 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_COMPRESS] - m0->stage_ns[GW_STAGE_COMPRESS]) / 1000),
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_SEND] - m0->stage_ns[GW_STAGE_SEND]) / 1000),
 	       (unsigned long long)((m1->stage_ns[GW_STAGE_SETTLE] - m0->stage_ns[GW_STAGE_SETTLE]) / 1000),
-	       (unsigned long long)(m1->void_pages - m0->void_pages), (unsigned long long)c->device_pages);
+	       (unsigned long long)(m1->void_pages - m0->void_pages), (unsigned long long)c->device_pages,
+	       (unsigned long long)c->harvested_pages, (unsigned long long)(dirty_ns / 1000));
 }
 
 /*
@@ -587,9 +596,10 @@ enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c)
 		if (src_harvest(s, c))
 			return GW_SRC_FAILED;
 		update_fixed_cost(s, c);
-		dirty_ns = gw_now_ns() - m0.t_ns;	/* the guest wrote these since the last harvest */
+		dirty_ns = c->dirty_interval_ns;	/* the guest wrote these since the last harvest */
 		throttle(s, c, c->harvested_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
-		explain(s, c, (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 / (double)dirty_ns));
+		explain(s, c, dirty_ns ? (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 /
+						    (double)dirty_ns) : 0);
 		record_round(s, c, dirty_at_start, &m0, &m1, dirty_ns);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);

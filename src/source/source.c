@@ -326,6 +326,7 @@ static int setup_round0(struct gw_session *s, struct src_ctx *c)
 {
 	int ret = start_tracking(s);
 
+	c->harvest_at_ns = gw_now_ns();	/* the first harvest reports the writes since */
 	for (unsigned i = 0; !ret && i < s->vm.nr_blocks; i++) {
 		const char *method = "all";
 		ssize_t n = gw_populated_scan(&s->vm.blocks[i], &c->dirty[i], &method);

@@ -109,6 +109,8 @@ struct src_ctx {
 	uint64_t harvested_pages;	/* pages the last harvest reported written since the one before */
 	uint64_t device_pages;		/* of those, reported by the VMM's devices (gw_session_mark_dirty) */
 	uint64_t harvest_ns;		/* how long the last harvest took */
+	uint64_t harvest_at_ns;		/* when the last harvest began (tracking's start before the first) */
+	uint64_t dirty_interval_ns;	/* from the harvest before the last to the last: harvested_pages' span */
 	uint64_t rtt_ns;		/* control round trip, as the model last read it */
 	/* Where the pass stopped when a round ended mid-pass (round-max-ms). */
 	unsigned pass_block;
