@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Internal layout of a session and the helpers shared by the engine files.
+ * struct gw_session holds what more than one role uses; a field only the
+ * source uses lives in struct gw_src_state (source/source.h, s->src), one
+ * only the destination uses in struct gw_dst_state (dest/dest.h, s->dst).
+ * core/ reaches the layers above it only through s->role_ops.
  *
  * Threads:
  *  - the API thread (any caller of session.h functions);
- *  - the migration thread (source: gw_source_main; destination:
- *    gw_dest_main), which owns the control connection's receive side (the
+ *  - the migration thread (s->role_ops->main: source/source.c,
+ *    dest/dest.c), which owns the control connection's receive side (the
  *    source hands it to its control reader), the dirty tracker, the round
  *    loop and the handover;
  *  - one channel thread per data connection (sender on the source,
