@@ -149,8 +149,9 @@ struct virtio_net;
  * Write @frame (14..VIRTIO_NET_FRAME_MAX_BYTES bytes, a whole Ethernet
  * frame) to @n's backend, the host side, not the guest's rings; callable
  * from any thread while the I/O thread runs (the transport's lock is
- * taken, as around the device's own backend writes; the caller holds no
- * lock of the device). A backend that says EAGAIN is retried a bounded
+ * taken, as around the device's own backend writes, then the device's
+ * run-state lock; the caller holds no lock of the device). None is
+ * written once virtio_net_stop was asked, until virtio_net_resume. A backend that says EAGAIN is retried a bounded
  * few times (VIRTIO_NET_RAW_EAGAIN_TRIES, a 1 ms wait for POLLOUT each).
  * 0, -EINVAL (length), -EBUSY (the device is stopped: a paused source
  * stays silent), -EAGAIN, or the backend's -errno.

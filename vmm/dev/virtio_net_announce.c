@@ -6,8 +6,10 @@
  *
  * The device writes its backend only under the transport's lock (tx_one,
  * within do_tx's hold); so does this, so a raw frame never interleaves with
- * a guest frame and the lock order (t.lock before n->lock) holds: n->lock
- * is not taken here. The backend's fd is open from virtio_net_new to
+ * a guest frame. Inside it, n->lock (the order: t.lock before n->lock)
+ * for the run state: a frame is written before virtio_net_stop's request,
+ * or refused, so a paused source never announces. The backend write is
+ * nonblocking: either lock is held for one sendmsg/writev. The backend's fd is open from virtio_net_new to
  * virtio_net_destroy: callers stop sending before destroy.
  */
 #include <errno.h>
@@ -27,14 +29,18 @@ int virtio_net_send_raw(struct virtio_net *n, const void *frame, size_t len)
 
 	if (!n || !frame || len < 14 || len > VIRTIO_NET_FRAME_MAX_BYTES)
 		return -EINVAL;
-	st = virtio_net_run_state(n);
-	if (st == NET_STOP_REQ || st == NET_STOPPED || st == NET_EXIT)
-		return -EBUSY;
 	for (unsigned tries = 0; tries < VIRTIO_NET_RAW_EAGAIN_TRIES; tries++) {
 		struct pollfd pfd;
 
+		/* n->lock orders the write against virtio_net_stop: before it, or refused. */
 		virtio_mmio_lock(&n->t);
-		w = n->be.ops->write_frame(&n->be, &iov, 1);
+		pthread_mutex_lock(&n->lock);
+		st = n->state;
+		if (st == NET_STOP_REQ || st == NET_STOPPED || st == NET_EXIT)
+			w = -EBUSY;
+		else
+			w = n->be.ops->write_frame(&n->be, &iov, 1);
+		pthread_mutex_unlock(&n->lock);
 		virtio_mmio_unlock(&n->t);
 		if (w != -EAGAIN)
 			break;
