@@ -25,8 +25,7 @@
 
 /* QEMU's parameters godwit does not have: refused by name, not as unknown. */
 static const char *const qemu_params_missing[] = {
-	"announce-initial", "announce-max", "announce-rounds", "announce-step", "compress-level",
-	"compress-threads", "compress-wait-thread", "decompress-threads", "tls-creds",
+	"compress-level", "compress-threads", "compress-wait-thread", "decompress-threads", "tls-creds",
 	"tls-hostname", "tls-authz", "x-checkpoint-delay", "block-incremental",
 	"max-postcopy-bandwidth", "block-bitmap-mapping", "x-vcpu-dirty-limit-period", "mode",
 	"zero-page-detection", "avail-switchover-bandwidth", "multifd-qatzip-level", "direct-io",
@@ -334,14 +333,31 @@ static json_t *param_value(const struct run_state *rs, const struct qemu_param *
 	return json_integer(x / q->scale);
 }
 
+/* The field of @p that QEMU's announce-* parameter @q names. */
+static int64_t *announce_field(struct vmm_announce_params *p, enum qemu_vmm_param q)
+{
+	switch (q) {
+	case QEMU_VMM_ANNOUNCE_INITIAL: return &p->initial_ms;
+	case QEMU_VMM_ANNOUNCE_MAX: return &p->max_ms;
+	case QEMU_VMM_ANNOUNCE_ROUNDS: return &p->rounds;
+	case QEMU_VMM_ANNOUNCE_STEP:
+	case QEMU_VMM__COUNT: break;
+	}
+	return &p->step_ms;
+}
+
 static json_t *qmp_do_query_migrate_parameters(void *opaque, json_t *args, struct qmp_error *e)
 {
+	struct vmm_announce_params ann;
 	int64_t v[GW_PARAM__COUNT];
 	json_t *o = json_object();
 
 	run_params_now(opaque, v);
 	for (const struct qemu_param *q = qemu_params; o && q->name; q++)
 		json_object_set_new(o, q->name, param_value(opaque, q, v));
+	if (o && vmm_vm_announce_params_get(((struct run_state *)opaque)->vm, &ann) == 0)
+		for (const struct qemu_vmm_param_name *q = qemu_vmm_params; q->name; q++)
+			json_object_set_new(o, q->name, json_integer(*announce_field(&ann, q->p)));
 	return o;
 }
 
@@ -397,7 +413,10 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 {
 	struct run_state *rs = opaque;
 	struct qemu_change ch = { .ps = { 0 } };
+	struct vmm_announce_params ann;
+	bool have_ann, ann_set = false;
 	int64_t now[GW_PARAM__COUNT], x;
+	int ret;
 	char err[RUN_ERR_MAX];
 	const char *key;
 	bool live;
@@ -405,9 +424,22 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 
 	run_params_now(rs, now);
 	ch.caps = rs->qemu;
+	/* announce-*: the VM's (dev/announce.h), only where it has NICs. */
+	have_ann = vmm_vm_announce_params_get(rs->vm, &ann) == 0;
 	json_object_foreach(args, key, j) {
 		const struct qemu_param *q = qemu_param_by_name(key);
+		const struct qemu_vmm_param_name *vq = qemu_vmm_param_by_name(key);
 
+		if (vq) {
+			if (!have_ann)
+				return fail(e, "Parameter '%s' is not supported by godwit: this VM "
+					    "has no NIC to announce", key);
+			if (!json_is_integer(j))
+				return fail(e, "Parameter '%s' expects uint64", key);
+			*announce_field(&ann, vq->p) = json_integer_value(j);
+			ann_set = true;
+			continue;
+		}
 		if (!q && in_list(qemu_params_missing, key))
 			return fail(e, "Parameter '%s' is not supported by godwit", key);
 		if (!q)
@@ -429,8 +461,13 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 		}
 		cli_params_put(&ch.ps, q->p, x);
 	}
+	if (ann_set && vmm_announce_params_check(&ann, err, sizeof(err)))
+		return fail(e, "%s", err);
 	if (ch.ps.nr && run_set(rs, &ch.ps, &live, err, sizeof(err)))
 		return fail(e, "%s", err);
+	/* Checked above: the VM's set fails only on a VM that lost its NICs meanwhile. */
+	if (ann_set && (ret = vmm_vm_announce_params_set(rs->vm, &ann)))
+		return fail(e, "announce parameters not applied: %s", strerror(-ret));
 	pthread_mutex_lock(&rs->lock);
 	rs->qemu.xbzrle_cache_bytes = ch.caps.xbzrle_cache_bytes;
 	rs->qemu.multifd_channels = ch.caps.multifd_channels;

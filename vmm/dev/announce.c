@@ -475,8 +475,23 @@ void vmm_announce_destroy(struct vmm_announce *a)
 	free(a);
 }
 
-/* Replaced by the VM that has NICs (announce.h). */
+/* The VM's hooks: replaced by the VM that has NICs (announce.h). */
 __attribute__((weak)) int vmm_vm_announce(struct vmm *v, const struct vmm_announce_params *p)
+{
+	(void)v;
+	(void)p;
+	return -EOPNOTSUPP;
+}
+
+__attribute__((weak)) int vmm_vm_announce_params_get(struct vmm *v, struct vmm_announce_params *out)
+{
+	(void)v;
+	(void)out;
+	return -EOPNOTSUPP;
+}
+
+__attribute__((weak)) int vmm_vm_announce_params_set(struct vmm *v,
+						     const struct vmm_announce_params *p)
 {
 	(void)v;
 	(void)p;

@@ -172,5 +172,13 @@ int virtio_net_announce_add(struct vmm_announce *a, struct virtio_net *n);
  * 0, or -errno.
  */
 int vmm_vm_announce(struct vmm *v, const struct vmm_announce_params *p);
+/*
+ * The parameters the VM's own announce after a switchover uses (QEMU's
+ * announce-* migration parameters; interfaces and id unused): get fills
+ * @out, set takes @p (validated by the caller) for the next switchover.
+ * Weak defaults: -EOPNOTSUPP (no NIC). 0, or -errno.
+ */
+int vmm_vm_announce_params_get(struct vmm *v, struct vmm_announce_params *out);
+int vmm_vm_announce_params_set(struct vmm *v, const struct vmm_announce_params *p);
 
 #endif
