@@ -14,7 +14,7 @@
 #include "common/cli_parse.h"
 #include "common/qemu_names.h"
 #include "common/qmp.h"
-#include "dev/announce.h"
+#include "run/qmp_announce.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -333,31 +333,16 @@ static json_t *param_value(const struct run_state *rs, const struct qemu_param *
 	return json_integer(x / q->scale);
 }
 
-/* The field of @p that QEMU's announce-* parameter @q names. */
-static int64_t *announce_field(struct vmm_announce_params *p, enum qemu_vmm_param q)
-{
-	switch (q) {
-	case QEMU_VMM_ANNOUNCE_INITIAL: return &p->initial_ms;
-	case QEMU_VMM_ANNOUNCE_MAX: return &p->max_ms;
-	case QEMU_VMM_ANNOUNCE_ROUNDS: return &p->rounds;
-	case QEMU_VMM_ANNOUNCE_STEP:
-	case QEMU_VMM__COUNT: break;
-	}
-	return &p->step_ms;
-}
-
 static json_t *qmp_do_query_migrate_parameters(void *opaque, json_t *args, struct qmp_error *e)
 {
-	struct vmm_announce_params ann;
 	int64_t v[GW_PARAM__COUNT];
 	json_t *o = json_object();
 
 	run_params_now(opaque, v);
 	for (const struct qemu_param *q = qemu_params; o && q->name; q++)
 		json_object_set_new(o, q->name, param_value(opaque, q, v));
-	if (o && vmm_vm_announce_params_get(((struct run_state *)opaque)->vm, &ann) == 0)
-		for (const struct qemu_vmm_param_name *q = qemu_vmm_params; q->name; q++)
-			json_object_set_new(o, q->name, json_integer(*announce_field(&ann, q->p)));
+	if (o)
+		qmp_announce_query(opaque, o);
 	return o;
 }
 
@@ -413,8 +398,7 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 {
 	struct run_state *rs = opaque;
 	struct qemu_change ch = { .ps = { 0 } };
-	struct vmm_announce_params ann;
-	bool have_ann, ann_set = false;
+	struct qmp_announce_change ann;
 	int64_t now[GW_PARAM__COUNT], x;
 	int ret;
 	char err[RUN_ERR_MAX];
@@ -424,22 +408,15 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 
 	run_params_now(rs, now);
 	ch.caps = rs->qemu;
-	/* announce-*: the VM's (dev/announce.h), only where it has NICs. */
-	have_ann = vmm_vm_announce_params_get(rs->vm, &ann) == 0;
+	qmp_announce_change_init(rs, &ann);
 	json_object_foreach(args, key, j) {
 		const struct qemu_param *q = qemu_param_by_name(key);
-		const struct qemu_vmm_param_name *vq = qemu_vmm_param_by_name(key);
 
-		if (vq) {
-			if (!have_ann)
-				return fail(e, "Parameter '%s' is not supported by godwit: this VM "
-					    "has no NIC to announce", key);
-			if (!json_is_integer(j))
-				return fail(e, "Parameter '%s' expects uint64", key);
-			*announce_field(&ann, vq->p) = json_integer_value(j);
-			ann_set = true;
+		ret = qmp_announce_take(&ann, key, j, e);	/* announce-*: the VM's */
+		if (ret < 0)
+			return NULL;
+		if (ret)
 			continue;
-		}
 		if (!q && in_list(qemu_params_missing, key))
 			return fail(e, "Parameter '%s' is not supported by godwit", key);
 		if (!q)
@@ -461,13 +438,12 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 		}
 		cli_params_put(&ch.ps, q->p, x);
 	}
-	if (ann_set && vmm_announce_params_check(&ann, err, sizeof(err)))
-		return fail(e, "%s", err);
+	if (qmp_announce_check(&ann, e))
+		return NULL;
 	if (ch.ps.nr && run_set(rs, &ch.ps, &live, err, sizeof(err)))
 		return fail(e, "%s", err);
-	/* Checked above: the VM's set fails only on a VM that lost its NICs meanwhile. */
-	if (ann_set && (ret = vmm_vm_announce_params_set(rs->vm, &ann)))
-		return fail(e, "announce parameters not applied: %s", strerror(-ret));
+	if (qmp_announce_apply(rs, &ann, e))
+		return NULL;
 	pthread_mutex_lock(&rs->lock);
 	rs->qemu.xbzrle_cache_bytes = ch.caps.xbzrle_cache_bytes;
 	rs->qemu.multifd_channels = ch.caps.multifd_channels;
@@ -588,83 +564,6 @@ static json_t *qmp_do_migrate_set_capabilities(void *opaque, json_t *args, struc
 	rs->qemu.multifd_channels = ch.caps.multifd_channels;
 	rs->qemu.dirty_limit_bps = ch.caps.dirty_limit_bps;
 	pthread_mutex_unlock(&rs->lock);
-	return json_object();
-}
-
-/* ---- announce-self ---- */
-
-/* Integer argument @name of announce-self (required, as in QEMU's AnnounceParameters), in [lo, hi]. */
-static int announce_int(json_t *args, const char *name, int64_t lo, int64_t hi, int64_t *out,
-			struct qmp_error *e)
-{
-	json_t *j = json_object_get(args, name);
-
-	if (!j) {
-		fail(e, "Parameter '%s' is missing", name);
-		return -1;
-	}
-	if (!json_is_integer(j)) {
-		fail(e, "Parameter '%s' expects integer", name);
-		return -1;
-	}
-	*out = json_integer_value(j);
-	if (*out < lo || *out > hi) {
-		fail(e, "Parameter '%s' expects a value between %" PRId64 " and %" PRId64, name, lo, hi);
-		return -1;
-	}
-	return 0;
-}
-
-/*
- * QEMU's announce-self: RARP rounds from each NIC now (or those named in
- * interfaces). The VM does it (vmm_vm_announce, dev/announce.h): a VM
- * without a NIC says so. QEMU checks no bounds here; godwit checks
- * migrate-set-parameters' ones, so that a typo cannot start 10^9 rounds.
- */
-static json_t *qmp_do_announce_self(void *opaque, json_t *args, struct qmp_error *e)
-{
-	struct run_state *rs = opaque;
-	struct vmm_announce_params p;
-	json_t *ifs = json_object_get(args, "interfaces"), *id = json_object_get(args, "id"), *v;
-	char why[128];
-	size_t i;
-	int ret;
-
-	vmm_announce_params_default(&p);
-	if (announce_int(args, "initial", 0, VMM_ANNOUNCE_DELAY_MS_MAX, &p.initial_ms, e) ||
-	    announce_int(args, "max", 0, VMM_ANNOUNCE_DELAY_MS_MAX, &p.max_ms, e) ||
-	    announce_int(args, "rounds", 0, VMM_ANNOUNCE_ROUNDS_MAX, &p.rounds, e) ||
-	    announce_int(args, "step", VMM_ANNOUNCE_STEP_MS_MIN, VMM_ANNOUNCE_STEP_MS_MAX,
-			 &p.step_ms, e))
-		return NULL;
-	if (ifs && !json_is_array(ifs))
-		return fail(e, "Parameter 'interfaces' expects array");
-	if (ifs && json_array_size(ifs) > VMM_ANNOUNCE_INTERFACES_MAX)
-		return fail(e, "Parameter 'interfaces' expects at most %d names",
-			    VMM_ANNOUNCE_INTERFACES_MAX);
-	json_array_foreach(ifs, i, v) {
-		const char *name = json_string_value(v);
-
-		if (!name)
-			return fail(e, "Parameter 'interfaces[%zu]' expects string", i);
-		if (!name[0] || strlen(name) >= VMM_ANNOUNCE_NAME_MAX)
-			return fail(e, "Parameter 'interfaces[%zu]' expects a name of 1 to %d characters",
-				    i, VMM_ANNOUNCE_NAME_MAX - 1);
-		snprintf(p.interfaces[p.nr_interfaces++], VMM_ANNOUNCE_NAME_MAX, "%s", name);
-	}
-	if (id && !json_is_string(id))
-		return fail(e, "Parameter 'id' expects string");
-	if (id && strlen(json_string_value(id)) >= VMM_ANNOUNCE_NAME_MAX)
-		return fail(e, "Parameter 'id' expects at most %d characters", VMM_ANNOUNCE_NAME_MAX - 1);
-	if (id)
-		snprintf(p.id, sizeof(p.id), "%s", json_string_value(id));
-	if (vmm_announce_params_check(&p, why, sizeof(why)))
-		return fail(e, "%s", why);
-	ret = vmm_vm_announce(rs->vm, &p);
-	if (ret == -EOPNOTSUPP)
-		return fail(e, "announce-self: this VM has no NIC to announce");
-	if (ret)
-		return fail(e, "announce-self failed: %s", strerror(-ret));
 	return json_object();
 }
 
