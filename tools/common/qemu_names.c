@@ -38,6 +38,22 @@ const struct qemu_param *qemu_param_of(enum gw_param p)
 	return NULL;
 }
 
+const struct qemu_vmm_param_name qemu_vmm_params[] = {
+	{ "announce-initial", QEMU_VMM_ANNOUNCE_INITIAL, "ms" },
+	{ "announce-max", QEMU_VMM_ANNOUNCE_MAX, "ms" },
+	{ "announce-rounds", QEMU_VMM_ANNOUNCE_ROUNDS, "" },
+	{ "announce-step", QEMU_VMM_ANNOUNCE_STEP, "ms" },
+	{ NULL, 0, NULL },
+};
+
+const struct qemu_vmm_param_name *qemu_vmm_param_by_name(const char *name)
+{
+	for (const struct qemu_vmm_param_name *q = qemu_vmm_params; q->name; q++)
+		if (!strcmp(q->name, name))
+			return q;
+	return NULL;
+}
+
 const struct qemu_cap qemu_caps[] = {
 	{ "events", NULL },
 	{ "xbzrle", NULL },

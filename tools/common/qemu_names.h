@@ -37,6 +37,27 @@ const struct qemu_param *qemu_param_by_name(const char *name);
 const struct qemu_param *qemu_param_of(enum gw_param p);
 
 /*
+ * QEMU's migration parameters that are the VMM's in godwit, not the
+ * engine's (the engine stays device-agnostic): announce-*, taken by the
+ * VM's announcer (vmm/dev/announce.h, which holds their defaults and
+ * bounds). Integers in ms (rounds: a count).
+ */
+enum qemu_vmm_param {
+	QEMU_VMM_ANNOUNCE_INITIAL,
+	QEMU_VMM_ANNOUNCE_MAX,
+	QEMU_VMM_ANNOUNCE_ROUNDS,
+	QEMU_VMM_ANNOUNCE_STEP,
+	QEMU_VMM__COUNT,
+};
+struct qemu_vmm_param_name {
+	const char *name;		/* "announce-initial" */
+	enum qemu_vmm_param p;
+	const char *unit;		/* "ms", "" */
+};
+extern const struct qemu_vmm_param_name qemu_vmm_params[];	/* NULL-name terminated */
+const struct qemu_vmm_param_name *qemu_vmm_param_by_name(const char *name);
+
+/*
  * Capabilities (migrate-set-capabilities). Each is a godwit parameter
  * switched between two values, or not available in this build: asking for
  * it is an error naming @missing. A capability that lands is one entry.

@@ -14,6 +14,7 @@
 #include "common/cli_parse.h"
 #include "common/qemu_names.h"
 #include "common/qmp.h"
+#include "run/qmp_announce.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,8 +25,7 @@
 
 /* QEMU's parameters godwit does not have: refused by name, not as unknown. */
 static const char *const qemu_params_missing[] = {
-	"announce-initial", "announce-max", "announce-rounds", "announce-step", "compress-level",
-	"compress-threads", "compress-wait-thread", "decompress-threads", "tls-creds",
+	"compress-level", "compress-threads", "compress-wait-thread", "decompress-threads", "tls-creds",
 	"tls-hostname", "tls-authz", "x-checkpoint-delay", "block-incremental",
 	"max-postcopy-bandwidth", "block-bitmap-mapping", "x-vcpu-dirty-limit-period", "mode",
 	"zero-page-detection", "avail-switchover-bandwidth", "multifd-qatzip-level", "direct-io",
@@ -341,6 +341,8 @@ static json_t *qmp_do_query_migrate_parameters(void *opaque, json_t *args, struc
 	run_params_now(opaque, v);
 	for (const struct qemu_param *q = qemu_params; o && q->name; q++)
 		json_object_set_new(o, q->name, param_value(opaque, q, v));
+	if (o)
+		qmp_announce_query(opaque, o);
 	return o;
 }
 
@@ -396,7 +398,9 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 {
 	struct run_state *rs = opaque;
 	struct qemu_change ch = { .ps = { 0 } };
+	struct qmp_announce_change ann;
 	int64_t now[GW_PARAM__COUNT], x;
+	int ret;
 	char err[RUN_ERR_MAX];
 	const char *key;
 	bool live;
@@ -404,9 +408,15 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 
 	run_params_now(rs, now);
 	ch.caps = rs->qemu;
+	qmp_announce_change_init(rs, &ann);
 	json_object_foreach(args, key, j) {
 		const struct qemu_param *q = qemu_param_by_name(key);
 
+		ret = qmp_announce_take(&ann, key, j, e);	/* announce-*: the VM's */
+		if (ret < 0)
+			return NULL;
+		if (ret)
+			continue;
 		if (!q && in_list(qemu_params_missing, key))
 			return fail(e, "Parameter '%s' is not supported by godwit", key);
 		if (!q)
@@ -428,8 +438,12 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 		}
 		cli_params_put(&ch.ps, q->p, x);
 	}
+	if (qmp_announce_check(&ann, e))
+		return NULL;
 	if (ch.ps.nr && run_set(rs, &ch.ps, &live, err, sizeof(err)))
 		return fail(e, "%s", err);
+	if (qmp_announce_apply(rs, &ann, e))
+		return NULL;
 	pthread_mutex_lock(&rs->lock);
 	rs->qemu.xbzrle_cache_bytes = ch.caps.xbzrle_cache_bytes;
 	rs->qemu.multifd_channels = ch.caps.multifd_channels;
@@ -560,6 +574,8 @@ static const char *const caps_args[] = { "enable", NULL };
 static const char *const migrate_args[] = { "uri", "blk", "inc", "detach", "resume", NULL };
 static const char *const incoming_args[] = { "uri", "exit-on-error", NULL };
 static const char *const set_caps_args[] = { "capabilities", NULL };
+static const char *const announce_args[] = { "initial", "max", "rounds", "step", "interfaces",
+					     "id", NULL };
 static const char *const set_params_args[] = {
 	/* Checked by the command itself: QEMU's names, known or not to godwit. */
 	"*", NULL,
@@ -579,6 +595,7 @@ static const struct qmp_command qmp_table[] = {
 	{ "query-migrate-parameters", qmp_do_query_migrate_parameters, no_args },
 	{ "migrate-set-capabilities", qmp_do_migrate_set_capabilities, set_caps_args },
 	{ "query-migrate-capabilities", qmp_do_query_migrate_capabilities, no_args },
+	{ "announce-self", qmp_do_announce_self, announce_args },
 	{ "stop", qmp_do_stop, no_args },
 	{ "cont", qmp_do_cont, no_args },
 	{ "quit", qmp_do_quit, no_args },
