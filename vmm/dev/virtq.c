@@ -398,7 +398,7 @@ bool virtq_should_interrupt(struct virtq *vq)
 	if (!vq->ready)
 		return false;
 	/* The used index store before the read of the driver's suppression fields. */
-	atomic_thread_fence(memory_order_seq_cst);
+	virtq_mb();
 	old = vq->signalled_used;
 	valid = vq->signalled_valid;
 	now = vq->used_idx;
@@ -434,6 +434,6 @@ bool virtq_set_notify(struct virtq *vq, bool on)
 	if (!on)
 		return false;
 	/* The store above before the re-read of the avail index (a notify may have been skipped). */
-	atomic_thread_fence(memory_order_seq_cst);
+	virtq_mb();
 	return ld16_acquire(vq->avail + 2) != vq->last_avail_idx;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "netdrv.h"
+#include "dev/virtq.h"
 
 #define PAGE 4096u
 
@@ -212,7 +213,7 @@ void netdrv_offer(struct netdrv *d, unsigned q, uint16_t head, bool kick)
 	gw_le16_put((uint8_t *)&le, nq->avail_idx);
 	__atomic_store_n((uint16_t *)netdrv_host(d, nq->avail + 2), le, __ATOMIC_RELEASE);
 	if (kick) {
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		virtq_mb();
 		netdrv_wr(d, VIRTIO_MMIO_QUEUE_NOTIFY, q);
 	}
 }
