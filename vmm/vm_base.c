@@ -153,6 +153,10 @@ int vmm_vm_devices_create(struct vmm_vm *vm, const struct vmm_config *cfg, char 
 
 		snprintf(name, sizeof(name), "virtio-net%u", i);
 		memcpy(nc.mac, nic->mac, sizeof(nc.mac));
+		if (cfg->nic_fds) {
+			nc.backend = &net_backend_fd;
+			nc.backend_fd = cfg->nic_fds[i];
+		}
 		n = virtio_net_new(&nc);
 		if (!n) {
 			ret = -errno;

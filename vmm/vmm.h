@@ -74,6 +74,8 @@ struct vmm_config {
 	 */
 	const struct virtio_net_nic *nics;
 	unsigned nr_nics;		/* 0..VMM_MAX_NICS (vm_base.h) */
+	/* Tests: NIC i over descriptor nic_fds[i] (net_backend_fd, taken over), not its tap. */
+	const int *nic_fds;
 };
 
 struct vmm;				/* one VM of one backend */
