@@ -120,21 +120,48 @@ bool netdrv_init_tap(struct netdrv *d, const char *name, const char *ifname)
 	return dev_init(d, name, &net_backend_tap, ifname, -1);
 }
 
+void netdrv_attach(struct netdrv *d, void *ram, const struct vmm_mmio_bus *bus, uint64_t mmio_gpa)
+{
+	if (!d->vm_bus) {	/* first attach: a fresh driver */
+		memset(d, 0, sizeof(*d));
+		d->peer = -1;
+		for (unsigned q = 0; q < 2; q++) {
+			d->q[q].desc = NETDRV_RAM_GPA + 0x8000ull * q;
+			d->q[q].avail = d->q[q].desc + 0x1000;
+			d->q[q].used = d->q[q].desc + 0x2000;
+		}
+	}
+	d->ram = ram;
+	d->vm_bus = bus;
+	d->mmio_gpa = mmio_gpa;
+}
+
 void netdrv_fini(struct netdrv *d)
 {
 	virtio_net_destroy(d->net);
 	d->net = NULL;
 	if (d->peer >= 0)
 		close(d->peer);
-	munmap(d->map, NETDRV_RAM_BYTES + 2 * PAGE);
+	if (d->map)
+		munmap(d->map, NETDRV_RAM_BYTES + 2 * PAGE);
 	free(d->dirty);
+}
+
+static const struct vmm_mmio_bus *bus_of(const struct netdrv *d)
+{
+	return d->vm_bus ? d->vm_bus : &d->bus;
+}
+
+static uint64_t mmio_of(const struct netdrv *d)
+{
+	return d->vm_bus ? d->mmio_gpa : NETDRV_MMIO_GPA;
 }
 
 uint32_t netdrv_rd(struct netdrv *d, uint64_t off)
 {
 	uint8_t b[4];
 
-	if (!vmm_mmio_access(&d->bus, NETDRV_MMIO_GPA + off, b, 4, false))
+	if (!vmm_mmio_access(bus_of(d), mmio_of(d) + off, b, 4, false))
 		die("read not claimed");
 	return gw_le32_get(b);
 }
@@ -144,7 +171,7 @@ void netdrv_wr(struct netdrv *d, uint64_t off, uint32_t v)
 	uint8_t b[4];
 
 	gw_le32_put(b, v);
-	if (!vmm_mmio_access(&d->bus, NETDRV_MMIO_GPA + off, b, 4, true))
+	if (!vmm_mmio_access(bus_of(d), mmio_of(d) + off, b, 4, true))
 		die("write not claimed");
 }
 
@@ -270,10 +297,10 @@ int netdrv_rx(struct netdrv *d, void *frame, uint32_t cap)
 			return -1;
 	if (gw_le16_get(b + 10) != 1)
 		return -1;
-	if (!dirty_all(d, netdrv_buf(VIRTIO_NET_RXQ, id), len) || !dirty_all(d, used_ent, 8) ||
-	    !dirty_all(d, nq->used + 2, 2))
+	if (d->dirty && (!dirty_all(d, netdrv_buf(VIRTIO_NET_RXQ, id), len) ||
+			 !dirty_all(d, used_ent, 8) || !dirty_all(d, nq->used + 2, 2)))
 		return -1;
-	for (uint32_t i = 0; i < len; i++)
+	for (uint32_t i = 0; d->dirty && i < len; i++)
 		__atomic_store_n(&d->dirty[netdrv_buf(VIRTIO_NET_RXQ, id) - NETDRV_RAM_GPA + i], 0,
 				 __ATOMIC_RELAXED);
 	flen = len - VIRTIO_NET_HDR_BYTES;

@@ -43,6 +43,9 @@ struct netdrv {
 	_Atomic bool irq_level;
 	struct netdrv_q q[2];
 	uint64_t features;
+	/* netdrv_attach: a VM's bus and register page instead of bus and NETDRV_MMIO_GPA. */
+	const struct vmm_mmio_bus *vm_bus;
+	uint64_t mmio_gpa;
 };
 
 /* RAM, a socketpair, the device (fd backend, not started). Aborts on set-up failures. */
@@ -51,6 +54,15 @@ void netdrv_init(struct netdrv *d, const char *name);
 void netdrv_init_sndbuf(struct netdrv *d, const char *name, int sndbuf_bytes);
 /* Same, over a tap named @ifname (NULL when the tap cannot be opened: errno). */
 bool netdrv_init_tap(struct netdrv *d, const char *name, const char *ifname);
+/*
+ * A driver for a VM's NIC: @ram is the host address of the VM's guest
+ * physical NETDRV_RAM_GPA (NETDRV_RAM_BYTES of its RAM), its register page
+ * at @mmio_gpa on @bus. No device, no peer, no dirty record (the VM
+ * reports device writes to its session): netdrv_rx skips that check.
+ * Called again with another VM's RAM and bus, the driver carries on there
+ * (a migrated guest). netdrv_fini frees nothing of the VM.
+ */
+void netdrv_attach(struct netdrv *d, void *ram, const struct vmm_mmio_bus *bus, uint64_t mmio_gpa);
 /* The device, the peer and the RAM go. */
 void netdrv_fini(struct netdrv *d);
 uint32_t netdrv_rd(struct netdrv *d, uint64_t off);

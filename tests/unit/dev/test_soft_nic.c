@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A soft VM with one virtio-net NIC (vm_base.c's devices), migrated in
+ * process on uffd-wp while frames flow. The soft VM has no guest driver:
+ * the fake driver of tests/unit/dev/netdrv.c runs on a test thread against
+ * the VM's RAM (gpa NETDRV_RAM_GPA) and the VM's MMIO bus, parked around
+ * the pause like a vCPU (the engine ops are wrapped for that). "The
+ * network" is the other end of the NIC's socketpair (net_backend_fd): it
+ * sends numbered frames, at most WINDOW ahead of their echoes, the driver
+ * echoes every frame it receives, the network counts the echoes.
+ *
+ * Invariants:
+ * 1. migrate: after the pause LATE more frames reach the source's
+ *    socketpair (the switch has not learned the new port yet), then the
+ *    network sends to the destination's. Every frame reaches the guest
+ *    once and comes back once (none lost, none duplicated, none corrupt):
+ *    what the source's device had read after its stop is carried, the
+ *    rest of the rings migrate with RAM. The RAM digest (source at pause,
+ *    destination at resume) is verified.
+ * 2. fail: a destination without a NIC refuses the state with a reason
+ *    naming the NIC count; the source resumes and its NIC carries on where
+ *    it stopped: again every frame once, both ways.
+ *
+ * Timing never decides: every wait gives up after 10-20 s.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+#include <godwit/session.h>
+#include "netdrv.h"
+#include "test_util.h"
+#include "vmm.h"
+
+TEST_DEFINE_FAILURES;
+
+#define FEATURES (VIRTIO_FEATURE(VIRTIO_F_VERSION_1) | VIRTIO_FEATURE(VIRTIO_NET_F_MAC) | \
+		  VIRTIO_FEATURE(VIRTIO_NET_F_STATUS) | VIRTIO_FEATURE(VIRTIO_RING_F_EVENT_IDX))
+#define VM_BYTES (32ull << 20)
+#define FRAMES 6000u
+#define MIGRATE_AT 300u		/* echoes before the migration starts */
+#define WINDOW 128u		/* frames ahead of their echoes: under the carry FIFO's 256 */
+#define LATE 32u		/* frames that reach the source after its pause */
+#define FRAME_BYTES 64u
+#define WAIT_NS (20ull * 1000000000u)
+
+static struct {
+	struct vmm *src, *dst;
+	struct gw_vm_ops src_ops, dst_ops;
+	int ps, pd;			/* the network's ends: source's NIC, destination's (-1) */
+	bool fail;			/* case 2: the destination has no NIC */
+
+	/* The driver thread ("the guest"), parked under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool park_req, parked, stop;	/* lock */
+	struct netdrv drv;		/* the driver thread's; re-attached while parked */
+	unsigned rx_seen[FRAMES];	/* driver thread: frames the guest received */
+	atomic_uint rx_bad;
+	atomic_uint rx_total;
+
+	/* The network thread. */
+	atomic_int phase;		/* 0 to the source, 1 LATE more to it (paused), 2 switched */
+	atomic_int cur;			/* the fd it sends to */
+	unsigned echo_seen[FRAMES];	/* network thread */
+	atomic_uint echoed, sent, echo_bad;
+	unsigned echoed_at_start, echoed_at_pause;	/* frames flowed across the migration */
+} t;
+
+static uint64_t now_ns(void)
+{
+	return netdrv_now_ns();
+}
+
+static void sleep_us(unsigned us)
+{
+	struct timespec ts = { 0, (long)us * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static void *ram_of(struct vmm *vm)
+{
+	const struct gw_vm_info *vi = vmm_soft.info(vm);
+
+	TEST_ASSERT(vi->nr_blocks >= 1 && vi->blocks[0].gpa == 0 &&
+		    vi->blocks[0].size_bytes >= NETDRV_RAM_GPA + NETDRV_RAM_BYTES, "RAM layout");
+	return (uint8_t *)vi->blocks[0].host + NETDRV_RAM_GPA;
+}
+
+static void attach(struct vmm *vm)
+{
+	struct virtio_net *n = vmm_soft.nic(vm, 0);
+
+	TEST_ASSERT(n, "the VM has no NIC");
+	netdrv_attach(&t.drv, ram_of(vm), vmm_soft.mmio_bus(vm), virtio_net_base_gpa(n));
+}
+
+/* ---- the guest ---- */
+
+static void *driver_main(void *arg)
+{
+	uint8_t frame[NETDRV_BUF_BYTES], pending[NETDRV_BUF_BYTES];
+	int pending_len = 0;
+
+	(void)arg;
+	for (;;) {
+		int r;
+
+		pthread_mutex_lock(&t.lock);
+		while (t.park_req && !t.stop) {
+			t.parked = true;
+			pthread_cond_broadcast(&t.cond);
+			pthread_cond_wait(&t.cond, &t.lock);
+		}
+		t.parked = false;
+		if (t.stop) {
+			pthread_mutex_unlock(&t.lock);
+			return NULL;
+		}
+		pthread_mutex_unlock(&t.lock);
+		netdrv_tx_reclaim(&t.drv);
+		if (pending_len) {
+			if (netdrv_tx(&t.drv, pending, (uint32_t)pending_len) == 0)
+				pending_len = 0;
+			continue;
+		}
+		r = netdrv_rx(&t.drv, frame, sizeof(frame));
+		if (r < 0) {
+			atomic_fetch_add(&t.rx_bad, 1);
+			continue;
+		}
+		if (r == 0) {
+			sleep_us(50);
+			continue;
+		}
+		int64_t seq = netdrv_frame_check(frame, (uint32_t)r);
+
+		if (seq < 0 || seq >= FRAMES) {
+			atomic_fetch_add(&t.rx_bad, 1);
+			continue;
+		}
+		t.rx_seen[seq]++;
+		atomic_fetch_add(&t.rx_total, 1);
+		memcpy(pending, frame, (size_t)r);
+		pending_len = r;
+	}
+}
+
+static void park(bool on)
+{
+	uint64_t t0 = now_ns();
+
+	pthread_mutex_lock(&t.lock);
+	t.park_req = on;
+	pthread_cond_broadcast(&t.cond);
+	while (on && !t.parked && now_ns() - t0 < WAIT_NS) {
+		pthread_mutex_unlock(&t.lock);
+		sleep_us(100);
+		pthread_mutex_lock(&t.lock);
+	}
+	TEST_ASSERT(!on || t.parked, "the driver thread did not park");
+	pthread_mutex_unlock(&t.lock);
+}
+
+/* ---- the network ---- */
+
+static void drain(int fd)
+{
+	uint8_t f[NETDRV_BUF_BYTES];
+	ssize_t n;
+
+	while (fd >= 0 && (n = recv(fd, f, sizeof(f), MSG_DONTWAIT)) > 0) {
+		int64_t seq = netdrv_frame_check(f, (uint32_t)n);
+
+		if (seq < 0 || seq >= FRAMES) {
+			atomic_fetch_add(&t.echo_bad, 1);
+			continue;
+		}
+		t.echo_seen[seq]++;
+		atomic_fetch_add(&t.echoed, 1);
+	}
+}
+
+static void *network_main(void *arg)
+{
+	uint8_t f[NETDRV_BUF_BYTES];
+	unsigned late = 0;
+	uint64_t t_end = 0;
+
+	(void)arg;
+	while (atomic_load(&t.echoed) < FRAMES) {
+		unsigned seq = atomic_load(&t.sent);
+		int phase = atomic_load(&t.phase);
+		bool room = seq - atomic_load(&t.echoed) < WINDOW || (phase == 1 && late < LATE);
+
+		drain(t.ps);
+		drain(t.pd);
+		if (phase == 1 && late == LATE) {
+			if (!t.fail)
+				atomic_store(&t.cur, t.pd);
+			atomic_store(&t.phase, 2);
+		}
+		if (seq < FRAMES && room) {
+			uint32_t len = netdrv_frame_make(f, seq, FRAME_BYTES);
+
+			if (send(atomic_load(&t.cur), f, len, MSG_DONTWAIT) == (ssize_t)len) {
+				atomic_store(&t.sent, seq + 1);
+				late += phase == 1;
+			}
+		}
+		if (seq == FRAMES && !t_end)
+			t_end = now_ns();
+		if (t_end && now_ns() - t_end > WAIT_NS)
+			break;
+		sleep_us(150);
+	}
+	return NULL;
+}
+
+/* ---- the engine's callbacks, wrapped ---- */
+
+static int src_pause(void *opaque)
+{
+	int ret;
+
+	park(true);		/* the guest stops first, as its vCPUs would */
+	t.echoed_at_pause = atomic_load(&t.echoed);
+	ret = vmm_soft.engine_ops->pause(opaque);
+	atomic_store(&t.phase, 1);
+	return ret;
+}
+
+/* Everything the network sent the source is in its NIC (the carry FIFO) before the save. */
+static int src_save_state(void *opaque, struct gw_state *st)
+{
+	uint64_t t0 = now_ns();
+	int outq = 1;
+
+	while (atomic_load(&t.phase) != 2 && now_ns() - t0 < WAIT_NS)
+		sleep_us(100);
+	while (now_ns() - t0 < WAIT_NS && !ioctl(t.ps, SIOCOUTQ, &outq) && outq > 0)
+		sleep_us(100);
+	TEST_CHECK(atomic_load(&t.phase) == 2 && outq == 0, "late frames not in the NIC: phase %d outq %d",
+		   atomic_load(&t.phase), outq);
+	return vmm_soft.engine_ops->save_state(opaque, st);
+}
+
+static int src_resume(void *opaque)
+{
+	int ret = vmm_soft.engine_ops->resume(opaque);
+
+	if (!ret)
+		park(false);	/* a failed migration: the guest runs on here */
+	return ret;
+}
+
+static int dst_resume(void *opaque)
+{
+	int ret = vmm_soft.engine_ops->resume(opaque);
+
+	if (!ret) {
+		attach(t.dst);	/* parked: the guest continues over there */
+		park(false);
+	}
+	return ret;
+}
+
+static struct vmm *new_vm(bool incoming, unsigned nr_nics, int fd)
+{
+	struct virtio_net_nic nic = { .mac = { 0x52, 0x54, 0x00, 0x67, 0x77, 0x00 }, .mac_set = true };
+	int fds[1] = { fd };
+	struct vmm_config cfg = {
+		.memory_bytes = incoming ? 0 : VM_BYTES, .nr_vcpus = 1, .fill = VMM_FILL_MIX,
+		.seed = 3, .workload = "idle", .incoming = incoming, .nics = &nic,
+		.nr_nics = nr_nics, .nic_fds = fds,
+	};
+	char err[256] = "";
+	struct vmm *vm = vmm_soft.create(&cfg, err, sizeof(err));
+
+	TEST_ASSERT(vm, "vmm_soft.create: %s", err);
+	return vm;
+}
+
+static void pair(int *mine, int *vm_end)
+{
+	int sv[2];
+
+	TEST_ASSERT(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
+	*mine = sv[0];
+	*vm_end = sv[1];
+}
+
+static void run(bool fail)
+{
+	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
+	struct gw_stats st = { .size = sizeof(st) };
+	struct virtio_net_stats ns_src, ns_dst;
+	const char *name = fail ? "fail" : "migrate";
+	struct gw_session *ss, *ds;
+	pthread_t drv_thr, net_thr;
+	char url[128], err[512] = "";
+	unsigned lost = 0, dup = 0, echo_lost = 0, echo_dup = 0;
+	int vm_end, sret, dret;
+	uint64_t t0;
+
+	memset(&t, 0, sizeof(t));
+	pthread_mutex_init(&t.lock, NULL);
+	pthread_cond_init(&t.cond, NULL);
+	t.fail = fail;
+	t.pd = -1;
+	pair(&t.ps, &vm_end);
+	t.src = new_vm(false, 1, vm_end);
+	if (fail) {
+		t.dst = new_vm(true, 0, -1);
+	} else {
+		pair(&t.pd, &vm_end);
+		t.dst = new_vm(true, 1, vm_end);
+	}
+	atomic_store(&t.cur, t.ps);
+	memset(ram_of(t.src), 0, NETDRV_RAM_BYTES);	/* the guest clears its rings and buffers */
+	attach(t.src);
+	TEST_ASSERT(netdrv_setup(&t.drv, FEATURES) & VIRTIO_STATUS_DRIVER_OK, "%s: negotiation", name);
+	netdrv_post_rx_all(&t.drv);
+	TEST_ASSERT(vmm_soft.start(t.src) == 0, "%s: start", name);
+
+	t.src_ops = *vmm_soft.engine_ops;
+	t.src_ops.pause = src_pause;
+	t.src_ops.save_state = src_save_state;
+	t.src_ops.resume = src_resume;
+	t.dst_ops = *vmm_soft.engine_ops;
+	t.dst_ops.resume = dst_resume;
+	ss = gw_session_new(GW_ROLE_SOURCE, vmm_soft.info(t.src), &t.src_ops, t.src);
+	ds = gw_session_new(GW_ROLE_DEST, &none, &t.dst_ops, t.dst);
+	TEST_ASSERT(ss && ds, "sessions");
+	vmm_soft.set_session(t.src, ss);
+
+	TEST_ASSERT(pthread_create(&drv_thr, NULL, driver_main, NULL) == 0, "driver thread");
+	TEST_ASSERT(pthread_create(&net_thr, NULL, network_main, NULL) == 0, "network thread");
+	t0 = now_ns();
+	while (atomic_load(&t.echoed) < MIGRATE_AT && now_ns() - t0 < WAIT_NS)
+		sleep_us(1000);
+	TEST_ASSERT(atomic_load(&t.echoed) >= MIGRATE_AT, "%s: frames do not flow (%u echoed)", name,
+		    atomic_load(&t.echoed));
+
+	t.echoed_at_start = atomic_load(&t.echoed);
+	snprintf(url, sizeof(url), "unix:/tmp/gw-soft-nic-%d.sock", (int)getpid());
+	TEST_ASSERT(gw_incoming_start(ds, url) == 0, "%s: incoming %s", name, url);
+	TEST_ASSERT(gw_session_set(ss, GW_PARAM_VERIFY, 1) == 0 &&
+		    gw_session_set(ss, GW_PARAM_DIRTY_BACKEND, GW_DIRTY_UFFD_WP) == 0 &&
+		    gw_session_set(ss, GW_PARAM_DOWNTIME_LIMIT_US, 200000) == 0 &&
+		    gw_session_set(ss, GW_PARAM_CONVERGE_TIMEOUT_MS, 20000) == 0 &&
+		    gw_session_set(ss, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_FORCE) == 0 &&
+		    /* Round 0 lasts about a second while frames flow. */
+		    gw_session_set(ss, GW_PARAM_MAX_BANDWIDTH_BPS, 24 << 20) == 0, "parameters");
+	TEST_ASSERT(gw_migrate_start(ss, gw_incoming_url(ds)) == 0, "%s: migrate", name);
+	sret = gw_session_wait(ss);
+	dret = gw_session_wait(ds);
+	gw_session_stats(ss, &st);
+	gw_session_error(ss, err, sizeof(err));
+	if (fail) {
+		TEST_CHECK(sret != 0 && dret != 0, "%s: the migration did not fail (%d, %d)", name, sret, dret);
+		TEST_CHECK(strstr(err, "NIC") != NULL, "%s: the reason does not name the NICs: %s", name, err);
+		TEST_CHECK(vmm_soft.state(t.src) == VMM_RUNNING, "%s: source %s", name,
+			   vmm_state_name(vmm_soft.state(t.src)));
+	} else {
+		TEST_ASSERT(sret == 0 && dret == 0, "%s: source %d (%s), destination %d", name, sret, err, dret);
+		TEST_CHECK(st.verified, "%s: RAM digest not verified (%s)", name, gw_verify_name(st.verify));
+		TEST_CHECK(!strcmp(st.dirty_backend, "uffd-wp"), "%s: tracker %s", name, st.dirty_backend);
+		TEST_CHECK(vmm_soft.state(t.dst) == VMM_RUNNING, "%s: destination %s", name,
+			   vmm_state_name(vmm_soft.state(t.dst)));
+	}
+	/* The rest of the frames, after the migration. */
+	pthread_join(net_thr, NULL);
+	pthread_mutex_lock(&t.lock);
+	t.stop = true;
+	pthread_cond_broadcast(&t.cond);
+	pthread_mutex_unlock(&t.lock);
+	pthread_join(drv_thr, NULL);
+	vmm_soft.set_session(t.src, NULL);
+	if (!fail)
+		vmm_soft.set_postmigrate(t.src);
+
+	for (unsigned i = 0; i < FRAMES; i++) {
+		lost += t.rx_seen[i] == 0;
+		dup += t.rx_seen[i] > 1;
+		echo_lost += t.echo_seen[i] == 0;
+		echo_dup += t.echo_seen[i] > 1;
+	}
+	TEST_CHECK(!lost && !dup && !atomic_load(&t.rx_bad), "%s: guest: %u lost, %u duplicated, %u bad",
+		   name, lost, dup, atomic_load(&t.rx_bad));
+	TEST_CHECK(!echo_lost && !echo_dup && !atomic_load(&t.echo_bad),
+		   "%s: network: %u lost, %u duplicated, %u bad", name, echo_lost, echo_dup,
+		   atomic_load(&t.echo_bad));
+	virtio_net_get_stats(vmm_soft.nic(t.src, 0), &ns_src);
+	memset(&ns_dst, 0, sizeof(ns_dst));
+	if (!fail) {
+		virtio_net_get_stats(vmm_soft.nic(t.dst, 0), &ns_dst);
+		TEST_CHECK(ns_src.carried_out == ns_dst.carried_in, "%s: %llu frames carried out, %llu in",
+			   name, (unsigned long long)ns_src.carried_out,
+			   (unsigned long long)ns_dst.carried_in);
+	}
+	TEST_CHECK(t.echoed_at_pause > t.echoed_at_start && t.echoed_at_pause < FRAMES,
+		   "%s: no frame flowed during the migration (%u echoed at its start, %u at the pause)",
+		   name, t.echoed_at_start, t.echoed_at_pause);
+	printf("%s: %u frames each way (%u echoed at the start, %u at the pause), %llu carried, "
+	       "downtime %.1f ms, %s\n", name, FRAMES, t.echoed_at_start, t.echoed_at_pause,
+	       (unsigned long long)ns_src.carried_out, st.downtime_ns / 1e6,
+	       fail ? err : gw_verify_name(st.verify));
+	gw_session_free(ss);
+	gw_session_free(ds);
+	vmm_soft.destroy(t.src);
+	vmm_soft.destroy(t.dst);
+	close(t.ps);
+	if (t.pd >= 0)
+		close(t.pd);
+	pthread_mutex_destroy(&t.lock);
+	pthread_cond_destroy(&t.cond);
+}
+
+int main(void)
+{
+	char why[256] = "";
+
+	if (vmm_soft.probe(why, sizeof(why)))
+		test_skip("soft VM not usable here: %s", why);
+	run(false);
+	run(true);
+	TEST_EXIT();
+}
