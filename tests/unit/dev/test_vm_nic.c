@@ -21,6 +21,9 @@
  * 2. fail: a destination without a NIC refuses the state with a reason
  *    naming the NIC count; the source resumes and its NIC carries on where
  *    it stopped: again every frame once, both ways.
+ * 3. unreported (KVM only): the same migration as 1 with no session handed
+ *    to the VM (set_session not called), so its NIC's writes reach no
+ *    tracker: the RAM digests differ. What 1's verified digest proves.
  *
  * Timing never decides: every wait gives up after 10-20 s.
  */
@@ -76,6 +79,7 @@ static struct {
 	struct gw_vm_ops src_ops, dst_ops;
 	int ps, pd;			/* the network's ends: source's NIC, destination's (-1) */
 	bool fail;			/* case 2: the destination has no NIC */
+	atomic_bool abort_net;		/* case 3: the network gives up at once */
 
 	/* The driver thread ("the guest"), parked under lock. */
 	pthread_mutex_t lock;
@@ -236,7 +240,7 @@ static void *network_main(void *arg)
 	uint64_t t_end = 0;
 
 	(void)arg;
-	while (atomic_load(&t.echoed) < FRAMES) {
+	while (atomic_load(&t.echoed) < FRAMES && !atomic_load(&t.abort_net)) {
 		unsigned seq = atomic_load(&t.sent);
 		int phase = atomic_load(&t.phase);
 		bool room = seq - atomic_load(&t.echoed) < WINDOW || (phase == 1 && late < LATE);
@@ -341,12 +345,15 @@ static void pair(int *mine, int *vm_end)
 	*vm_end = sv[1];
 }
 
-static void run(bool fail)
+enum nic_case { NIC_MIGRATE, NIC_FAIL, NIC_UNREPORTED };
+
+static void run(enum nic_case c)
 {
+	bool fail = c == NIC_FAIL;
 	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_stats st = { .size = sizeof(st) };
 	struct virtio_net_stats ns_src, ns_dst;
-	const char *name = fail ? "fail" : "migrate";
+	const char *name = fail ? "fail" : c == NIC_UNREPORTED ? "unreported" : "migrate";
 	struct gw_session *ss, *ds;
 	pthread_t drv_thr, net_thr;
 	char url[128], err[512] = "";
@@ -383,7 +390,8 @@ static void run(bool fail)
 	ss = gw_session_new(GW_ROLE_SOURCE, BE->info(t.src), &t.src_ops, t.src);
 	ds = gw_session_new(GW_ROLE_DEST, &none, &t.dst_ops, t.dst);
 	TEST_ASSERT(ss && ds, "sessions");
-	BE->set_session(t.src, ss);
+	if (c != NIC_UNREPORTED)
+		BE->set_session(t.src, ss);
 #ifdef NIC_TEST_KVM
 	__atomic_store_n(&drv_session, ss, __ATOMIC_RELEASE);
 #endif
@@ -416,6 +424,10 @@ static void run(bool fail)
 		TEST_CHECK(strstr(err, "NIC") != NULL, "%s: the reason does not name the NICs: %s", name, err);
 		TEST_CHECK(BE->state(t.src) == VMM_RUNNING, "%s: source %s", name,
 			   vmm_state_name(BE->state(t.src)));
+	} else if (c == NIC_UNREPORTED) {
+		TEST_CHECK(st.verify == GW_VERIFY_MISMATCH, "%s: digest %s, expected a mismatch", name,
+			   gw_verify_name(st.verify));
+		atomic_store(&t.abort_net, true);	/* the guest's rings may be torn now */
 	} else {
 		TEST_ASSERT(sret == 0 && dret == 0, "%s: source %d (%s), destination %d", name, sret, err, dret);
 		TEST_CHECK(st.verified, "%s: RAM digest not verified (%s)", name, gw_verify_name(st.verify));
@@ -436,6 +448,10 @@ static void run(bool fail)
 #endif
 	if (!fail)
 		BE->set_postmigrate(t.src);
+	if (c == NIC_UNREPORTED) {
+		printf("%s: digest %s without the device's reports\n", name, gw_verify_name(st.verify));
+		goto out;
+	}
 
 	for (unsigned i = 0; i < FRAMES; i++) {
 		lost += t.rx_seen[i] == 0;
@@ -463,6 +479,7 @@ static void run(bool fail)
 	       "downtime %.1f ms, %s\n", name, FRAMES, t.echoed_at_start, t.echoed_at_pause,
 	       (unsigned long long)ns_src.carried_out, st.downtime_ns / 1e6,
 	       fail ? err : gw_verify_name(st.verify));
+out:
 	gw_session_free(ss);
 	gw_session_free(ds);
 	BE->destroy(t.src);
@@ -480,7 +497,10 @@ int main(void)
 
 	if (BE->probe(why, sizeof(why)))
 		test_skip("%s VM not usable here: %s", BE->name, why);
-	run(false);
-	run(true);
+	run(NIC_MIGRATE);
+	run(NIC_FAIL);
+#ifdef NIC_TEST_KVM
+	run(NIC_UNREPORTED);	/* uffd-wp sees the device's writes through the mapping anyway */
+#endif
 	TEST_EXIT();
 }
