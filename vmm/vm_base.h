@@ -57,7 +57,6 @@
  * its line dev_gsi_base + i (the backend's fixed layout, the same on every
  * host: the guest found its devices there before a migration).
  */
-#define VMM_MAX_NICS 4u
 #define VMM_DEV_WINDOW_BYTES 4096u
 
 struct vmm_vm;

@@ -78,6 +78,8 @@ struct vmm_config {
 	const int *nic_fds;
 };
 
+#define VMM_MAX_NICS 4u		/* virtio-net devices per VM (--nic) */
+
 struct vmm;				/* one VM of one backend */
 struct virtio_net_nic;			/* dev/virtio_net.h: one --nic */
 struct virtio_net;

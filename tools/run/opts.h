@@ -10,8 +10,9 @@
 #include <stdint.h>
 #include "common/params.h"
 #include "dev/virtio_net.h"
+#include "vmm.h"
 
-#define RUN_MAX_NICS 4u		/* VMM_MAX_NICS (vm_base.h) */
+#define RUN_MAX_NICS VMM_MAX_NICS
 
 /* `run` options; also the VM half of `demo`. */
 struct run_opts {
