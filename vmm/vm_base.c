@@ -14,6 +14,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <godwit/log.h>
+#include <godwit/session.h>
+#include "dev/virtio_net.h"
 #include "thread.h"
 #include "vm_base.h"
 
@@ -32,6 +34,8 @@ void vmm_vm_init(struct vmm_vm *vm, const struct vmm_vm_hooks *hooks)
 	vm->hooks = hooks;
 	pthread_mutex_init(&vm->ctl, NULL);
 	pthread_mutex_init(&vm->lock, NULL);
+	pthread_mutex_init(&vm->sess_lock, NULL);
+	vmm_vm_announce_init(vm);
 	vm->info.size = sizeof(vm->info);
 	vm->info.blocks = vm->blocks;
 	vm->info.kvm_vm_fd = -1;
@@ -41,6 +45,9 @@ void vmm_vm_init(struct vmm_vm *vm, const struct vmm_vm_hooks *hooks)
 
 void vmm_vm_release(struct vmm_vm *vm)
 {
+	vmm_vm_devices_destroy(vm);	/* a creation that failed after them */
+	pthread_mutex_destroy(&vm->announce_lock);
+	pthread_mutex_destroy(&vm->sess_lock);
 	pthread_mutex_destroy(&vm->ctl);
 	pthread_mutex_destroy(&vm->lock);
 }
@@ -81,6 +88,176 @@ void vmm_vm_close_received(const struct gw_vm_info *want)
 	for (unsigned i = 0; want && i < want->nr_blocks && i < GW_MAX_RAM_BLOCKS; i++)
 		if (want->blocks[i].fd >= 0)
 			close(want->blocks[i].fd);
+}
+
+/* ---- devices ---- */
+
+/*
+ * virtq_mem's hook: a device wrote guest RAM. The devices' I/O threads (or
+ * a notifying vCPU) call it under their transport's lock; sess_lock is
+ * taken only here and by set_session, never around a transport lock.
+ */
+static void dev_mark_dirty(void *opaque, uint64_t gpa, uint64_t len_bytes)
+{
+	struct vmm_vm *vm = opaque;
+
+	pthread_mutex_lock(&vm->sess_lock);
+	if (vm->sess)
+		gw_session_mark_dirty(vm->sess, gpa, len_bytes);
+	pthread_mutex_unlock(&vm->sess_lock);
+}
+
+int vmm_vm_dev_mem_refresh(struct vmm_vm *vm)
+{
+	int ret;
+
+	memset(vm->dev_mem.ranges, 0, sizeof(vm->dev_mem.ranges));
+	vm->dev_mem.nr = 0;
+	vm->dev_mem.mark_dirty = dev_mark_dirty;
+	vm->dev_mem.dirty_opaque = vm;
+	for (unsigned i = 0; i < vm->info.nr_blocks; i++) {
+		const struct gw_ram_block *b = &vm->info.blocks[i];
+
+		ret = virtq_mem_add(&vm->dev_mem, b->gpa, b->host, b->size_bytes);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int vmm_vm_devices_create(struct vmm_vm *vm, const struct vmm_config *cfg, char *err,
+			  size_t err_len)
+{
+	int ret;
+
+	if (!cfg->nr_nics)
+		return 0;
+	if (cfg->nr_nics > VMM_MAX_NICS) {
+		snprintf(err, err_len, "at most %u NICs, not %u", VMM_MAX_NICS, cfg->nr_nics);
+		return -EINVAL;
+	}
+	ret = vmm_vm_dev_mem_refresh(vm);
+	if (ret) {
+		snprintf(err, err_len, "guest RAM for devices: %s", strerror(-ret));
+		return ret;
+	}
+	for (unsigned i = 0; i < cfg->nr_nics; i++) {
+		const struct virtio_net_nic *nic = &cfg->nics[i];
+		char name[32];
+		struct virtio_net_config nc = {
+			.name = name, .backend = &net_backend_tap, .backend_arg = nic->ifname,
+			.backend_fd = -1, .mac_set = nic->mac_set,
+			.base_gpa = vm->dev_base_gpa + (uint64_t)i * VMM_DEV_WINDOW_BYTES,
+			.gsi = vm->dev_gsi_base + i, .mem = &vm->dev_mem,
+			.irq = vm->dev_irq, .irq_opaque = vm->dev_irq_opaque,
+		};
+		struct virtio_net *n;
+
+		snprintf(name, sizeof(name), "virtio-net%u", i);
+		memcpy(nc.mac, nic->mac, sizeof(nc.mac));
+		if (cfg->nic_fds) {
+			nc.backend = &net_backend_fd;
+			nc.backend_fd = cfg->nic_fds[i];
+		}
+		n = virtio_net_new(&nc);
+		if (!n) {
+			ret = -errno;
+			snprintf(err, err_len, "--nic tap=%s: %s", nic->ifname, strerror(errno));
+			goto fail;
+		}
+		ret = virtio_net_register(n, &vm->mmio);
+		if (ret) {
+			virtio_net_destroy(n);
+			snprintf(err, err_len, "--nic tap=%s: MMIO window: %s", nic->ifname,
+				 strerror(-ret));
+			goto fail;
+		}
+		vm->nics[vm->nr_nics++] = n;
+		gw_log(GW_LOG_INFO, vm->hooks->subsys, "nic", "dev=%s tap=%s gpa=%#llx gsi=%u",
+		       name, nic->ifname, (unsigned long long)nc.base_gpa, nc.gsi);
+	}
+	return 0;
+fail:
+	vmm_vm_devices_destroy(vm);
+	return ret;
+}
+
+void vmm_vm_devices_destroy(struct vmm_vm *vm)
+{
+	vmm_vm_announce_release(vm);	/* its rounds send through the NICs */
+	for (unsigned i = 0; i < vm->nr_nics; i++)
+		virtio_net_destroy(vm->nics[i]);
+	vm->nr_nics = 0;
+	vm->mmio.nr = 0;
+	vm->dev_started = false;
+}
+
+int vmm_vm_devices_start(struct vmm_vm *vm)
+{
+	int ret;
+
+	if (vm->dev_started)
+		return 0;
+	for (unsigned i = 0; i < vm->nr_nics; i++) {
+		ret = virtio_net_start(vm->nics[i]);
+		if (ret && ret != -EALREADY) {
+			gw_log(GW_LOG_ERROR, vm->hooks->subsys, "nic_start_failed", "nic=%u err=%d",
+			       i, ret);
+			return ret;
+		}
+	}
+	vm->dev_started = true;
+	return 0;
+}
+
+int vmm_vm_devices_stop(struct vmm_vm *vm)
+{
+	int ret;
+
+	vmm_vm_announce_stop(vm);
+	for (unsigned i = 0; i < vm->nr_nics; i++) {
+		ret = virtio_net_stop(vm->nics[i]);
+		if (ret) {
+			gw_log(GW_LOG_ERROR, vm->hooks->subsys, "nic_stop_failed", "nic=%u err=%d",
+			       i, ret);
+			for (unsigned j = 0; j <= i; j++)
+				virtio_net_resume(vm->nics[j]);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+void vmm_vm_devices_resume(struct vmm_vm *vm)
+{
+	for (unsigned i = 0; i < vm->nr_nics; i++) {
+		int ret = virtio_net_resume(vm->nics[i]);
+
+		if (ret)
+			gw_log(GW_LOG_ERROR, vm->hooks->subsys, "nic_resume_failed", "nic=%u err=%d",
+			       i, ret);
+	}
+}
+
+void vmm_vm_set_session(struct vmm *v, struct gw_session *s)
+{
+	struct vmm_vm *vm = base_of(v);
+
+	pthread_mutex_lock(&vm->sess_lock);
+	vm->sess = s;
+	pthread_mutex_unlock(&vm->sess_lock);
+}
+
+const struct vmm_mmio_bus *vmm_vm_mmio_bus(const struct vmm *v)
+{
+	return &base_of_const(v)->mmio;
+}
+
+struct virtio_net *vmm_vm_nic(struct vmm *v, unsigned i)
+{
+	struct vmm_vm *vm = base_of(v);
+
+	return i < vm->nr_nics ? vm->nics[i] : NULL;
 }
 
 /* ---- the post-migration check ---- */
@@ -176,16 +353,27 @@ static int start_first(struct vmm_vm *vm)
 
 /* ---- the lifecycle ---- */
 
+/*
+ * The vCPUs stop, then the devices: a device stopped first could see a
+ * notify from a vCPU still running. A device that does not stop (-ETIMEDOUT)
+ * fails the pause: the VM runs on, every device resumed.
+ */
 int vmm_vm_pause(struct vmm_vm *vm)
 {
+	int ret = 0;
+
 	pthread_mutex_lock(&vm->ctl);
 	vmm_vm_join_post_check(vm);
 	if (vmm_vm_state(vm) == VMM_RUNNING) {
 		vm->hooks->pause_vcpus(vm);
-		vmm_vm_set_state(vm, VMM_PAUSED);
+		ret = vmm_vm_devices_stop(vm);
+		if (ret)
+			vm->hooks->resume_vcpus(vm);
+		else
+			vmm_vm_set_state(vm, VMM_PAUSED);
 	}
 	pthread_mutex_unlock(&vm->ctl);
-	return 0;
+	return ret;
 }
 
 /*
@@ -197,13 +385,23 @@ static int run_locked(struct vmm_vm *vm, bool resume)
 {
 	switch (vmm_vm_state(vm)) {
 	case VMM_CREATED:
-	case VMM_INCOMING:
-		return start_first(vm);
+	case VMM_INCOMING: {
+		bool incoming = vmm_vm_state(vm) == VMM_INCOMING;
+		int ret = start_first(vm);
+
+		/* The destination's NICs start at its resume, after their load. */
+		if (!ret)
+			ret = vmm_vm_devices_start(vm);
+		if (!ret && incoming)
+			vmm_vm_announce_after_incoming(vm);	/* wakes its thread only */
+		return ret;
+	}
 	case VMM_RUNNING:
 		return 0;
 	case VMM_PAUSED:
 		if (!resume)
 			return -EINVAL;
+		vmm_vm_devices_resume(vm);	/* a failed migration: exactly where they stopped */
 		vm->hooks->resume_vcpus(vm);
 		vmm_vm_set_state(vm, VMM_RUNNING);
 		return 0;
@@ -235,6 +433,7 @@ void vmm_vm_destroy(struct vmm *v)
 	pthread_mutex_lock(&vm->ctl);
 	vmm_vm_join_post_check(vm);
 	vm->hooks->stop_vcpus(vm);
+	vmm_vm_devices_destroy(vm);	/* before the RAM goes (free) */
 	vmm_vm_set_state(vm, VMM_SHUTDOWN);
 	pthread_mutex_unlock(&vm->ctl);
 	vm->hooks->free(vm);		/* releases the RAM (vmm_vm_ram_release) in its order */
@@ -267,8 +466,10 @@ void vmm_vm_set_postmigrate(struct vmm *v)
 
 	pthread_mutex_lock(&vm->ctl);
 	vmm_vm_join_post_check(vm);
-	if (vmm_vm_state(vm) == VMM_RUNNING)
+	if (vmm_vm_state(vm) == VMM_RUNNING) {
 		vm->hooks->pause_vcpus(vm);
+		vmm_vm_devices_stop(vm);	/* logged; the VM never runs again anyway */
+	}
 	vmm_vm_set_state(vm, VMM_POSTMIGRATE);
 	pthread_mutex_unlock(&vm->ctl);
 }

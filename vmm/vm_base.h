@@ -45,10 +45,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <godwit/vm.h>
+#include "dev/announce.h"
+#include "dev/mmio_bus.h"
+#include "dev/virtq.h"
 #include "vmm.h"
 #include "workload.h"
 
 #define VMM_MSG_MAX 256
+
+/*
+ * Devices: device i's 4 KiB register page is at dev_base_gpa + i * 4 KiB,
+ * its line dev_gsi_base + i (the backend's fixed layout, the same on every
+ * host: the guest found its devices there before a migration).
+ */
+#define VMM_DEV_WINDOW_BYTES 4096u
 
 struct vmm_vm;
 struct gw_session;
@@ -155,7 +165,52 @@ struct vmm_vm {
 	/* The engine's brakes: any thread stores, vCPU threads read at their pace calls. */
 	atomic_uint throttle_pct;	/* auto-converge: vCPUs sleep this % of each 10 ms slice */
 	atomic_uint_least64_t dirty_limit_bps;	/* per vCPU, 0 = off */
+
+	/*
+	 * Devices (docs/devices.md, "The VMs' devices"). Made at creation
+	 * (vmm_vm_devices_create), before any vCPU runs: the bus, the layout,
+	 * the irq ops and the NIC list are read-only from then on (the bus is
+	 * read without a lock). dev_mem is rewritten by ctl holders when the
+	 * RAM changes (a destination's setup_ram), while no device runs.
+	 */
+	struct vmm_mmio_bus mmio;	/* every device's register page */
+	uint64_t dev_base_gpa;		/* the backend's: first device window */
+	uint32_t dev_gsi_base;		/* the backend's: first device's line */
+	const struct virtio_irq_ops *dev_irq;	/* the backend's lines (KVM_IRQ_LINE, irq_lines) */
+	void *dev_irq_opaque;
+	struct virtq_mem dev_mem;	/* guest RAM as devices see it, mark_dirty below */
+	struct virtio_net *nics[VMM_MAX_NICS];
+	unsigned nr_nics;
+	/* dev_started: ctl. The NICs' I/O threads run (or are stopped by a pause, to resume). */
+	bool dev_started;
+	/*
+	 * The source session device writes are reported to
+	 * (gw_session_mark_dirty), set by whoever makes and frees source
+	 * sessions (vmm_vm_set_session). sess_lock guards it: the devices' I/O
+	 * threads hold it around each report, so that after set_session
+	 * returns no report reaches the old session, which may then be freed.
+	 */
+	pthread_mutex_t sess_lock;
+	struct gw_session *sess;	/* sess_lock; NULL: nobody migrates, reports dropped */
+	/* The NICs' announcers (vm_announce.c): announce_lock guards the three below. */
+	pthread_mutex_t announce_lock;
+	struct vmm_announce *announce;	/* after an incoming migration's resume; NULL until one */
+	struct vmm_announce *announce_qmp;	/* QMP's announce-self; NULL until asked */
+	struct vmm_announce_params announce_params;	/* QEMU's announce-* (defaults at init) */
 };
+
+/*
+ * Creation, RAM in place, dev_base_gpa, dev_gsi_base and dev_irq set: one
+ * virtio-net per @cfg->nics (backend opened: a destination opens its own
+ * tap), registered on mmio. 0 or -errno with a reason; nothing left on
+ * failure.
+ */
+int vmm_vm_devices_create(struct vmm_vm *vm, const struct vmm_config *cfg, char *err,
+			  size_t err_len);
+/* Every device destroyed (I/O threads joined, backends closed); idempotent. */
+void vmm_vm_devices_destroy(struct vmm_vm *vm);
+/* ctl held (or creation), no device running: dev_mem from info.blocks again. 0 or -errno. */
+int vmm_vm_dev_mem_refresh(struct vmm_vm *vm);
 
 /* Creation: the base of a zeroed VM (mutexes, no RAM, state created). */
 void vmm_vm_init(struct vmm_vm *vm, const struct vmm_vm_hooks *hooks);
@@ -213,7 +268,10 @@ extern const struct gw_vm_ops vmm_vm_engine_ops_hints;
 	.progress = vmm_vm_progress,					\
 	.workload = vmm_vm_workload,					\
 	.check = vmm_vm_check,						\
-	.post_migration_check = vmm_vm_post_migration_check
+	.post_migration_check = vmm_vm_post_migration_check,		\
+	.set_session = vmm_vm_set_session,				\
+	.mmio_bus = vmm_vm_mmio_bus,					\
+	.nic = vmm_vm_nic
 
 void vmm_vm_destroy(struct vmm *v);
 int vmm_vm_start(struct vmm *v);
@@ -224,6 +282,27 @@ uint64_t vmm_vm_progress(const struct vmm *v);
 void vmm_vm_workload(const struct vmm *v, char *buf, size_t len);
 int vmm_vm_check(struct vmm *v, char *msg, size_t msg_len);
 int vmm_vm_post_migration_check(const struct vmm *v, char *msg, size_t msg_len);
+void vmm_vm_set_session(struct vmm *v, struct gw_session *s);
+const struct vmm_mmio_bus *vmm_vm_mmio_bus(const struct vmm *v);
+struct virtio_net *vmm_vm_nic(struct vmm *v, unsigned i);
+
+/*
+ * vm_announce.c: the announcers' state set up at init; after an incoming
+ * migration's resume, every NIC announced on the announcer's thread (the
+ * resume only wakes it); stopped before the NICs at a pause; freed before
+ * the NICs.
+ */
+void vmm_vm_announce_init(struct vmm_vm *vm);
+void vmm_vm_announce_after_incoming(struct vmm_vm *vm);
+void vmm_vm_announce_stop(struct vmm_vm *vm);
+void vmm_vm_announce_release(struct vmm_vm *vm);
+
+/* ctl held, vCPUs stopped: quiesce every running NIC. 0, or the first -errno (none left stopped). */
+int vmm_vm_devices_stop(struct vmm_vm *vm);
+/* ctl held: the NICs of a paused VM carry on (a failed migration). */
+void vmm_vm_devices_resume(struct vmm_vm *vm);
+/* ctl held: start the NICs (first start, or a destination's resume). 0 or -errno. */
+int vmm_vm_devices_start(struct vmm_vm *vm);
 
 /* vm_ops.c's view of the lifecycle (ctl taken inside each). */
 int vmm_vm_pause(struct vmm_vm *vm);

@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <godwit/log.h>
+#include "dev/virtio_net.h"
 #include "vm_base.h"
 
 static int ops_pause(void *opaque)
@@ -37,8 +38,26 @@ static int ops_save_state(void *opaque, struct gw_state *st)
 		ret = -EBUSY;		/* the engine pauses first */
 	else
 		ret = vm->hooks->save_state(vm, st);
+	/* The NICs last (after KVM's irqchip): their carry sections as late as can be. */
+	for (unsigned i = 0; !ret && i < vm->nr_nics; i++)
+		ret = virtio_net_save_state(vm->nics[i], st);
 	pthread_mutex_unlock(&vm->ctl);
 	return ret;
+}
+
+/* How many NICs the source had: its "virtio-netN" sections, N from 0 without a hole. */
+static unsigned state_nics(const struct gw_state *st)
+{
+	unsigned n = 0;
+	char name[32];
+	uint32_t version;
+	size_t len;
+
+	for (;; n++) {
+		snprintf(name, sizeof(name), "virtio-net%u", n);
+		if (!gw_state_find(st, name, &version, &len))
+			return n;
+	}
 }
 
 /* ctl held: NULL when the VM waits for a migration, else the note for its refusal. */
@@ -62,8 +81,15 @@ static int ops_load_state(void *opaque, struct gw_state *st)
 	if (busy) {
 		ret = gw_state_reject(st, -EBUSY, "%s VM is %s%s, not waiting for a migration",
 				      vm->hooks->name, vmm_state_name(vmm_vm_state(vm)), busy);
+	} else if (state_nics(st) != vm->nr_nics) {
+		/* Before anything is applied: the guest would lose or gain a NIC. */
+		ret = gw_state_reject(st, -EINVAL, "the source VM has %u NIC(s), this destination %u: "
+				      "give it as many --nic", state_nics(st), vm->nr_nics);
 	} else {
 		ret = vm->hooks->load_state(vm, st);
+		/* The NICs after the VM's own sections; a refusal leaves the VM unloaded. */
+		for (unsigned i = 0; !ret && i < vm->nr_nics; i++)
+			ret = virtio_net_load_state(vm->nics[i], st);
 		if (!ret)
 			vm->loaded = true;
 	}
@@ -88,6 +114,11 @@ static int ops_setup_ram(void *opaque, const struct gw_vm_info *want, struct gw_
 		ret = -EBUSY;
 	} else {
 		ret = vm->hooks->setup_ram(vm, want, reason, reason_len);
+		if (!ret && vm->nr_nics && vmm_vm_dev_mem_refresh(vm)) {
+			snprintf(reason, reason_len, "%s VM: guest RAM in %u blocks, more than its "
+				 "devices can address", vm->hooks->name, vm->info.nr_blocks);
+			ret = -ENOSPC;
+		}
 	}
 	if (!ret) {
 		/* Accepted: every received fd is mapped (a hook closes none it was given then). */

@@ -67,9 +67,24 @@ struct vmm_config {
 	 * with a ring has no dirty bitmap: kvm-log needs GW_DIRTY_KVM_LOG here.
 	 */
 	enum gw_dirty_backend_id dirty_backend;
+	/*
+	 * virtio-net devices, NIC i at the backend's device window i
+	 * (docs/devices.md). A destination has as many as its source (a load
+	 * refuses a different count) and opens its own taps.
+	 */
+	const struct virtio_net_nic *nics;
+	unsigned nr_nics;		/* 0..VMM_MAX_NICS (vm_base.h) */
+	/* Tests: NIC i over descriptor nic_fds[i] (net_backend_fd, taken over), not its tap. */
+	const int *nic_fds;
 };
 
+#define VMM_MAX_NICS 4u		/* virtio-net devices per VM (--nic) */
+
 struct vmm;				/* one VM of one backend */
+struct virtio_net_nic;			/* dev/virtio_net.h: one --nic */
+struct virtio_net;
+struct vmm_mmio_bus;
+struct gw_session;
 
 struct vmm_backend {
 	const char *name;		/* "kvm", "soft": the --accel value */
@@ -102,6 +117,17 @@ struct vmm_backend {
 	int (*check)(struct vmm *vm, char *msg, size_t msg_len);
 	/* The check a destination runs by itself after resume: 1 ok, 0 not (yet) run, -1 failed. */
 	int (*post_migration_check)(const struct vmm *vm, char *msg, size_t msg_len);
+	/*
+	 * The source session the VM's devices report their guest RAM writes
+	 * to (gw_session_mark_dirty), NULL for none. Set it right after making
+	 * a source session, and to another one or NULL before freeing it: once
+	 * this returns no report reaches the previous one. Any thread.
+	 */
+	void (*set_session)(struct vmm *vm, struct gw_session *s);
+	/* The MMIO bus of the VM's devices (what a soft guest's register accesses go to). */
+	const struct vmm_mmio_bus *(*mmio_bus)(const struct vmm *vm);
+	/* NIC @i, NULL beyond the last (tests, status). */
+	struct virtio_net *(*nic)(struct vmm *vm, unsigned i);
 };
 
 /* The backends, one folder each (vmm/soft/, vmm/kvm/); only the built ones are in the table. */

@@ -75,6 +75,7 @@ enum cli_opt {
 	OPT_TLS_AUTHZ,
 	OPT_MAX_MEMORY,
 	OPT_TLS,
+	OPT_NIC,
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }

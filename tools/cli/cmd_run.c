@@ -68,6 +68,9 @@ static void run_usage(FILE *out)
 		"  --prealloc             allocate and zero all RAM at start, like QEMU's -mem-prealloc\n"
 		"                         (default off; a destination given --memory is then ready\n"
 		"                         before migrating)\n"
+		"  --nic tap=IFNAME[,mac=MAC]   a virtio-net NIC on this host's tap IFNAME (repeatable,\n"
+		"                         up to 4; default: none, MAC 52:54:00 and a hash of the NIC's\n"
+		"                         name); a destination opens its own taps: give it as many\n"
 		"  --api PATH             serve the godwit control socket here (default: none; docs/api.md)\n"
 		"  --qmp PATH             serve a QMP (QEMU Machine Protocol) socket here (default: none;\n"
 		"                         docs/qmp.md)\n"
@@ -167,6 +170,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		{ "qmp", required_argument, NULL, OPT_QMP },
 		{ "incoming", required_argument, NULL, OPT_INCOMING },
 		{ "set", required_argument, NULL, OPT_SET },
+		{ "nic", required_argument, NULL, OPT_NIC },
 		{ "exit-after-migrate", no_argument, NULL, OPT_EXIT_AFTER_MIGRATE },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -221,6 +225,8 @@ static int create_vm(struct run_state *rs, const struct run_opts *o, struct vmm_
 	cfg->workload = o->workload;
 	cfg->incoming = rs->dest;
 	cfg->dirty_backend = GW_DIRTY_AUTO;
+	cfg->nics = o->nics;
+	cfg->nr_nics = o->nr_nics;
 	for (unsigned i = 0; i < o->params.nr; i++)	/* --dirty-track or --set dirty-backend= */
 		if (o->params.v[i].p == GW_PARAM_DIRTY_BACKEND)
 			cfg->dirty_backend = (enum gw_dirty_backend_id)o->params.v[i].value;
@@ -323,6 +329,8 @@ static int end_session(struct run_state *rs, int ret)
 	pthread_mutex_unlock(&rs->lock);
 	if (ret == CLI_EXIT_OK && rs->dest && rs->defer && !rs->sess)
 		fprintf(stderr, "godwit: no migration received\n");
+	if (rs->sess && rs->sess_role == GW_ROLE_SOURCE)
+		rs->be->set_session(rs->vm, NULL);	/* no device report reaches it any more */
 	gw_session_free(rs->sess);
 	return ret;
 }

@@ -235,6 +235,20 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 	case OPT_EXIT_AFTER_MIGRATE:
 		o->exit_after_migrate = true;
 		return 0;
+	case OPT_NIC: {
+		char why[128] = "";
+
+		if (o->nr_nics >= RUN_MAX_NICS) {
+			cli_usage_error(cmd, "--nic: at most %u NICs", RUN_MAX_NICS);
+			return -1;
+		}
+		if (virtio_net_parse_nic(arg, &o->nics[o->nr_nics], why, sizeof(why))) {
+			cli_usage_error(cmd, "--nic: bad spec '%s': %s", arg, why);
+			return -1;
+		}
+		o->nr_nics++;
+		return 0;
+	}
 	case OPT_TLS_CREDS:
 	case OPT_TLS_PSK:
 	case OPT_TLS_HOSTNAME:

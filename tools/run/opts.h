@@ -9,6 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "common/params.h"
+#include "dev/virtio_net.h"
+#include "vmm.h"
+
+#define RUN_MAX_NICS VMM_MAX_NICS
 
 /* `run` options; also the VM half of `demo`. */
 struct run_opts {
@@ -29,6 +33,8 @@ struct run_opts {
 	const char *log_level;		/* NULL = default (info) */
 	bool exit_after_migrate;
 	bool max_memory_given;		/* --max-memory */
+	struct virtio_net_nic nics[RUN_MAX_NICS];	/* --nic, in order: NIC i is nics[i] */
+	unsigned nr_nics;
 };
 
 #endif

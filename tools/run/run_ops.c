@@ -263,6 +263,8 @@ int run_migrate(struct run_state *rs, const char *url, const struct cli_params *
 		gw_session_free(s);
 		goto out;
 	}
+	/* The devices report to the new session from now on, never to the one freed below. */
+	rs->be->set_session(rs->vm, s);
 	gw_session_free(rs->sess);
 	__atomic_store_n(&rs->sess, s, __ATOMIC_RELEASE);
 	rs->sess_role = GW_ROLE_SOURCE;

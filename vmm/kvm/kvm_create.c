@@ -17,6 +17,7 @@
 #include "kvm/kvm_boot.h"
 #include "kvm/kvm_guests.h"
 #include "kvm/kvm_internal.h"
+#include "kvm/kvm_mmio_dev.h"
 
 #define FILL_THREADS 2
 
@@ -95,6 +96,7 @@ void kvm_vm_free(struct kvm_vm *vm)
 {
 	kvm_vcpus_stop(vm);	/* a destination's threads made ahead, parked (none if stopped) */
 	kvm_vcpus_destroy(vm);
+	vmm_vm_devices_destroy(&vm->base);	/* before their RAM and the VM fd (lines) */
 	vmm_vm_ram_release(&vm->base);
 	if (vm->ring_full_efd >= 0)
 		close(vm->ring_full_efd);
@@ -282,6 +284,13 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 	if (ret)
 		goto fail;
 	kvm_publish_info(vm);
+	vm->base.dev_base_gpa = KVM_VIRTIO_MMIO_BASE_GPA;
+	vm->base.dev_gsi_base = KVM_VIRTIO_MMIO_GSI_BASE;
+	vm->base.dev_irq = &kvm_virtio_irq_line;
+	vm->base.dev_irq_opaque = vm;
+	ret = vmm_vm_devices_create(&vm->base, cfg, why, sizeof(why));
+	if (ret)
+		goto fail;
 	vmm_vm_set_state(&vm->base, cfg->incoming ? VMM_INCOMING : VMM_CREATED);
 	gw_log(GW_LOG_INFO, "kvm", "vm_created", "memory_bytes=%" PRIu64 " vcpus=%u fill=%s "
 	       "workload=%s guest=%s dirty_ring_entries=%u pit=%d msrs=%u incoming=%d",

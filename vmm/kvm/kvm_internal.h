@@ -94,7 +94,6 @@ struct kvm_vm {
 	enum vmm_fill fill;
 	uint64_t seed;
 	struct kvm_vm_opts opts;
-	struct vmm_mmio_bus mmio;	/* devices' MMIO regions (kvm_mmio_dev.h) */
 
 	/* ctl: guest and layout (fixed once vCPUs run); base.info has blocks "sys" and "ram" */
 	char guest[32];			/* guest image name */

@@ -14,7 +14,7 @@ bool kvm_mmio_exit(struct kvm_vm *vm, struct kvm_run *run)
 
 	if (len == 0 || len > sizeof(run->mmio.data))
 		return false;
-	return vmm_mmio_access(&vm->mmio, run->mmio.phys_addr, run->mmio.data, len,
+	return vmm_mmio_access(&vm->base.mmio, run->mmio.phys_addr, run->mmio.data, len,
 			       run->mmio.is_write);
 }
 
@@ -52,6 +52,6 @@ int kvm_virtio_mem(const struct kvm_vm *vm, struct virtq_mem *m,
 
 int kvm_virtio_attach(struct kvm_vm *vm, struct virtio_mmio *t)
 {
-	return vmm_mmio_register(&vm->mmio, t->base_gpa, VIRTIO_MMIO_REGION_BYTES,
+	return vmm_mmio_register(&vm->base.mmio, t->base_gpa, VIRTIO_MMIO_REGION_BYTES,
 				 virtio_mmio_access, t);
 }

@@ -32,6 +32,7 @@
 #include <godwit/vm.h>
 #include "content.h"
 #include "dirty_bucket.h"
+#include "dev/irq_lines.h"
 #include "vm_base.h"
 #include "vmm.h"
 #include "workload.h"
@@ -41,6 +42,12 @@
 #define SOFT_MSG_MAX VMM_MSG_MAX
 #define SOFT_CHECK_EVERY_PAGES 64	/* writers look at the pause flag this often */
 #define SOFT_MAX_RAM_BYTES (1ull << 40)	/* refuse absurd layouts */
+/*
+ * Devices: register pages from 1 TiB (above any RAM a soft VM may have,
+ * whatever a destination's layout), lines from 0 of its irq_lines.
+ */
+#define SOFT_DEV_BASE_GPA SOFT_MAX_RAM_BYTES
+#define SOFT_DEV_GSI_BASE 0u
 
 struct soft_vm;
 
@@ -120,6 +127,9 @@ struct soft_vm {
 	struct gw_session *hint_session;	/* hint_lock */
 	atomic_uint_fast64_t hint_req;	/* bumped by hints_start: vCPUs report their free pages */
 	unsigned hint_acks;		/* base.lock: vCPUs that answered the current request */
+
+	/* The devices' interrupt lines (irq_lines.h: its own lock); a guest driver waits on them. */
+	struct vmm_irq_lines irq;
 };
 
 /* The soft VM whose base is @b (the base is its first member). */

@@ -59,6 +59,17 @@ static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 	vmm_vm_init(&vm->base, &soft_hooks);
 	pthread_mutex_init(&vm->hint_lock, NULL);
 	cond_init_monotonic(&vm->cond);
+	if (vmm_irq_lines_init(&vm->irq)) {
+		pthread_mutex_destroy(&vm->hint_lock);
+		pthread_cond_destroy(&vm->cond);
+		vmm_vm_release(&vm->base);
+		free(vm);
+		return NULL;
+	}
+	vm->base.dev_base_gpa = SOFT_DEV_BASE_GPA;
+	vm->base.dev_gsi_base = SOFT_DEV_GSI_BASE;
+	vm->base.dev_irq = &vmm_irq_lines_ops;
+	vm->base.dev_irq_opaque = &vm->irq;
 	vm->fill = cfg->incoming ? VMM_FILL_NONE : cfg->fill;
 	vm->seed = cfg->seed;
 	vm->base.nr_vcpus = cfg->nr_vcpus;
@@ -72,7 +83,9 @@ static struct soft_vm *vm_alloc(const struct vmm_config *cfg)
 
 void soft_vm_free(struct soft_vm *vm)
 {
+	vmm_vm_devices_destroy(&vm->base);	/* before their RAM and lines */
 	vmm_vm_ram_release(&vm->base);
+	vmm_irq_lines_destroy(&vm->irq);
 	free(vm->memory_file);
 	pthread_mutex_destroy(&vm->hint_lock);
 	pthread_cond_destroy(&vm->cond);
@@ -133,6 +146,8 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 		ret = vmm_workload_parse(cfg->workload, &vm->base.wl, reason, sizeof(reason));
 	if (ret == 0 && cfg->memory_bytes)
 		ret = vm_ram_create(vm, cfg->memory_bytes, reason, sizeof(reason));
+	if (ret == 0)
+		ret = vmm_vm_devices_create(&vm->base, cfg, reason, sizeof(reason));
 	if (ret < 0) {
 		snprintf(err, err_len, "%s", reason[0] ? reason : strerror(-ret));
 		soft_vm_free(vm);
@@ -142,9 +157,9 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 	soft_run_layout(vm);
 	vmm_vm_set_state(&vm->base, cfg->incoming ? VMM_INCOMING : VMM_CREATED);
 	gw_log(GW_LOG_INFO, "soft", "vm_created",
-	       "memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s incoming=%d",
+	       "memory_bytes=%" PRIu64 " vcpus=%u fill=%s workload=%s incoming=%d nics=%u",
 	       cfg->memory_bytes, vm->base.nr_vcpus, vmm_fill_name(vm->fill), vm->base.spec,
-	       cfg->incoming);
+	       cfg->incoming, vm->base.nr_nics);
 	return vm;
 }
 

@@ -65,6 +65,7 @@ static void ram_init(struct netdrv *d)
 	d->ram = d->map + PAGE;
 	if (mprotect(d->ram, NETDRV_RAM_BYTES, PROT_READ | PROT_WRITE))
 		die("mprotect");
+	d->ram_gpa = NETDRV_RAM_GPA;
 	d->dirty = calloc(1, NETDRV_RAM_BYTES);
 	if (!d->dirty || virtq_mem_add(&d->mem, NETDRV_RAM_GPA, d->ram, NETDRV_RAM_BYTES))
 		die("ram");
@@ -121,21 +122,50 @@ bool netdrv_init_tap(struct netdrv *d, const char *name, const char *ifname)
 	return dev_init(d, name, &net_backend_tap, ifname, -1);
 }
 
+void netdrv_attach(struct netdrv *d, void *ram, uint64_t ram_gpa, const struct vmm_mmio_bus *bus,
+		   uint64_t mmio_gpa)
+{
+	if (!d->vm_bus) {	/* first attach: a fresh driver */
+		memset(d, 0, sizeof(*d));
+		d->peer = -1;
+		for (unsigned q = 0; q < 2; q++) {
+			d->q[q].desc = ram_gpa + 0x8000ull * q;
+			d->q[q].avail = d->q[q].desc + 0x1000;
+			d->q[q].used = d->q[q].desc + 0x2000;
+		}
+	}
+	d->ram = ram;
+	d->ram_gpa = ram_gpa;
+	d->vm_bus = bus;
+	d->mmio_gpa = mmio_gpa;
+}
+
 void netdrv_fini(struct netdrv *d)
 {
 	virtio_net_destroy(d->net);
 	d->net = NULL;
 	if (d->peer >= 0)
 		close(d->peer);
-	munmap(d->map, NETDRV_RAM_BYTES + 2 * PAGE);
+	if (d->map)
+		munmap(d->map, NETDRV_RAM_BYTES + 2 * PAGE);
 	free(d->dirty);
+}
+
+static const struct vmm_mmio_bus *bus_of(const struct netdrv *d)
+{
+	return d->vm_bus ? d->vm_bus : &d->bus;
+}
+
+static uint64_t mmio_of(const struct netdrv *d)
+{
+	return d->vm_bus ? d->mmio_gpa : NETDRV_MMIO_GPA;
 }
 
 uint32_t netdrv_rd(struct netdrv *d, uint64_t off)
 {
 	uint8_t b[4];
 
-	if (!vmm_mmio_access(&d->bus, NETDRV_MMIO_GPA + off, b, 4, false))
+	if (!vmm_mmio_access(bus_of(d), mmio_of(d) + off, b, 4, false))
 		die("read not claimed");
 	return gw_le32_get(b);
 }
@@ -145,7 +175,7 @@ void netdrv_wr(struct netdrv *d, uint64_t off, uint32_t v)
 	uint8_t b[4];
 
 	gw_le32_put(b, v);
-	if (!vmm_mmio_access(&d->bus, NETDRV_MMIO_GPA + off, b, 4, true))
+	if (!vmm_mmio_access(bus_of(d), mmio_of(d) + off, b, 4, true))
 		die("write not claimed");
 }
 
@@ -182,9 +212,21 @@ uint32_t netdrv_setup(struct netdrv *d, uint64_t features)
 
 void *netdrv_host(struct netdrv *d, uint64_t gpa)
 {
-	if (gpa < NETDRV_RAM_GPA || gpa - NETDRV_RAM_GPA >= NETDRV_RAM_BYTES)
+	if (gpa < d->ram_gpa || gpa - d->ram_gpa >= NETDRV_RAM_BYTES)
 		die("driver address outside RAM");
-	return d->ram + (gpa - NETDRV_RAM_GPA);
+	return d->ram + (gpa - d->ram_gpa);
+}
+
+/* Buffer i of queue q in this driver's RAM (netdrv_buf's layout from ram_gpa). */
+static void wrote(struct netdrv *d, uint64_t gpa, uint64_t len)
+{
+	if (d->wrote)
+		d->wrote(d->wrote_opaque, gpa, len);
+}
+
+static uint64_t buf_of(const struct netdrv *d, unsigned q, unsigned i)
+{
+	return netdrv_buf(q, i) - NETDRV_RAM_GPA + d->ram_gpa;
 }
 
 uint64_t netdrv_buf(unsigned q, unsigned i)
@@ -197,10 +239,11 @@ void netdrv_desc(struct netdrv *d, unsigned q, uint16_t i, uint64_t gpa, uint32_
 {
 	uint8_t *p = netdrv_host(d, d->q[q].desc + 16ull * i);
 
-	gw_le64_put(p, gpa ? gpa : netdrv_buf(q, i));
+	gw_le64_put(p, gpa ? gpa : buf_of(d, q, i));
 	gw_le32_put(p + 8, len);
 	gw_le16_put(p + 12, flags);
 	gw_le16_put(p + 14, next);
+	wrote(d, d->q[q].desc + 16ull * i, 16);
 }
 
 void netdrv_offer(struct netdrv *d, unsigned q, uint16_t head, bool kick)
@@ -212,6 +255,7 @@ void netdrv_offer(struct netdrv *d, unsigned q, uint16_t head, bool kick)
 	nq->avail_idx++;
 	gw_le16_put((uint8_t *)&le, nq->avail_idx);
 	__atomic_store_n((uint16_t *)netdrv_host(d, nq->avail + 2), le, __ATOMIC_RELEASE);
+	wrote(d, nq->avail, 4 + 2ull * NETDRV_NUM);
 	if (kick) {
 		virtq_mb();
 		netdrv_wr(d, VIRTIO_MMIO_QUEUE_NOTIFY, q);
@@ -264,17 +308,17 @@ int netdrv_rx(struct netdrv *d, void *frame, uint32_t cap)
 	nq->used_seen++;
 	if (id >= NETDRV_NUM || len < VIRTIO_NET_HDR_BYTES || len > NETDRV_BUF_BYTES)
 		return -1;
-	b = netdrv_host(d, netdrv_buf(VIRTIO_NET_RXQ, id));
+	b = netdrv_host(d, buf_of(d, VIRTIO_NET_RXQ, id));
 	/* header: all zero but num_buffers = 1 */
 	for (unsigned i = 0; i < VIRTIO_NET_HDR_BYTES - 2; i++)
 		if (b[i])
 			return -1;
 	if (gw_le16_get(b + 10) != 1)
 		return -1;
-	if (!dirty_all(d, netdrv_buf(VIRTIO_NET_RXQ, id), len) || !dirty_all(d, used_ent, 8) ||
-	    !dirty_all(d, nq->used + 2, 2))
+	if (d->dirty && (!dirty_all(d, netdrv_buf(VIRTIO_NET_RXQ, id), len) ||
+			 !dirty_all(d, used_ent, 8) || !dirty_all(d, nq->used + 2, 2)))
 		return -1;
-	for (uint32_t i = 0; i < len; i++)
+	for (uint32_t i = 0; d->dirty && i < len; i++)
 		__atomic_store_n(&d->dirty[netdrv_buf(VIRTIO_NET_RXQ, id) - NETDRV_RAM_GPA + i], 0,
 				 __ATOMIC_RELAXED);
 	flen = len - VIRTIO_NET_HDR_BYTES;
@@ -311,9 +355,10 @@ int netdrv_tx(struct netdrv *d, const void *frame, uint32_t len)
 	/* The device completes in order: slot avail_idx % num is free when fewer than num fly. */
 	if (netdrv_tx_in_flight(d) >= NETDRV_NUM)
 		return -1;
-	b = netdrv_host(d, netdrv_buf(VIRTIO_NET_TXQ, i));
+	b = netdrv_host(d, buf_of(d, VIRTIO_NET_TXQ, i));
 	memset(b, 0, VIRTIO_NET_HDR_BYTES);
 	memcpy(b + VIRTIO_NET_HDR_BYTES, frame, len);
+	wrote(d, buf_of(d, VIRTIO_NET_TXQ, i), VIRTIO_NET_HDR_BYTES + len);
 	netdrv_desc(d, VIRTIO_NET_TXQ, i, 0, VIRTIO_NET_HDR_BYTES + len, 0, 0);
 	netdrv_offer(d, VIRTIO_NET_TXQ, i, true);
 	return 0;

@@ -43,6 +43,17 @@ struct netdrv {
 	_Atomic bool irq_level;
 	struct netdrv_q q[2];
 	uint64_t features;
+	/* netdrv_attach: a VM's bus, register page and RAM instead of bus, NETDRV_*_GPA. */
+	const struct vmm_mmio_bus *vm_bus;
+	uint64_t mmio_gpa;
+	uint64_t ram_gpa;		/* the driver's RAM: NETDRV_RAM_GPA unless attached */
+	/*
+	 * Optional: told every span the driver writes (descriptors, available
+	 * ring, transmit buffers), what a dirty log sees of a vCPU's writes
+	 * that a test thread's writes through the host mapping escape.
+	 */
+	void (*wrote)(void *opaque, uint64_t gpa, uint64_t len);
+	void *wrote_opaque;
 };
 
 /* RAM, a socketpair, the device (fd backend, not started). Aborts on set-up failures. */
@@ -51,6 +62,16 @@ void netdrv_init(struct netdrv *d, const char *name);
 void netdrv_init_sndbuf(struct netdrv *d, const char *name, int sndbuf_bytes);
 /* Same, over a tap named @ifname (NULL when the tap cannot be opened: errno). */
 bool netdrv_init_tap(struct netdrv *d, const char *name, const char *ifname);
+/*
+ * A driver for a VM's NIC: @ram is the host address of the VM's guest
+ * physical @ram_gpa (NETDRV_RAM_BYTES of its RAM, laid out as above from
+ * there), its register page at @mmio_gpa on @bus. No device, no peer, no dirty record (the VM
+ * reports device writes to its session): netdrv_rx skips that check.
+ * Called again with another VM's RAM and bus, the driver carries on there
+ * (a migrated guest). netdrv_fini frees nothing of the VM.
+ */
+void netdrv_attach(struct netdrv *d, void *ram, uint64_t ram_gpa, const struct vmm_mmio_bus *bus,
+		   uint64_t mmio_gpa);
 /* The device, the peer and the RAM go. */
 void netdrv_fini(struct netdrv *d);
 uint32_t netdrv_rd(struct netdrv *d, uint64_t off);
