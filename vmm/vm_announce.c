@@ -44,6 +44,18 @@ void vmm_vm_announce_init(struct vmm_vm *vm)
 	vmm_announce_params_default(&vm->announce_params);
 }
 
+void vmm_vm_announce_prepare(struct vmm_vm *vm)
+{
+	if (!vm->nr_nics)
+		return;
+	pthread_mutex_lock(&vm->announce_lock);
+	if (!vm->announce)
+		vm->announce = announcer_new(vm, &vm->announce_params);
+	if (vm->announce)
+		(void)vmm_announce_prepare(vm->announce);
+	pthread_mutex_unlock(&vm->announce_lock);
+}
+
 void vmm_vm_announce_after_incoming(struct vmm_vm *vm)
 {
 	if (!vm->nr_nics)

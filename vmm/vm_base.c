@@ -176,6 +176,7 @@ int vmm_vm_devices_create(struct vmm_vm *vm, const struct vmm_config *cfg, char 
 		gw_log(GW_LOG_INFO, vm->hooks->subsys, "nic", "dev=%s tap=%s gpa=%#llx gsi=%u",
 		       name, nic->ifname, (unsigned long long)nc.base_gpa, nc.gsi);
 	}
+	vmm_vm_announce_prepare(vm);	/* its thread made now, not in a resume */
 	return 0;
 fail:
 	vmm_vm_devices_destroy(vm);

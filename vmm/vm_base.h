@@ -287,12 +287,14 @@ const struct vmm_mmio_bus *vmm_vm_mmio_bus(const struct vmm *v);
 struct virtio_net *vmm_vm_nic(struct vmm *v, unsigned i);
 
 /*
- * vm_announce.c: the announcers' state set up at init; after an incoming
- * migration's resume, every NIC announced on the announcer's thread (the
+ * vm_announce.c: the announcers' state set up at init; the post-switchover
+ * announcer and its idle thread made with the NICs (prepare); after an
+ * incoming migration's resume, every NIC announced on that thread (the
  * resume only wakes it); stopped before the NICs at a pause; freed before
  * the NICs.
  */
 void vmm_vm_announce_init(struct vmm_vm *vm);
+void vmm_vm_announce_prepare(struct vmm_vm *vm);
 void vmm_vm_announce_after_incoming(struct vmm_vm *vm);
 void vmm_vm_announce_stop(struct vmm_vm *vm);
 void vmm_vm_announce_release(struct vmm_vm *vm);

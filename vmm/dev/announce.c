@@ -371,28 +371,49 @@ void vmm_announce_set_log_side(struct vmm_announce *a, const char *side)
 	pthread_mutex_unlock(&a->lock);
 }
 
+/* a->lock held: the announcer's thread, idle until a start. 0 or -errno. */
+static int thread_up_locked(struct vmm_announce *a)
+{
+	pthread_attr_t attr;
+	int ret;
+
+	if (a->thread_started)
+		return 0;
+	/* SCHED_OTHER even when started from the engine's SCHED_FIFO resume (thread.h). */
+	pthread_attr_init(&attr);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	ret = pthread_create(&a->thread, &attr, announce_main, a);
+	pthread_attr_destroy(&attr);
+	if (ret) {
+		gw_log(GW_LOG_ERROR, "announce", "announce_thread_failed", "err=%d", ret);
+		return -ret;
+	}
+	a->thread_started = true;
+	pthread_setname_np(a->thread, "announce");
+	return 0;
+}
+
+int vmm_announce_prepare(struct vmm_announce *a)
+{
+	int ret;
+
+	pthread_mutex_lock(&a->lock);
+	ret = thread_up_locked(a);
+	pthread_mutex_unlock(&a->lock);
+	return ret;
+}
+
 int vmm_announce_start(struct vmm_announce *a)
 {
 	bool restart;
 	int ret;
 
 	pthread_mutex_lock(&a->lock);
-	if (!a->thread_started) {
-		pthread_attr_t attr;
-
-		/* SCHED_OTHER even when started from the engine's SCHED_FIFO resume (thread.h). */
-		pthread_attr_init(&attr);
-		pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-		pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
-		ret = pthread_create(&a->thread, &attr, announce_main, a);
-		pthread_attr_destroy(&attr);
-		if (ret) {
-			pthread_mutex_unlock(&a->lock);
-			gw_log(GW_LOG_ERROR, "announce", "announce_thread_failed", "err=%d", -ret);
-			return -ret;
-		}
-		a->thread_started = true;
-		pthread_setname_np(a->thread, "announce");
+	ret = thread_up_locked(a);
+	if (ret) {
+		pthread_mutex_unlock(&a->lock);
+		return ret;
 	}
 	restart = a->running;
 	a->gen++;

@@ -125,6 +125,12 @@ int vmm_announce_set_params(struct vmm_announce *a, const struct vmm_announce_pa
 /* The log's side tag of the announcer's thread ("src", "dst"; default "---"). */
 void vmm_announce_set_log_side(struct vmm_announce *a, const char *side);
 /*
+ * Make the announcer's thread now, idle, so that a later start only wakes
+ * it (a start from a resume then costs no thread creation). Optional:
+ * start makes it when needed. 0 or -errno.
+ */
+int vmm_announce_prepare(struct vmm_announce *a);
+/*
  * Begin the schedule (round 0 now, on the announcer's thread), or begin
  * it again from round 0 when one runs (as QEMU's announce-self does). 0,
  * or the thread's creation error. rounds 0: logs start and done, sends nothing.
