@@ -70,6 +70,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <godwit/buf.h>
+#include "mac.h"
 #include "util/crc32c.h"
 
 #define PG_ETHERTYPE 0x88b5
@@ -157,30 +159,7 @@ static uint64_t real_ns(void)
 	return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
-static void put_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t get_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get_le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_le64(const uint8_t *p) { return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32; }
 
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char tail;
-
-	if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
-		return -EINVAL;
-	for (int i = 0; i < 6; i++) {
-		if (v[i] > 0xff)
-			return -EINVAL;
-		mac[i] = (uint8_t)v[i];
-	}
-	return 0;
-}
 
 static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 {
@@ -205,12 +184,12 @@ static void frame_build(const struct pg *pg, const struct opts *o, uint8_t *f, u
 	memcpy(f + 6, pg->our_mac, 6);
 	f[12] = PG_ETHERTYPE >> 8;
 	f[13] = PG_ETHERTYPE & 0xff;
-	put_le32(p, PG_MAGIC);
-	put_le16(p + 4, PG_VERSION);
-	put_le16(p + 6, (uint16_t)plen);
-	put_le32(p + 8, pg->run_id);
-	put_le32(p + 12, 0);
-	put_le64(p + 16, seq);
+	gw_le32_put(p, PG_MAGIC);
+	gw_le16_put(p + 4, PG_VERSION);
+	gw_le16_put(p + 6, (uint16_t)plen);
+	gw_le32_put(p + 8, pg->run_id);
+	gw_le32_put(p + 12, 0);
+	gw_le64_put(p + 16, seq);
 	for (unsigned i = PG_HDR_BYTES; i < plen; i++)
 		p[i] = (uint8_t)(seq + i);
 }
@@ -219,9 +198,9 @@ static void frame_seal(uint8_t *f, unsigned len, uint64_t stamp_ns)
 {
 	uint8_t *p = f + ETH_HDR_BYTES;
 
-	put_le64(p + 24, stamp_ns);
-	put_le32(p + 32, 0);
-	put_le32(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
+	gw_le64_put(p + 24, stamp_ns);
+	gw_le32_put(p + 32, 0);
+	gw_le32_put(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
 }
 
 /* One frame received at @rx_ns (monotonic); classify and account it. */
@@ -235,16 +214,16 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 	if (len < ETH_HDR_BYTES + PG_HDR_BYTES || memcmp(f, pg->our_mac, 6) != 0 ||
 	    f[12] != PG_ETHERTYPE >> 8 || f[13] != (PG_ETHERTYPE & 0xff))
 		return;                  /* not ours at all: ARP, IPv6, our own flooded frames */
-	if (get_le32(p) != PG_MAGIC || get_le32(p + 8) != pg->run_id) {
+	if (gw_le32_get(p) != PG_MAGIC || gw_le32_get(p + 8) != pg->run_id) {
 		pg->foreign++;
 		return;
 	}
-	plen = get_le16(p + 6);
-	seq = get_le64(p + 16);
+	plen = gw_le16_get(p + 6);
+	seq = gw_le64_get(p + 16);
 	sent = atomic_load_explicit(&pg->sent, memory_order_acquire);
-	crc = get_le32(p + 32);
-	put_le32(p + 32, 0);
-	if (plen < PG_HDR_BYTES || plen > len - ETH_HDR_BYTES || get_le16(p + 4) != PG_VERSION ||
+	crc = gw_le32_get(p + 32);
+	gw_le32_put(p + 32, 0);
+	if (plen < PG_HDR_BYTES || plen > len - ETH_HDR_BYTES || gw_le16_get(p + 4) != PG_VERSION ||
 	    gw_crc32c(0, p, plen) != crc || seq >= sent || seq >= pg->frames_max) {
 		pg->corrupted++;
 		return;
@@ -284,7 +263,7 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 		if (b < pg->nr_bins)
 			pg->bins[b]++;
 	}
-	tx_ns = get_le64(p + 24);
+	tx_ns = gw_le64_get(p + 24);
 	if (rx_ns >= tx_ns) {
 		uint64_t bucket = (rx_ns - tx_ns) / RTT_BUCKET_NS;
 

@@ -44,6 +44,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include "mac.h"
 
 #define PG_ETHERTYPE 0x88b5
 #define RARP_ETHERTYPE 0x8035
@@ -66,20 +67,6 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int parse_mac(const char *s, uint8_t mac[6])
-{
-	unsigned v[6];
-	char tail;
-
-	if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
-		return -EINVAL;
-	for (int i = 0; i < 6; i++) {
-		if (v[i] > 0xff)
-			return -EINVAL;
-		mac[i] = (uint8_t)v[i];
-	}
-	return 0;
-}
 
 /* The first line of /sys/class/net/IF/FILE equals @want (false if absent). */
 static bool sys_is(const char *ifname, const char *file, const char *want)
