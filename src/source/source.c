@@ -232,6 +232,7 @@ static int handshake(struct gw_session *s)
 			      ack.hello_ack.version, ack.hello_ack.flags);
 		goto out;
 	}
+	memcpy(s->challenge, ack.hello_ack.challenge, sizeof(s->challenge));
 	/* One kernel on both ends (all zeros: unknown): the destination's clock is ours. */
 	s->same_clock = !memcmp(ack.hello_ack.boot_id, s->boot_id, GW_WIRE_ID_BYTES) &&
 			memcmp(s->boot_id, (uint8_t[GW_WIRE_ID_BYTES]){ 0 }, GW_WIRE_ID_BYTES);
@@ -243,15 +244,22 @@ out:
 	return ret;
 }
 
+void src_chan_hello(const struct gw_session *s, struct gw_msg_chan_hello *m, unsigned index)
+{
+	*m = (struct gw_msg_chan_hello){ .index = index };
+	memcpy(m->id, s->mig_id, sizeof(m->id));
+	memcpy(m->challenge, s->challenge, sizeof(m->challenge));
+}
+
 static int open_channels(struct gw_session *s)
 {
 	int ret = gw_channels_create(s, s->nr_channels);
 
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++) {
-		struct gw_msg_chan_hello m = { .index = i };
+		struct gw_msg_chan_hello m;
 		union gw_msg ack;
 
-		memcpy(m.id, s->mig_id, sizeof(m.id));
+		src_chan_hello(s, &m, i);
 		ret = connect_conn(s, &s->chans[i].conn);
 		if (ret)
 			break;

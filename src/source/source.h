@@ -139,6 +139,8 @@ void src_publish(struct gw_session *s, struct src_ctx *c);
 uint64_t src_wire_bytes(struct gw_session *s);
 
 /* control.c: the control reader (restarted by a postcopy recovery). 0 or the sticky error. */
+/* The CHAN_HELLO of data connection @index: the migration id, the destination's challenge. */
+void src_chan_hello(const struct gw_session *s, struct gw_msg_chan_hello *m, unsigned index);
 int src_start_ctl_reader(struct gw_session *s);
 void src_join_ctl_reader(struct gw_session *s);
 
