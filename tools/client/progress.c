@@ -155,13 +155,14 @@ static double converge_eta_s(const json_t *st)
 	return js_get(st, "converge-eta") ? num(st, "converge-eta") / 1000.0 : -1;
 }
 
-/* The expected downtime, "12.3 ms", or "?" where no rate gives one yet. */
-static void expected_text(const json_t *st, char *buf, size_t len)
+/* @o's expected downtime in ms with @decimals and @unit, or @unknown where no rate gave one yet. */
+static void expected_text(const json_t *o, int decimals, const char *unit, const char *unknown,
+			  char *buf, size_t len)
 {
-	if (!js_bool(js_get(st, "expected-downtime-known"), true))
-		snprintf(buf, len, "?");
+	if (!js_bool(js_get(o, "expected-downtime-known"), true))
+		snprintf(buf, len, "%s", unknown);
 	else
-		snprintf(buf, len, "%.1f ms", num(st, "expected-downtime"));
+		snprintf(buf, len, "%.*f%s", decimals, js_num(js_get(o, "expected-downtime"), 0), unit);
 }
 
 /* A destination has no rounds: what it received, and whether its VM runs yet. */
@@ -213,7 +214,7 @@ static void line_text(struct progress *p, const json_t *st, char *buf, size_t le
 	}
 	human_bytes(remaining, rem, sizeof(rem));
 	human_bytes(num(st, "ram.transferred"), sent, sizeof(sent));
-	expected_text(st, expd, sizeof(expd));
+	expected_text(st, 1, " ms", "?", expd, sizeof(expd));
 	if (!strcmp(status, "active") && !converging && current_round(st) > 0)
 		snprintf(eta, sizeof(eta), "none");
 	else if (!strcmp(status, "active") && converge_eta_s(st) >= 0)
@@ -291,10 +292,12 @@ static void timeline_header(FILE *f)
 		"dirty_rate_bps,expected_downtime_ms,throttle_pct\n");
 }
 
+/* expected_downtime_ms is empty where no rate gave one. */
 static void timeline_sample(struct progress *p, const json_t *st)
 {
 	const json_t *table = js_get(st, "round-table");
 	size_t n = json_array_size(table);
+	char expd[32];
 
 	if (!p->timeline)
 		return;
@@ -307,18 +310,19 @@ static void timeline_sample(struct progress *p, const json_t *st)
 			r = json_array_get(table, i);
 			t += js_num(js_get(r, "duration"), 0);
 		}
-		fprintf(p->timeline, "%.3f,round,active,%.0f,,%.0f,%.0f,%.0f,%.3f,%.0f\n", t,
+		expected_text(r, 3, "", "", expd, sizeof(expd));
+		fprintf(p->timeline, "%.3f,round,active,%.0f,,%.0f,%.0f,%.0f,%s,%.0f\n", t,
 			js_num(js_get(r, "round"), 0), js_num(js_get(r, "sent-bytes"), 0),
 			js_num(js_get(r, "rate-bps"), 0),
-			js_num(js_get(r, "dirty-rate-pps"), 0) * GW_PAGE_BYTES,
-			js_num(js_get(r, "expected-downtime"), 0),
+			js_num(js_get(r, "dirty-rate-pps"), 0) * GW_PAGE_BYTES, expd,
 			js_num(js_get(r, "cpu-throttle-percentage"), 0));
 		p->rounds_written++;
 	}
-	fprintf(p->timeline, "%.3f,sample,%s,%lld,%.0f,%.0f,%.0f,%.0f,%.3f,%.0f\n",
+	expected_text(st, 3, "", "", expd, sizeof(expd));
+	fprintf(p->timeline, "%.3f,sample,%s,%lld,%.0f,%.0f,%.0f,%.0f,%s,%.0f\n",
 		num(st, "total-time"), js_str(js_get(st, "status"), "?"), current_round(st),
 		num(st, "ram.remaining"), num(st, "ram.transferred"), link_bps(st),
-		num(st, "ram.dirty-pages-rate") * GW_PAGE_BYTES, num(st, "expected-downtime"),
+		num(st, "ram.dirty-pages-rate") * GW_PAGE_BYTES, expd,
 		num(st, "cpu-throttle-percentage"));
 	fflush(p->timeline);
 }
