@@ -4,7 +4,8 @@
  * status polled every CLI_POLL_INTERVAL_MS, and from it
  *  - the progress line: phase, round (numbered as in the report's round
  *    table), percent of RAM sent, what remains (falling as pages go),
- *    link rate, dirty rate, expected downtime, an ETA, the throttle. On a
+ *    link rate, dirty rate, expected downtime, an ETA, the throttle, the
+ *    convergence model's verdict (a destination: what it received). On a
  *    terminal one line redrawn; elsewhere (--progress=always) a plain line
  *    per second and per round;
  *  - the --timeline CSV: one row per poll and one per round (the round
