@@ -61,12 +61,16 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->rtt_ns = s->src->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
 	st->dirty_limit_bps = c->thr.dirty_limit_bps;
-	st->converging = !c->hint[0];
+	st->converging = gw_converging(c->verdict);
+	st->converge_state = c->verdict;
+	st->converge_eta_ns = c->verdict_eta_ns;
 	snprintf(st->converge_hint, sizeof(st->converge_hint), "%s", c->hint);
 	st->pages_per_second = now_ns > s->t_start_ns ?
 		(uint64_t)((normal + zero + xbzrle) * 1e9 / (double)(now_ns - s->t_start_ns)) : 0;
-	if (!c->switched_over)
+	if (!c->switched_over) {
 		st->expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns;
+		st->expected_downtime_unknown = exp_ns == UINT64_MAX;
+	}
 	st->nr_channels = s->nr_channels;
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		s->stats_chan_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
@@ -517,6 +521,7 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 	gw_state_init(&c->state);
 	gw_cpu_times(&c->cpu_user0_ns, &c->cpu_sys0_ns);
 	gw_converge_init(&c->conv, GW_PAGE_BYTES);
+	c->verdict = GW_CONVERGE_UNKNOWN;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		uint64_t pages = s->vm.blocks[i].size_bytes / GW_PAGE_BYTES;
 

@@ -127,7 +127,6 @@ void run_opts_init(struct run_opts *o);
 struct migrate_opts {
 	const char *to;
 	struct cli_params params;
-	bool converge_timeout_given, on_timeout_given;
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
 	const char *incoming;		/* --incoming URL (a deferred destination) */
@@ -144,8 +143,6 @@ struct migrate_opts {
  */
 int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd);
 int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd);
-/* Called after parsing: --converge-timeout without --on-timeout means cancel. */
-void migrate_opts_finish(struct migrate_opts *o);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'
