@@ -263,6 +263,13 @@ static const struct named_value dirty_limit_start_names[] = {
 	{ "no-converge", GW_DIRTY_LIMIT_ON_NO_CONVERGE }, { "start", GW_DIRTY_LIMIT_FROM_START },
 	{ NULL, 0 },
 };
+static const struct named_value send_path_names[] = {
+	{ "auto", GW_SEND_AUTO }, { "copy", GW_SEND_COPY }, { "zerocopy", GW_SEND_ZEROCOPY },
+	{ "live", GW_SEND_LIVE }, { "pread", GW_SEND_PREAD }, { NULL, 0 },
+};
+static const struct named_value recv_path_names[] = {
+	{ "auto", GW_RECV_AUTO }, { "file", GW_RECV_FILE }, { NULL, 0 },
+};
 
 /*
  * The names an enum or boolean parameter takes, NULL for a number. Every
@@ -279,6 +286,10 @@ static const struct named_value *value_names(enum gw_param p)
 		return policy_names;
 	case GW_PARAM_DIRTY_LIMIT_START:
 		return dirty_limit_start_names;
+	case GW_PARAM_SEND_PATH:
+		return send_path_names;
+	case GW_PARAM_RECV_PATH:
+		return recv_path_names;
 	default:
 		return pi && pi->min == 0 && pi->max == 1 ? bool_names : NULL;
 	}
