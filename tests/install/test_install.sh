@@ -1,7 +1,9 @@
 #!/bin/bash
 # Invariant: `meson install` puts the library (shared and static), the public
 # headers, the pkg-config file, the godwit binary, the man pages godwit(1)
-# and libgodwit(3), the docs and the embedding example under the prefix;
+# and libgodwit(3), the README with docs/ beside it (every page a link of
+# theirs or godwit(1) names) and the embedding example under the prefix;
+# `pkg-config --static --libs godwit` names none of rdma-core and links;
 # `pkg-config --cflags --libs godwit` then builds a program that includes
 # <godwit/godwit.h> against the installed library, and it runs and prints
 # gw_version(), equal to the headers' GW_VERSION_STRING; the example of
@@ -29,9 +31,19 @@ root=$D/root$prefix
 case $libdir in /*) lib=$D/root$libdir ;; *) lib=$root/$libdir ;; esac
 for f in "$root/bin/godwit" "$lib/libgodwit.so" "$lib/libgodwit.a" "$lib/pkgconfig/godwit.pc" \
 	 "$root/include/godwit/godwit.h" "$root/include/godwit/version.h" \
-	 "$root/share/doc/godwit/architecture.md" "$root/share/doc/godwit/examples/embed.c" \
+	 "$root/share/doc/godwit/README.md" "$root/share/doc/godwit/examples/embed.c" \
 	 "$root/share/man/man1/godwit.1" "$root/share/man/man3/libgodwit.3"; do
 	[ -e "$f" ] || fail "not installed: ${f#"$D"/root}"
+done
+# Every page the installed README, docs and godwit(1) point to is installed, where the link says.
+doc=$root/share/doc/godwit
+for md in "$doc/README.md" "$doc"/docs/*.md; do
+	for target in $(grep -o '](\([^)#:]*\)' "$md" | sed 's/^](//' | sort -u); do
+		[ -e "$(dirname "$md")/$target" ] || fail "${md#"$doc"/} links to $target, not installed"
+	done
+done
+for page in $(grep -o '[a-z-]*\.md' "$src/docs/man/godwit.1.scd" | sort -u); do
+	[ -e "$doc/docs/$page" ] || fail "godwit(1) names $page, not installed in share/doc/godwit/docs"
 done
 # Only the API leaves the shared library.
 others=$(nm -D --defined-only "$lib/libgodwit.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^gw_' | grep -v '^_' || true)
@@ -44,6 +56,16 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 flags=$(pkg-config --define-variable=prefix="$root" --cflags --libs godwit) || fail "pkg-config godwit"
 cc -o "$D/hello" "$src/tests/install/hello.c" $flags || fail "building against the installed library ($flags)"
 out=$(LD_LIBRARY_PATH=$lib "$D/hello") || fail "hello: $out"
+# A private prefix as the README shows it: an rpath, and no LD_LIBRARY_PATH.
+cc -o "$D/hello-rpath" "$src/tests/install/hello.c" $flags -Wl,-rpath,"$lib" || fail "linking with an rpath"
+env -u LD_LIBRARY_PATH "$D/hello-rpath" >/dev/null || fail "the program linked with -Wl,-rpath does not run"
+# A static link needs none of rdma-core (its libraries are opened when rdma: is used).
+static=$(pkg-config --define-variable=prefix="$root" --static --libs godwit) || fail "pkg-config --static"
+case $static in *rdma*|*verbs*|*-lnl-*) fail "pkg-config --static --libs godwit pulls rdma-core: $static" ;; esac
+cc -static-libgcc -o "$D/hello-static" "$src/tests/install/hello.c" \
+	$(pkg-config --define-variable=prefix="$root" --cflags godwit) "$lib/libgodwit.a" \
+	$(echo "$static" | sed 's/-lgodwit//') || fail "linking libgodwit.a with --static --libs ($static)"
+"$D/hello-static" >/dev/null || fail "the program linked with libgodwit.a does not run"
 echo "$out"
 # The example of libgodwit(3), as installed, built and run the same way.
 cc -o "$D/embed" "$root/share/doc/godwit/examples/embed.c" $flags ||
