@@ -35,7 +35,9 @@ typedef void (*gw_log_sink_fn)(void *opaque, enum gw_log_level level, const char
  * Process-wide log settings. The side tag ("src", "dst", "cli", ...) is
  * per thread so that both ends can run in one process (tests): threads
  * started by the engine inherit the side of the session that started them.
- * Defaults: sink = stderr, level = INFO, side = "---".
+ * Defaults: sink = stderr, level = WARN (warnings and errors only: an
+ * embedder that wants the engine's per-round and per-phase lines sets
+ * GW_LOG_INFO), side = "---".
  */
 GW_EXPORT void gw_log_set_sink(gw_log_sink_fn fn, void *opaque);
 GW_EXPORT void gw_log_set_level(enum gw_log_level level);

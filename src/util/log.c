@@ -34,12 +34,16 @@ static void stderr_sink(void *opaque, enum gw_log_level level, const char *line)
 		return;
 }
 
-/* Process-wide settings: written at start-up by the embedding program. */
+/*
+ * Process-wide settings: written at start-up by the embedding program.
+ * Quiet by default (warnings and errors): a program that embeds the engine
+ * asks for the per-round lines with gw_log_set_level(GW_LOG_INFO).
+ */
 static struct {
 	gw_log_sink_fn sink;
 	void *opaque;
 	int level;
-} log_cfg = { stderr_sink, NULL, GW_LOG_INFO };
+} log_cfg = { stderr_sink, NULL, GW_LOG_WARN };
 
 static __thread char log_side[4] = "---";
 
