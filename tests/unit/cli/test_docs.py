@@ -32,13 +32,13 @@ def helptext(*args):
 
 
 top = helptext()
-commands = re.findall(r'^  ([a-z]+) ', top.split('Commands:')[1].split('\n\n')[0], re.M)
+commands = re.findall(r'^  ([a-z][a-z-]*) ', top.split('Commands:')[1].split('\n\n')[0], re.M)
 readme = open(src + '/README.md').read()
 block = readme.split('## Commands')[1].split('```')[1]
 readme_opts = {}
 cmd = None
 for line in block.splitlines():
-    m = re.match(r'godwit ([a-z]+)', line)
+    m = re.match(r'godwit ([a-z][a-z-]*)', line)
     if m:
         cmd = m.group(1)
         readme_opts.setdefault(cmd, set())
