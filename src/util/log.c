@@ -102,3 +102,24 @@ void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 	}
 	__atomic_load_n(&log_cfg.sink, __ATOMIC_ACQUIRE)(log_cfg.opaque, level, out);
 }
+
+const char *gw_size_str(char *buf, size_t size, uint64_t bytes)
+{
+	static const char units[] = "KMGT";
+	int u = 3;
+
+	if (!buf || !size)
+		return buf;
+	while (u >= 0 && (bytes < (1ull << (10 * (u + 1))) || bytes % (1ull << (10 * (u + 1)))))
+		u--;
+	if (u >= 0)
+		snprintf(buf, size, "%llu%c", (unsigned long long)(bytes >> (10 * (u + 1))), units[u]);
+	else if (bytes < 1024)
+		snprintf(buf, size, "%llu", (unsigned long long)bytes);
+	else {
+		for (u = 3; bytes < (1ull << (10 * (u + 1))); u--)
+			;
+		snprintf(buf, size, "%.1f%c", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+	}
+	return buf;
+}

@@ -104,7 +104,7 @@ stalled)
 	for _ in $(seq 1 200); do kill -0 "$DST_PID" 2>/dev/null || break; sleep 0.1; done
 	kill -CONT "$SRC_PID"
 	kill -0 "$DST_PID" 2>/dev/null && fail "destination still waiting for a stopped source"
-	grep -q "the migration stalled\|peer silent" "$T/dst.log" || fail "no stall reason: $(grep ERROR "$T/dst.log" | tail -n 2)"
+	grep -q "the migration stalled\|sent nothing within io-timeout-ms" "$T/dst.log" || fail "no stall reason: $(grep ERROR "$T/dst.log" | tail -n 2)"
 	grep -q "vm_resume where=destination" "$T/dst.log" && fail "destination resumed a partial VM"
 	for _ in $(seq 1 200); do
 		src_status
