@@ -89,7 +89,8 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 		for (int i = 0; i < *nr_fds; i++)
 			close(fds[i]);
 		*nr_fds = 0;
-		snprintf(why, why_len, "expected FDS with %u descriptors", h->nr_blocks);
+		snprintf(why, why_len, "a local migration passes one file descriptor per RAM block (%u) and "
+			 "they did not arrive: run both ends on this host, over unix:", h->nr_blocks);
 		return -EPROTO;
 	}
 	return 0;

@@ -259,8 +259,10 @@ static int handshake(struct gw_session *s)
 	if (ret)
 		goto out;
 	if (ack.hello_ack.version != GW_WIRE_VERSION || ack.hello_ack.flags != hello->flags) {
-		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "HELLO_ACK invalid (version %u flags 0x%x)",
-			      ack.hello_ack.version, ack.hello_ack.flags);
+		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the destination accepted with protocol version %u "
+			      "and options 0x%x, not the %u and 0x%x this source asked for: run the same godwit "
+			      "release on both ends", ack.hello_ack.version, ack.hello_ack.flags,
+			      GW_WIRE_VERSION, hello->flags);
 		goto out;
 	}
 	/* One kernel on both ends (all zeros: unknown): the destination's clock is ours. */
