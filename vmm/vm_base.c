@@ -100,6 +100,15 @@ void vmm_memory_mismatch(char *reason, size_t reason_len, uint64_t src_bytes, ui
 		 src, gw_size_str(here, sizeof(here), here_bytes), src);
 }
 
+void vmm_memory_refused(char *err, size_t err_len, uint64_t bytes, unsigned page_bytes, uint64_t max_bytes)
+{
+	char b[16], p[16], m[16];
+
+	snprintf(err, err_len, "--memory %s: this VM takes a non-zero multiple of %s, at most %s",
+		 gw_size_str(b, sizeof(b), bytes), gw_size_str(p, sizeof(p), page_bytes),
+		 gw_size_str(m, sizeof(m), max_bytes));
+}
+
 /* ---- devices ---- */
 
 /*

@@ -234,6 +234,8 @@ void vmm_vm_close_received(const struct gw_vm_info *want);
  * source's (@src_bytes): the refusal in @reason, sizes as --memory takes them.
  */
 void vmm_memory_mismatch(char *reason, size_t reason_len, uint64_t src_bytes, uint64_t here_bytes);
+/* --memory @bytes that a backend cannot make (not pages of @page_bytes, or over @max_bytes): @err. */
+void vmm_memory_refused(char *err, size_t err_len, uint64_t bytes, unsigned page_bytes, uint64_t max_bytes);
 
 static inline enum vmm_state vmm_vm_state(const struct vmm_vm *vm)
 {
