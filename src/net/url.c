@@ -14,7 +14,7 @@ static int url_parse(const char *url, bool listen, struct gw_url *out, char *why
 
 	memset(out, 0, sizeof(*out));
 	if (!colon) {
-		snprintf(why, why_len, "URL '%s' is not SCHEME:ADDRESS (tcp:HOST:PORT or unix:PATH)",
+		snprintf(why, why_len, "URL '%s' is not SCHEME:ADDRESS (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)",
 			 url ? url : "");
 		return -EINVAL;
 	}

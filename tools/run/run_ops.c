@@ -231,7 +231,7 @@ int run_migrate(struct run_state *rs, const char *url, const struct cli_params *
 	int ret;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "migrate needs a URL (tcp:HOST:PORT or unix:PATH)");
+		return refuse(err, err_len, -EINVAL, "migrate needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)");
 	pthread_mutex_lock(&rs->lock);
 	ret = migrate_refused(rs, err, err_len);
 	if (ret)
@@ -375,7 +375,7 @@ int run_incoming(struct run_state *rs, const char *url, bool exit_on_error,
 	int ret;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "incoming needs a URL (tcp:HOST:PORT or unix:PATH)");
+		return refuse(err, err_len, -EINVAL, "incoming needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)");
 	pthread_mutex_lock(&rs->lock);
 	if (!rs->dest) {
 		ret = refuse(err, err_len, -EINVAL, "this VM was not started with --incoming: it is no destination");
@@ -450,7 +450,7 @@ int run_postcopy_reconnect(struct run_state *rs, bool recover, const char *url, 
 	int ret = -EINVAL;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "%s needs a URL (tcp:HOST:PORT or unix:PATH)",
+		return refuse(err, err_len, -EINVAL, "%s needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)",
 			      recover ? "recover" : "resume");
 	pthread_mutex_lock(&rs->lock);
 	if (rs->migrating && rs->sess && rs->sess_role == (recover ? GW_ROLE_DEST : GW_ROLE_SOURCE))
