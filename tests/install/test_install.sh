@@ -43,8 +43,8 @@ for md in "$doc/README.md" "$doc"/docs/*.md; do
 		[ -e "$(dirname "$md")/$target" ] || fail "${md#"$doc"/} links to $target, not installed"
 	done
 done
-for page in $(grep -o '[a-z-]*\.md' "$src/docs/man/godwit.1.scd" | sort -u); do
-	[ -e "$doc/docs/$page" ] || fail "godwit(1) names $page, not installed in share/doc/godwit/docs"
+for page in $(cat "$src"/docs/man/*.scd | grep -o '[a-z-]*\.md' | sort -u); do
+	[ -e "$doc/docs/$page" ] || fail "a man page names $page, not installed in share/doc/godwit/docs"
 done
 # Only the API leaves the shared library.
 others=$(nm -D --defined-only "$lib/libgodwit.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^gw_' | grep -v '^_' || true)
