@@ -534,7 +534,7 @@ void cli_print_params(FILE *out)
 
 	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating;\n"
 		"a QEMU name is an alias whose value is in QEMU's unit):\n");
-	fprintf(out, "  %-26s %-5s %-24s %-10s %s\n", "name", "when", "values", "default", "QEMU name");
+	fprintf(out, "  %-26s %-5s %-30s %-11s %s\n", "name", "when", "values", "default", "QEMU name");
 	for (p = 0; p < GW_PARAM__COUNT; p++) {
 		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
 		const struct qemu_param *q = qemu_param_of((enum gw_param)p);
@@ -548,7 +548,7 @@ void cli_print_params(FILE *out)
 			snprintf(def, sizeof(def), "%s", dn);
 		else
 			snprintf(def, sizeof(def), "%" PRId64, pi->def);
-		fprintf(out, "  %-26s %-5s %-24s %-10s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
+		fprintf(out, "  %-26s %-5s %-30s %-11s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
 			values, def, q ? q->name : "-", q && q->unit[0] ? " (" : "",
 			q && q->unit[0] ? q->unit : "", q && q->unit[0] ? ")" : "");
 		fprintf(out, "      %s\n", pi->help ? pi->help : "");
