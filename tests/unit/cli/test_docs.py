@@ -88,6 +88,18 @@ for n, line in enumerate(man.splitlines(), 1):
     if line.strip().startswith(('.', "'")):
         fails.append('godwit(1) line %d starts with %r (roff reads it as a request)' % (n, line.strip()[:1]))
 
+# URLs: every transport --help names is in godwit(1)'s URLS and the README's URLs.
+schemes = re.findall(r'\b([a-z]+):[A-Z]', top.split('URLs:')[1].split('\n')[0]) if 'URLs:' in top else []
+if len(schemes) < 3:
+    fails.append('godwit --help names %s as URLs' % schemes)
+man_urls = man.split('# URLS')[1].split('\n# ')[0] if '# URLS' in man else ''
+readme_urls = readme.split('\nURLs: ')[1].split('\n\n')[0] if '\nURLs: ' in readme else ''
+for sc in schemes:
+    if '*%s:*' % sc not in man_urls:
+        fails.append('godwit(1) URLS lacks %s:' % sc)
+    if '`%s:' % sc not in readme_urls:
+        fails.append("the README's URLs lack %s:" % sc)
+
 # Value names: what `godwit params --json` lists is what the docs may write.
 table = json.loads(subprocess.run([godwit, 'params', '--json'], capture_output=True,
                                   text=True).stdout)
