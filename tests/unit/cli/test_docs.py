@@ -10,7 +10,8 @@ command takes; every value option of run and migrate says its default in
 per command and no line of it starts with a dot (roff would eat it: "..."
 renders as ".."). Every PARAM=NAME the docs give for a parameter with named
 values (send-path=zerocopy|copy, recv-path=file, ...) is one `godwit params`
-lists, and the binary takes it.
+lists, and the binary takes it. Every URL scheme --help names is in
+godwit(1)'s URLS and the README's URLs.
 Usage: test_docs.py GODWIT SOURCE_DIR"""
 import glob
 import json
