@@ -65,9 +65,10 @@ GW_EXPORT const char *gw_log_str(char *buf, size_t size, const char *s);
 
 /*
  * @bytes written as godwit's options take a size, for messages a user
- * reads: the largest of T, G, M, K that divides it exactly ("512M", "1G",
- * "1536K"), else bytes below 1K ("1000"), else one decimal of the largest
- * unit below it ("15.2G", which the options take back as a size). Into
+ * reads: the largest of T, G, M, K that divides it exactly in at most 4
+ * digits ("512M", "1G", "1536K"), else bytes below 1K ("1000"), else one
+ * decimal of the largest unit below it ("15.2G", which the options take
+ * back as a size). Into
  * @buf (@size bytes, NUL-terminated; 16 hold any value). Returns @buf.
  */
 GW_EXPORT const char *gw_size_str(char *buf, size_t size, uint64_t bytes);

@@ -110,7 +110,9 @@ const char *gw_size_str(char *buf, size_t size, uint64_t bytes)
 
 	if (!buf || !size)
 		return buf;
-	while (u >= 0 && (bytes < (1ull << (10 * (u + 1))) || bytes % (1ull << (10 * (u + 1)))))
+	/* Exact in a unit, in at most 4 digits ("1536K", not "15954672K"). */
+	while (u >= 0 && (bytes < (1ull << (10 * (u + 1))) || bytes % (1ull << (10 * (u + 1))) ||
+			  bytes >> (10 * (u + 1)) > 9999))
 		u--;
 	if (u >= 0)
 		snprintf(buf, size, "%llu%c", (unsigned long long)(bytes >> (10 * (u + 1))), units[u]);
