@@ -10,6 +10,9 @@
 #  - an HTTP-like server that answers at once: "not a godwit frame";
 #  - a server that accepts and stays silent (io-timeout-ms=500): it did not
 #    answer within 500 ms (io-timeout-ms), not a godwit destination;
+#  - the echo and HTTP-like servers again with --tls-creds (skipped without
+#    openssl): our own TLS hello came back (an echo), or no TLS at all; no
+#    OpenSSL error code;
 #  - a destination made with --memory 16M, the source 32M: "--memory 16M",
 #    "--memory 32M", no byte counts;
 #  - a destination with --max-memory 16M: "32M", "16M", max-memory-bytes
@@ -116,6 +119,17 @@ migrate_fails silent "tcp:127.0.0.1:$(cat "$D/silent.port")" --set io-timeout-ms
 says silent "did not answer within 500 ms (io-timeout-ms)"
 says silent "not a godwit destination"
 never silent "peer silent"
+
+if command -v openssl >/dev/null && "$G" tls-certs "$D/tls" >/dev/null 2>&1; then
+	migrate_fails tls-echo "tcp:127.0.0.1:$(cat "$D/echo.port")" --tls-creds "$D/tls"
+	says tls-echo "sent back our own TLS hello: it echoes what it receives"
+	says tls-echo "not a godwit destination"
+	never tls-echo "SSL routines"
+	migrate_fails tls-http "tcp:127.0.0.1:$(cat "$D/http.port")" --tls-creds "$D/tls"
+	says tls-http "does not speak TLS: its answer is neither TLS nor godwit's protocol"
+else
+	echo "tls: skipped (no openssl command)"
+fi
 
 start_dst small --accel soft --memory 16M
 migrate_fails memory "$DST_URL"
