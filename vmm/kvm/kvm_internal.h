@@ -217,5 +217,7 @@ extern const struct vmm_vm_hooks kvm_hooks;
 
 /* Reasons: snprintf into a caller's buffer, NULL-safe. */
 void kvm_why(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* vmm_kvm.check: what create refuses before making anything (kvm_create.c). */
+int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len);
 
 #endif
