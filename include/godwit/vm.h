@@ -140,11 +140,14 @@ struct gw_vm_ops {
 	/*
 	 * Destination, optional: the source announced its RAM layout in @want
 	 * (host pointers NULL; with local migration, fd set to a received fd
-	 * which the callee then owns). Create or check the RAM and fill @vm
+	 * which the callee then owns), and its vCPU count in @want->nr_vcpus
+	 * (0: the source did not say). This runs before round 0, while the
+	 * source runs on: refuse here whatever the state would be refused for
+	 * at the switchover (RAM, vCPUs). Create or check the RAM and fill @vm
 	 * (its size is set; the VMM may assign its own gw_vm_info whole, and
 	 * points blocks at its array, which the engine copies on return).
 	 * When NULL, the engine compares @want with the gw_vm_info given at
-	 * session creation. 0 or -errno (use gw_state_reject-like reason via
+	 * session creation (blocks, and nr_vcpus when both are set). 0 or -errno (use gw_state_reject-like reason via
 	 * @reason, @reason_len).
 	 */
 	int (*setup_ram)(void *opaque, const struct gw_vm_info *want,

@@ -177,7 +177,9 @@ static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 	h->flags = (gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_LOCAL : 0) |
 		   (gw_param(s, GW_PARAM_POSTCOPY) && !gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_POSTCOPY : 0) |
 		   (gw_param(s, GW_PARAM_VERIFY) ? GW_HELLO_VERIFY : 0) |
-		   (gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES) ? GW_HELLO_XBZRLE : 0);
+		   (gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES) ? GW_HELLO_XBZRLE : 0) |
+		   (s->vm.nr_vcpus && s->vm.nr_vcpus <= GW_WIRE_MAX_HELLO_VCPUS ? GW_HELLO_VM : 0);
+	h->nr_vcpus = h->flags & GW_HELLO_VM ? s->vm.nr_vcpus : 0;	/* a VMM that says none sends no VM part */
 	h->batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
 	h->nr_blocks = s->vm.nr_blocks;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {

@@ -127,6 +127,28 @@ static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *
 	return ret;
 }
 
+/*
+ * The source's vCPU count (0: not said) against the vCPUs made ahead
+ * (--vcpus) and what this host's KVM allows: the load would refuse it after
+ * the whole precopy and a pause of the source.
+ */
+static int check_vcpus(const struct kvm_vm *vm, unsigned nr, char *reason, size_t reason_len)
+{
+	unsigned most = vm->caps.max_vcpus < KVM_MAX_VCPUS ? vm->caps.max_vcpus : KVM_MAX_VCPUS;
+
+	if (nr && nr < vm->vcpus_ahead) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPU%s and this destination was made with %u "
+			"(--vcpus %u): start the destination with --vcpus %u", nr, nr == 1 ? "" : "s",
+			vm->vcpus_ahead, vm->vcpus_ahead, nr);
+		return -ERANGE;
+	}
+	if (nr > most) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPUs, this host's KVM runs at most %u", nr, most);
+		return -ERANGE;
+	}
+	return 0;
+}
+
 static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char *reason,
 			  size_t reason_len)
 {
@@ -134,7 +156,9 @@ static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char 
 	bool taken[2] = { false, false };
 	int ret;
 
-	ret = check_layout(want, reason, reason_len);
+	ret = check_vcpus(vm, want->nr_vcpus, reason, reason_len);
+	if (!ret)
+		ret = check_layout(want, reason, reason_len);
 	if (!ret)
 		ret = setup_blocks(vm, want, taken, reason, reason_len);
 	if (!ret) {
