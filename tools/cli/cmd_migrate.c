@@ -122,7 +122,13 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 			return CLI_EXIT_USAGE;
 		}
 		if (c == OPT_API || c == OPT_QMP) {
-			*(c == OPT_API ? &api : &qmp_path) = optarg;
+			const char **at = c == OPT_API ? &api : &qmp_path;
+
+			if (*at) {
+				cli_repeated("migrate", c == OPT_API ? "--api" : "--qmp", *at, optarg);
+				return CLI_EXIT_USAGE;
+			}
+			*at = optarg;
 			continue;
 		}
 		if (migrate_opt_apply(o, c, optarg, "migrate"))
@@ -159,8 +165,7 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	}
 	*path = api ? api : qmp_path;
 	*qmp = qmp_path != NULL;
-	migrate_opts_finish(o);
-	return -1;
+	return migrate_opts_finish(o, o->to != NULL, "migrate") ? CLI_EXIT_USAGE : -1;
 }
 
 /* --resolve source|destination after an unknown outcome or a verify mismatch. */
