@@ -177,7 +177,9 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 {
 	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
 	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
-				   .kvm_vm_fd = -1, .nr_vcpus = h->nr_vcpus, .kvm_dirty_ring_full_efd = -1 };
+				   .kvm_vm_fd = -1, .nr_vcpus = h->nr_vcpus, .kvm_dirty_ring_full_efd = -1,
+				   .cpu_profile = h->profile_bytes ? h->profile : NULL,
+				   .cpu_profile_bytes = h->profile_bytes };
 	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
 	char reason[200] = "", esc[GW_LOG_STR_MAX(200)];
 	int ret;

@@ -125,6 +125,8 @@ void kvm_vm_free(struct kvm_vm *vm)
 }
 
 /* Publish what the engine's trackers need (kvm-log, kvm-ring). */
+_Static_assert(KVM_PROFILE_MAX_BYTES <= GW_CPU_PROFILE_MAX_BYTES, "the CPU profile fits gw_vm_info's bound");
+
 void kvm_publish_info(struct kvm_vm *vm)
 {
 	vm->base.info.kvm_vm_fd = vm->vm_fd;
@@ -133,6 +135,10 @@ void kvm_publish_info(struct kvm_vm *vm)
 	vm->base.info.kvm_dirty_rings = vm->ring_entries ? vm->rings : NULL;
 	vm->base.info.kvm_dirty_ring_fetch = vm->ring_entries ? vm->ring_fetch : NULL;
 	vm->base.info.kvm_dirty_ring_full_efd = vm->ring_full_efd;
+	vm->base.info.cpu_profile = vm->cpu_profile;
+	vm->base.info.cpu_profile_bytes = vm->cpuid ? (uint32_t)kvm_compat_profile(vm->cpuid, vm->nr_cpuid,
+										 vm->caps.compat, vm->caps.xsave_bytes,
+										 vm->cpu_profile) : 0;
 }
 
 /* Blocks "sys" and "ram" for @ram_bytes of workload RAM. */

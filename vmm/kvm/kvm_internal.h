@@ -117,6 +117,7 @@ struct kvm_vm {
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
 	struct kvm_cpuid_entry2 *cpuid;	/* what vCPUs got (vCPU 0's APIC ID), nr_cpuid */
 	uint32_t nr_cpuid;
+	uint8_t cpu_profile[KVM_PROFILE_MAX_BYTES];	/* info.cpu_profile: cpuid's, for HELLO (kvm_compat.h) */
 	uint32_t nr_msrs;		/* MSRs saved and restored, probed on vCPU 0 */
 	uint32_t msrs[KVM_COMPAT_MAX_MSRS];
 	uint64_t xcr0;
