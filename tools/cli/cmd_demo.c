@@ -180,7 +180,8 @@ static int demo_check(const struct demo *d)
 	struct vmm_config cfg;
 	struct vmm_workload wl;
 	char why[400];
-	bool src_all = d->ro.prealloc || strcmp(d->ro.fill, "none"), dst_all = d->dst_prealloc && !d->local;
+	bool src_all, dst_all = d->dst_prealloc && !d->local;
+	uint64_t pages = d->ro.memory_bytes / GW_PAGE_BYTES;
 
 	if (d->listen_url && gw_url_check(d->listen_url, true, why, sizeof(why))) {
 		cli_usage_error("demo", "--to: %s", why);
@@ -190,15 +191,18 @@ static int demo_check(const struct demo *d)
 		cli_usage_error("demo", "--workload: %s", why);
 		return CLI_EXIT_USAGE;
 	}
+	/* The source's RAM is all touched: at start, or by a workload over all of it (verify's default). */
+	src_all = d->ro.prealloc || strcmp(d->ro.fill, "none") || vmm_workload_ws_pages(&wl, pages) >= pages;
 	run_config_of(&d->ro, false, &cfg);
 	if (be && be->check_config(&cfg, why, sizeof(why))) {	/* auto: the children choose */
 		cli_usage_error("demo", "--accel %s: %s", d->ro.accel, why);
 		return CLI_EXIT_USAGE;
 	}
 	if (run_memory_check(&d->ro, (unsigned)src_all + dst_all,
-			     src_all && dst_all ? "with both VMs on this host (the source's --fill or --prealloc, "
-			     "the destination preallocated)" : src_all ? "with the source's --fill or --prealloc" :
-			     "with the destination preallocated",
+			     src_all && dst_all ? "both VMs on this host use all of theirs (the source's RAM "
+			     "filled, preallocated or written whole by its workload; the destination's preallocated)" :
+			     src_all ? "the source uses all of its RAM (filled, preallocated or written whole by its "
+			     "workload)" : "the destination preallocates all of its RAM",
 			     dst_all ? ", or give --no-dst-prealloc" : ", or use --fill none", "demo"))
 		return CLI_EXIT_FAIL;
 	return -1;

@@ -146,7 +146,8 @@ int run_check(const struct run_opts *o, bool dest, struct vmm_config *cfg, const
 		return CLI_EXIT_USAGE;
 	}
 	run_config_of(o, dest, cfg);
-	snprintf(by, sizeof(by), "with --%s%s", o->prealloc ? "prealloc" : "fill ", o->prealloc ? "" : o->fill);
+	snprintf(by, sizeof(by), "--%s%s allocates all of it at start", o->prealloc ? "prealloc" : "fill ",
+		 o->prealloc ? "" : o->fill);
 	if (cfg->memory_bytes && run_memory_check(o, o->prealloc || cfg->fill != VMM_FILL_NONE, by,
 						  o->prealloc ? ", or leave out --prealloc" : ", or use --fill none",
 						  "run"))

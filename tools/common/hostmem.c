@@ -66,9 +66,9 @@ int cli_memory_fits(const struct cli_host_mem *h, uint64_t memory_bytes, unsigne
 	if (copies && memory_bytes > avail / copies) {
 		cli_fmt_bytes(memory_bytes * copies, want, sizeof(want));
 		size_at_most(avail / copies, most, sizeof(most));
-		snprintf(why, why_len, "%s, %s %s allocated at start, more than the %s this host has available "
-			 "now (of %s of RAM, %s): give --memory %s or less%s", by, want,
-			 copies > 1 ? "are" : "is", cli_fmt_bytes(avail, a, sizeof(a)), ram, swap, most, alt);
+		snprintf(why, why_len, "%s: %s, more than the %s this host has available now (of %s of RAM, "
+			 "%s): give --memory %s or less%s", by, want, cli_fmt_bytes(avail, a, sizeof(a)), ram, swap,
+			 most, alt);
 		return -ENOMEM;
 	}
 	return 0;

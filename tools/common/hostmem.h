@@ -28,9 +28,9 @@ int cli_host_mem_read(const char *path, struct cli_host_mem *h);
 
 /*
  * Whether a VM of @memory_bytes fits @h when @copies VMs of that size
- * (0, 1 or 2: demo's two VMs) allocate all of it at start. @by says why
- * ("with --prealloc"), @alt what else the user may do (", or leave out
- * --prealloc"). 0, or -ENOMEM with the figures and what to do in @why,
+ * (0, 1 or 2: demo's two VMs) allocate all of it. @by says how
+ * ("--prealloc allocates all of it at start"), @alt what else the user may
+ * do (", or leave out --prealloc"). 0, or -ENOMEM with the figures and what to do in @why,
  * to follow "--memory SIZE: ".
  */
 int cli_memory_fits(const struct cli_host_mem *h, uint64_t memory_bytes, unsigned copies,

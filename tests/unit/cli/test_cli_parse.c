@@ -8,7 +8,8 @@
  * parameter table and checks its bounds, "zstd:3" gives codec and level.
  * The host memory check reads /proc/meminfo's figures and refuses, with
  * the figures and a size the user can type, a VM larger than RAM and swap,
- * or one allocated at start larger than what is available now.
+ * or one allocated whole (at start, or both of demo's) larger than what
+ * is available now.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -237,21 +238,22 @@ static void test_hostmem(void)
 	unlink(path);
 	TEST_CHECK(cli_host_mem_read("/nonexistent/meminfo", &r) == -ENOENT, "missing file");
 
-	TEST_CHECK(cli_memory_fits(&h, 16 * GIB, 1, "with --prealloc", "", why, sizeof(why)) == 0, "16G fits");
+	TEST_CHECK(cli_memory_fits(&h, 16 * GIB, 1, "--prealloc allocates all of it at start", "", why,
+				   sizeof(why)) == 0, "16G fits");
 	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 0, "", "", why, sizeof(why)) == 0, "23G mapped only fits");
 	TEST_CHECK(cli_memory_fits(&h, 1ull << 40, 0, "", "", why, sizeof(why)) == -ENOMEM &&
 		   strstr(why, "more than this host's memory (23.50 GiB of RAM, no swap)") &&
 		   strstr(why, "give --memory 23G or less"), "1T: %s", why);
-	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "with --prealloc", ", or leave out --prealloc", why,
-				   sizeof(why)) == -ENOMEM &&
-		   strstr(why, "with --prealloc, 23.00 GiB is allocated at start, more than the 20.50 GiB this "
-			  "host has available now (of 23.50 GiB of RAM, no swap): give --memory 20G or less, "
-			  "or leave out --prealloc"), "23G prealloc: %s", why);
-	TEST_CHECK(cli_memory_fits(&h, 12 * GIB, 2, "with both", "", why, sizeof(why)) == -ENOMEM &&
-		   strstr(why, "24.00 GiB are allocated") && strstr(why, "give --memory 10G or less"),
+	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "--prealloc allocates all of it at start",
+				   ", or leave out --prealloc", why, sizeof(why)) == -ENOMEM &&
+		   !strcmp(why, "--prealloc allocates all of it at start: 23.00 GiB, more than the 20.50 GiB this "
+			   "host has available now (of 23.50 GiB of RAM, no swap): give --memory 20G or less, "
+			   "or leave out --prealloc"), "23G prealloc: %s", why);
+	TEST_CHECK(cli_memory_fits(&h, 12 * GIB, 2, "both VMs use all of theirs", "", why, sizeof(why)) == -ENOMEM &&
+		   strstr(why, "both VMs use all of theirs: 24.00 GiB,") && strstr(why, "give --memory 10G or less"),
 		   "two VMs of 12G: %s", why);
 	h.swap_bytes = h.swap_free_bytes = 4 * GIB;
-	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "with --prealloc", "", why, sizeof(why)) == 0,
+	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "--prealloc", "", why, sizeof(why)) == 0,
 		   "23G prealloc with 4G of free swap fits");
 	TEST_CHECK(cli_memory_fits(&h, 28 * GIB, 0, "", "", why, sizeof(why)) == -ENOMEM &&
 		   strstr(why, "23.50 GiB of RAM, 4.00 GiB of swap") && strstr(why, "give --memory 27G"),

@@ -10,7 +10,7 @@
 #    timeout, a workload the chosen backend cannot run;
 #  - a --memory this host cannot hold exits 1 with the host's figures: more
 #    than its RAM and swap, or, allocated at start (--prealloc), more than it
-#    has available;
+#    has available; demo counts both VMs;
 #  - --accel auto takes the first backend that can run the workload
 #    (balloon: the soft VM, whether KVM works here or not);
 #  - demo refuses the same before starting a child, and a destination that
@@ -74,9 +74,13 @@ refused 1 "--memory $((host_kib * 2 / 1024))M: more than this host's memory .* o
 	run --accel soft --memory "$((host_kib * 2 / 1024))M"
 # All of RAM and swap: mapped it would be allowed; allocated at start it is
 # more than what is available, which is always below the total.
-refused 1 "with --prealloc, .* allocated at start, more than the .* available now .*leave out --prealloc" \
+refused 1 "--prealloc allocates all of it at start: .*, more than the .* available now .*leave out --prealloc" \
 	run --accel soft --memory "$((host_kib / 4 * 4))K" --prealloc
 refused 1 "more than this host's memory" demo --accel soft --memory "$((host_kib * 2 / 1024))M"
+# Each VM fits alone; the two together (the verify workload writes all of
+# the source's, the destination is preallocated) cannot.
+refused 1 "both VMs on this host use all of theirs .*: .*, more than the .* available now" \
+	demo --accel soft --memory "$((host_kib / 4 * 3 / 1024))M"
 
 # --accel auto with the balloon workload: the soft VM, even where KVM works.
 "$G" run --memory 16M --workload balloon --api "$D/b.sock" 2>"$D/b.err" &
