@@ -127,7 +127,7 @@ void run_opts_init(struct run_opts *o);
 struct migrate_opts {
 	const char *to;
 	struct cli_params params;
-	bool converge_timeout_given, on_timeout_given;
+	bool on_timeout_given;		/* --on-timeout: migrate_opts_check reads it */
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
 	const char *incoming;		/* --incoming URL (a deferred destination) */
@@ -146,10 +146,9 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd);
 int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd);
 /*
  * Called after parsing: --on-timeout without a converge timeout is refused
- * when @starting a migration (0, or -1 printed as "godwit @cmd: ...");
- * --converge-timeout without --on-timeout means cancel.
+ * when @starting a migration. 0, or -1 printed as "godwit @cmd: ...".
  */
-int migrate_opts_finish(struct migrate_opts *o, bool starting, const char *cmd);
+int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'

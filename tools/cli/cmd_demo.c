@@ -35,6 +35,7 @@
 #define DEMO_RESUME_TIMEOUT_MS 10000	/* destination VM runs after completion */
 #define DEMO_PROGRESS_GAP_MS 200	/* between progress samples */
 #define DEMO_PROGRESS_TIMEOUT_MS 10000	/* the destination's guest shows progress */
+#define DEMO_EXIT_WAIT_MS 10000		/* a child whose stdout closed has exited */
 
 /* One demo, on the main thread. */
 struct demo {
@@ -245,7 +246,7 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (migrate_opts_finish(&d->mo, true, "demo"))
+	if (migrate_opts_check(&d->mo, true, "demo"))
 		return CLI_EXIT_USAGE;
 	d->verify_on = cli_params_value(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = cli_params_value(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
@@ -403,6 +404,9 @@ static int demo_start(struct demo *d)
 		return -1;
 	}
 	ret = demo_read_incoming(d->dst_out[0], &d->dst, d->url, sizeof(d->url));
+	/* Its stdout closed: it is exiting; reap it to say how (bounded: a hang guard). */
+	for (int i = 0; ret == -EPIPE && i < DEMO_EXIT_WAIT_MS / 20 && !demo_child_gone(&d->dst); i++)
+		cli_sleep_ms(20);
 	if (ret == -EPIPE && demo_child_gone(&d->dst)) {
 		char how[64], why[600] = "";
 

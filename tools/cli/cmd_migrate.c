@@ -166,7 +166,7 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	}
 	*path = api ? api : qmp_path;
 	*qmp = qmp_path != NULL;
-	return migrate_opts_finish(o, o->to != NULL, "migrate") ? CLI_EXIT_USAGE : -1;
+	return migrate_opts_check(o, o->to != NULL, "migrate") ? CLI_EXIT_USAGE : -1;
 }
 
 /* --resolve source|destination after an unknown outcome or a verify mismatch. */

@@ -432,8 +432,6 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 			continue;
 		if (param_opt_value(po, arg, cmd, &v))
 			return -1;
-		if (id == OPT_CONVERGE_TIMEOUT)
-			o->converge_timeout_given = true;	/* migrate_opts_finish reads it */
 		return put_checked(&o->params, po->p, v, cmd, po->opt);
 	}
 	switch (id) {
@@ -524,7 +522,7 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	}
 }
 
-int migrate_opts_finish(struct migrate_opts *o, bool starting, const char *cmd)
+int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd)
 {
 	bool timeout = cli_params_value(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, 0) > 0;
 
@@ -533,9 +531,6 @@ int migrate_opts_finish(struct migrate_opts *o, bool starting, const char *cmd)
 				"timeout is given: add --converge-timeout MS, or leave out --on-timeout");
 		return -1;
 	}
-	/* A timeout that keeps going would do nothing: the user meant to stop. */
-	if (o->converge_timeout_given && !o->on_timeout_given)
-		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
 	return 0;
 }
 
