@@ -287,9 +287,8 @@ int cmd_run(int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	memset(&rs, 0, sizeof(rs));
-	if (o.log_level)
-		set_log_level(o.log_level);
 	gw_log_set_side(o.incoming_url ? "dst" : "src");
+	set_log_level(o.log_level ? o.log_level : "info");	/* the library's own default is warn */
 	ret = run_check(&o, o.incoming_url != NULL, &cfg, &rs.be);
 	if (ret >= 0)
 		return ret;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Does a VM's RAM fit this host (hostmem.h)? */
 #include "common/hostmem.h"
-#include "common/cli_parse.h"
+#include <godwit/log.h>
 
 #include <errno.h>
 #include <inttypes.h>
@@ -52,9 +52,9 @@ int cli_memory_fits(const struct cli_host_mem *h, uint64_t memory_bytes, unsigne
 	uint64_t host = h->ram_bytes + h->swap_bytes, avail = h->available_bytes + h->swap_free_bytes;
 	char ram[32], swap[48], a[32], want[32], most[32];
 
-	cli_fmt_bytes(h->ram_bytes, ram, sizeof(ram));
+	gw_size_str(ram, sizeof(ram), h->ram_bytes);	/* sizes as --memory takes them */
 	if (h->swap_bytes)
-		snprintf(swap, sizeof(swap), "%s of swap", cli_fmt_bytes(h->swap_bytes, a, sizeof(a)));
+		snprintf(swap, sizeof(swap), "%s of swap", gw_size_str(a, sizeof(a), h->swap_bytes));
 	else
 		snprintf(swap, sizeof(swap), "no swap");
 	if (memory_bytes > host) {
@@ -64,10 +64,10 @@ int cli_memory_fits(const struct cli_host_mem *h, uint64_t memory_bytes, unsigne
 		return -ENOMEM;
 	}
 	if (copies && memory_bytes > avail / copies) {
-		cli_fmt_bytes(memory_bytes * copies, want, sizeof(want));
+		gw_size_str(want, sizeof(want), memory_bytes * copies);
 		size_at_most(avail / copies, most, sizeof(most));
 		snprintf(why, why_len, "%s: %s, more than the %s this host has available now (of %s of RAM, "
-			 "%s): give --memory %s or less%s", by, want, cli_fmt_bytes(avail, a, sizeof(a)), ram, swap,
+			 "%s): give --memory %s or less%s", by, want, gw_size_str(a, sizeof(a), avail), ram, swap,
 			 most, alt);
 		return -ENOMEM;
 	}
