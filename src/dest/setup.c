@@ -97,9 +97,17 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 	return 0;
 }
 
-/* Without a setup_ram callback: the layout given at creation must be the announced one. */
+/*
+ * Without a setup_ram callback: the layout given at creation must be the
+ * announced one, and so must the vCPU count when both ends give one.
+ */
 static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
 {
+	if (want->nr_vcpus && s->vm.nr_vcpus && want->nr_vcpus != s->vm.nr_vcpus) {
+		snprintf(why, why_len, "the source's VM has %u vCPUs, this destination's %u", want->nr_vcpus,
+			 s->vm.nr_vcpus);
+		return -ERANGE;
+	}
 	if (s->vm.nr_blocks != want->nr_blocks) {
 		snprintf(why, why_len, "the source's RAM is %u blocks, this destination's VM has %u: it must "
 			 "be made with the source's RAM layout", want->nr_blocks, s->vm.nr_blocks);
@@ -185,7 +193,9 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 {
 	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
 	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
-				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
+				   .kvm_vm_fd = -1, .nr_vcpus = h->nr_vcpus, .kvm_dirty_ring_full_efd = -1,
+				   .cpu_profile = h->profile_bytes ? h->profile : NULL,
+				   .cpu_profile_bytes = h->profile_bytes };
 	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
 	char reason[200] = "", esc[GW_LOG_STR_MAX(200)];
 	int ret;
