@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -203,15 +204,33 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 	return 0;
 }
 
+/* What this host can give now: MemAvailable (/proc/meminfo), else its free RAM; bytes, 0 unknown. */
+static uint64_t host_available_bytes(void)
+{
+	long pages = sysconf(_SC_AVPHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib)
+		return (uint64_t)kib << 10;
+	return pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+}
+
 /*
  * A destination never commits more memory than it was given: the RAM of the
  * VM built from --memory (the layout must match it anyway; the KVM VMM adds
  * a block of its own beside the guest's --memory), else --max-memory, else
- * this host's RAM.
+ * what this host can give when it starts listening (MemAvailable), never
+ * all of its RAM.
  */
 int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
 	uint64_t cap;
 	int ret;
 
@@ -226,7 +245,7 @@ int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, s
 		if (cap < rs->opts->memory_bytes)
 			cap = rs->opts->memory_bytes;
 	} else
-		cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+		cap = host_available_bytes();
 	ret = cap ? gw_session_set(s, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)cap) : 0;
 	return ret ? refuse(err, err_len, ret, "cannot set the memory cap: %s", strerror(-ret)) : 0;
 }
