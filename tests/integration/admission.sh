@@ -17,7 +17,7 @@
 #   busy        a second source while a migration runs gets ERROR BUSY at
 #               once, naming who holds the destination; the first completes.
 #   stalled     a committed migration whose source stops (SIGSTOP) times
-#               out on the destination (no progress on any connection for
+#               out on the destination (no page on any connection for
 #               io-timeout-ms), which never resumes; the source, continued,
 #               keeps running its VM.
 #   tls         through the binary: a plain source to a TLS destination is
