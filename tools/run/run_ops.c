@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static int refuse(char *err, size_t err_len, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -126,6 +127,27 @@ static void verify_check_text(struct run_state *rs, char *buf, size_t len)
 		snprintf(buf, len, "n/a");
 }
 
+/*
+ * Bytes of the VM's RAM files (memfd, shmem) that hold memory: what a
+ * destination committed as pages arrived, which no RSS shows until mapped
+ * and touched. Each file counted once (blocks may share one).
+ */
+static long long ram_shmem_bytes(const struct gw_vm_info *vi)
+{
+	long long bytes = 0;
+	struct stat sb;
+
+	for (unsigned i = 0; vi && i < vi->nr_blocks; i++) {
+		bool seen = false;
+
+		for (unsigned j = 0; j < i; j++)
+			seen |= vi->blocks[j].fd == vi->blocks[i].fd;
+		if (vi->blocks[i].fd >= 0 && !seen && !fstat(vi->blocks[i].fd, &sb))
+			bytes += (long long)sb.st_blocks * 512;
+	}
+	return bytes;
+}
+
 json_t *run_status(struct run_state *rs)
 {
 	struct gw_stats *st = calloc(1, sizeof(*st));
@@ -152,6 +174,7 @@ json_t *run_status(struct run_state *rs)
 	r |= js_set_str(o, "accel", rs->be->name);	/* the --accel backend running the VM */
 	r |= js_set_str(o, "workload", wl);
 	r |= js_set_int(o, "guest-progress-count", (long long)rs->be->progress(rs->vm));
+	r |= js_set_int(o, "ram-shmem-bytes", ram_shmem_bytes(rs->vm ? rs->be->info(rs->vm) : NULL));
 	r |= js_set_str(o, "verify-check", vc);
 	if (rs->dest)
 		r |= js_set_str(o, "incoming-url", rs->sess && rs->sess_role == GW_ROLE_DEST ?
