@@ -9,7 +9,8 @@ For each run, interleaved, two migrations with fresh processes on 127.0.0.1:
   parked   before the migrate command, a stranger connects to the
            destination's port and stays silent for the whole migration
            (--strangers many: 40 idle connections, one dripping a HELLO a
-           byte every 0.5 s and one sending garbage).
+           byte every 0.5 s and one sending garbage; parked-churn and
+           reconnect: the attacks of --attack below, with their defaults).
 Prints each run's set-up time (`setup-time`, migrate command to round 0:
 connections, handshakes, tracking, round-0 scan) and total time, then per
 mode the median, min and max, and the difference of the medians.
@@ -96,6 +97,7 @@ class Attack:
         self.conns = 0
         self.evicted = {"hold": 0, "churn": 0}     # ERRORs naming the eviction, by kind of connection
         self.budget, self.budget_t = 0.0, time.monotonic()
+        self.stop = threading.Event()
 
     def open(self, payload):
         try:
@@ -158,7 +160,7 @@ class Attack:
                    self.evicted["hold"], self.evicted["churn"]), flush=True)
 
     def loop(self, end, next_churn):
-        while time.monotonic() < end:
+        while time.monotonic() < end and not self.stop.is_set():
             timeout = 0.01
             if self.kind == "parked-churn":
                 now = time.monotonic()
@@ -210,7 +212,14 @@ def one(args, mode):
                 break
             time.sleep(0.1)
         if mode == "parked":
-            held = strangers(port, args.strangers, stop)
+            if args.strangers in ("parked-churn", "reconnect"):
+                attack = Attack(port, args.strangers, 40, 200, 800)
+                threading.Thread(target=attack.run, args=(600, d + "/ready"), daemon=True).start()
+                held = [attack]
+                while not os.path.exists(d + "/ready"):
+                    time.sleep(0.01)
+            else:
+                held = strangers(port, args.strangers, stop)
             time.sleep(0.2)     # they are in before the source
         r = subprocess.run([args.godwit, "migrate", "--api", d + "/src.sock", "--to", url, "--json"] + mig_tls,
                            capture_output=True, text=True)
@@ -221,7 +230,10 @@ def one(args, mode):
     finally:
         stop.set()
         for s in held:
-            s.close()
+            if isinstance(s, Attack):
+                s.stop.set()
+            else:
+                s.close()
         for p in procs:
             p.kill()
             p.wait()
@@ -234,7 +246,7 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--memory", default="256M")
     ap.add_argument("--tls", default=None)
-    ap.add_argument("--strangers", choices=["idle", "many"], default="idle")
+    ap.add_argument("--strangers", choices=["idle", "many", "parked-churn", "reconnect"], default="idle")
     ap.add_argument("--attack", choices=["parked-churn", "reconnect"], default=None)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=60)

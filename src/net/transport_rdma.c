@@ -70,7 +70,7 @@ static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
 			continue;
 		}
 		rsetsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!rbind(fd, ai->ai_addr, ai->ai_addrlen) && !rlisten(fd, 64))
+		if (!rbind(fd, ai->ai_addr, ai->ai_addrlen) && !rlisten(fd, GW_LISTEN_BACKLOG))
 			break;
 		ret = r_close_keep_errno(fd);
 		fd = -1;
