@@ -324,7 +324,7 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 	pthread_mutex_lock(&s->lock);
 	s->t_start_ns = gw_now_ns();
 	pthread_mutex_unlock(&s->lock);
-	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
+	dst_progress(s);
 	note_tls(s, c->peer);
 	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
 	s->dst->snap_err = 0;
@@ -405,11 +405,21 @@ int dst_handshake(struct gw_session *s)
 	return ret;
 }
 
-/* Receives of a connection of this migration: frames within the I/O timeout, idle while the migration progresses. */
+/*
+ * Receives of a connection of this migration: frames within the I/O
+ * timeout, idle while the migration progresses. Progress is pages, and the
+ * steps that end a precopy (dst_progress): a frame as such, a PING or an
+ * EXTENTS, is none, so a source that sends nothing else stalls.
+ */
 void dst_conn_watch(struct gw_session *s, struct gw_conn *c)
 {
 	gw_conn_set_timeout(c, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	gw_conn_watch_progress(c, &s->rx_progress_ns);
+	gw_conn_wait_progress(c, &s->rx_progress_ns);
+}
+
+void dst_progress(struct gw_session *s)
+{
+	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 }
 
 /*

@@ -543,7 +543,7 @@ static int demo_report(struct demo *d)
 {
 	static const char *const skip[] = {
 		"ok", "role", "vm-status", "verified", "verify-check", "guest-progress-count",
-		"incoming-url", "settled", NULL,
+		"ram-shmem-bytes", "incoming-url", "settled", NULL,
 	};
 	char src_vs[64], dst_vs[64];
 

@@ -80,7 +80,7 @@ static void run_usage(FILE *out)
 		"  --tls-hostname NAME    source: the name the destination's certificate must carry\n"
 		"                         (default: the URL's host)\n"
 		"  --max-memory SIZE      destination without --memory: refuse a source with more RAM\n"
-		"                         (default: this host's RAM)\n"
+		"                         (default: this host's MemAvailable when it listens)\n"
 		"  --log-level error|warn|info|debug   (default info)\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
 		"                         (default: keep serving)\n"
