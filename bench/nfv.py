@@ -405,8 +405,9 @@ def parse_args():
     ap.add_argument("--downtime-limit", type=int, default=10, help="ms (default 10)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each configuration (default 3)")
     ap.add_argument("--json", action="store_true", help="one JSON object per run on stdout, then the tables")
-    ap.add_argument("--guest", default="l2fwd", choices=["l2fwd", "standin"],
-                    help="l2fwd: the guest forwards (--workload l2fwd); standin: bench/tapecho does (default l2fwd)")
+    ap.add_argument("--guest", default="l2fwd", choices=["l2fwd", "standin", "auto"],
+                    help="l2fwd: the guest forwards (--workload l2fwd); standin: bench/tapecho does; "
+                         "auto: l2fwd where this godwit has the workload, else standin (default l2fwd)")
     ap.add_argument("--traffic-seconds", type=int, default=8, help="how long gwpktgen sends (default 8)")
     ap.add_argument("--extra", default="", help="more migrate options, one string")
     ap.add_argument("--out", default="/tmp/gw-nfv", help="where the JSON lines go (default /tmp/gw-nfv)")
@@ -433,6 +434,14 @@ def main():
     n = Nfv(args)
     if not n.b.godwit or not os.access(n.gen, os.X_OK) or not os.access(n.echo, os.X_OK):
         sys.stderr.write("nfv: %s lacks tools/godwit, bench/gwpktgen or bench/tapecho\n" % args.build)
+        n.b.cleanup()
+        return 1
+    has_l2fwd = "l2fwd" in subprocess.run([n.b.godwit, "run", "--help"], capture_output=True,
+                                           text=True).stdout
+    if args.guest == "auto":
+        args.guest = "l2fwd" if has_l2fwd else "standin"
+    elif args.guest == "l2fwd" and not has_l2fwd:
+        sys.stderr.write("nfv: this godwit has no l2fwd workload (godwit run --help): use --guest standin\n")
         n.b.cleanup()
         return 1
     if not n.topo.available():
