@@ -174,9 +174,10 @@ class Nfv:
         self.b = B.Bench(ns)
         self.gen = os.path.join(args.build, "bench", "gwpktgen")
         self.echo = os.path.join(args.build, "bench", "tapecho")
+        self.own = None	# this run's copy of the RAM file (l2fwd), removed after it
         self.topo = Topo("nfv%d" % (os.getpid() % 100000), args.link, max(args.nics))
 
-    def ramfile(self, fill, private_dir):
+    def ramfile(self, fill, index):
         """The source's RAM file, or None (--fill none: the VM fills nothing)."""
         if fill == "none":
             return None
@@ -184,10 +185,12 @@ class Nfv:
             else self.b.ramfile(self.args.memory, fill)
         if self.args.guest == "standin":
             return path	# an idle guest writes only its counter: the file can be shared
-        own = os.path.join(private_dir, "ram")
-        shutil.copyfile(path, own)	# a forwarding guest writes its buffers into RAM
-        os.truncate(own, self.args.memory)
-        return own
+        # A forwarding guest writes its buffers into RAM: each run its own copy,
+        # in tmpfs, removed after the run (self.own).
+        self.own = path.replace(".ram", "-run%03d.ram" % index)
+        shutil.copyfile(path, self.own)
+        os.truncate(self.own, self.args.memory)
+        return self.own
 
     def vm_argv(self, api, accel, nics, extra):
         a = self.args
@@ -254,7 +257,7 @@ class Nfv:
         src = dst = gen = src_log = dst_log = None
         standin, cont_at, stop_at = [], [], []	# filled once the VMs run; their log callbacks read them
         try:
-            ram = self.ramfile(fill, run_dir)
+            ram = self.ramfile(fill, index)
             start, mark = os.path.join(run_dir, "start"), os.path.join(run_dir, "mark")
             dst, dst_log = self.vmm(self.vm_argv(dst_api, accel, nics, [
                 "--incoming", "tcp:%s:0" % env["NFV_DST_ADDR"], "--memory", str(a.memory), "--prealloc"]),
@@ -309,6 +312,12 @@ class Nfv:
             for tee in (src_log, dst_log):
                 if tee:
                     tee.join(timeout=5)
+            if self.own:
+                try:
+                    os.unlink(self.own)
+                except OSError:
+                    pass
+                self.own = None
         if rec["error"] or a.keep_logs:
             rec["logs"] = self.keep(run_dir, index)
         shutil.rmtree(run_dir, ignore_errors=True)
