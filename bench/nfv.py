@@ -342,6 +342,9 @@ class Nfv:
                   "forwarded-pps-before", "forwarded-pps-after", "achieved-pps", "send-late-max-ms", "send-gap-ms"):
             rec[k] = pg.get(k)
         rec["net-gap-ms"] = pg.get("mark-gap-ms") or None
+        # gwpktgen keeps gaps of at least 1 ms and 3 intervals: a shorter one is "under" that
+        rec["net-gap-under-ms"] = None if rec["net-gap-ms"] else max(1.0, 3 * pg.get("gap-resolution-ms", 0))
+        rec["send-gap-in-gap-ms"] = pg.get("mark-send-gap-ms")
         rec["run-gap-ms"] = pg.get("net-gap-ms")
         rec["carried"] = dst_log.carried
         pause = src_log.stamp("vm_pause")
@@ -361,6 +364,12 @@ class Nfv:
             rec["gap-end-ms"] = (g0 + gap / 1e3 - resume) * 1e3
 
 
+def gap_cell(r):
+    if r.get("net-gap-ms"):
+        return "%.2f" % r["net-gap-ms"]
+    return "<%.2f" % r["net-gap-under-ms"] if r.get("net-gap-under-ms") else "-"
+
+
 def cfg_label(c):
     return "%s %s %d NIC" % c
 
@@ -370,7 +379,7 @@ def print_tables(args, cfgs, recs):
     rows = []
     for i, r in enumerate(recs):
         rows.append([i + 1, cfg_label((r["accel"], r["fill"], r["nics"])), f(r.get("total-ms"), "%.0f"),
-                     f(r.get("downtime-ms"), "%.2f"), f(r.get("net-gap-ms"), "%.2f"),
+                     f(r.get("downtime-ms"), "%.2f"), gap_cell(r), f(r.get("send-gap-in-gap-ms"), "%.2f"),
                      f(r.get("gap-minus-downtime-ms"), "%.2f"), f(r.get("gap-start-ms"), "%.2f"),
                      f(r.get("gap-end-ms"), "%.2f"), f(r.get("announce-ms"), "%.2f"),
                      r.get("lost", "-"), r.get("duplicated", "-"), r.get("reordered", "-"), r.get("corrupted", "-"),
@@ -381,7 +390,8 @@ def print_tables(args, cfgs, recs):
     print("%s guest, %s RAM (%s of it filled), %s link, %d pps (gap resolution %.3f ms), downtime limit %d ms\n" %
           (args.guest, B.size_str(args.memory), B.size_str(args.data), args.link, args.pps, res,
            args.downtime_limit))
-    print(B.table(["run", "VM, fill, NICs", "total ms", "downtime ms", "net-gap ms", "gap - downtime ms",
+    print(B.table(["run", "VM, fill, NICs", "total ms", "downtime ms", "net-gap ms", "sender stall in gap ms",
+                   "gap - downtime ms",
                    "gap start ms", "gap end ms", "announce ms", "lost", "dup", "reord", "corrupt", "carried",
                    "fwd pps before", "fwd pps after", "verified"], rows))
     print("\nmedian [min-max] over the runs of each configuration\n")
@@ -417,7 +427,7 @@ def parse_args():
     ap.add_argument("--guest", default="l2fwd", choices=["l2fwd", "standin", "auto"],
                     help="l2fwd: the guest forwards (--workload l2fwd); standin: bench/tapecho does; "
                          "auto: l2fwd where this godwit has the workload, else standin (default l2fwd)")
-    ap.add_argument("--traffic-seconds", type=int, default=8, help="how long gwpktgen sends (default 8)")
+    ap.add_argument("--traffic-seconds", type=int, default=12, help="how long gwpktgen sends (default 12)")
     ap.add_argument("--extra", default="", help="more migrate options, one string")
     ap.add_argument("--out", default="/tmp/gw-nfv", help="where the JSON lines go (default /tmp/gw-nfv)")
     ap.add_argument("--keep-logs", default=None, help="directory: every run's logs (a failed run's always kept)")
