@@ -18,7 +18,8 @@ Every run, with fresh processes, on the topology of
 tests/integration/nfv_topo.sh (source host, destination host, switch,
 generator: four network namespaces, the migration on its own link):
   destination  [dst] godwit run --incoming tcp:DST:0 --memory SIZE --prealloc --nic ...
-  source       [src] godwit run --memory SIZE --memory-file RAM --fill none --prealloc --workload l2fwd --nic ...
+  source       [src] godwit run --memory SIZE --memory-file RAM --fill none --workload l2fwd --nic ...
+               (and --prealloc when --data is the whole RAM: the file mapped first, as a running guest's)
                (RAM: a tmpfs file whose first --data bytes hold --fill content, the rest a hole)
   generator    [gen] gwpktgen --pps N for the whole run; after 1.5 s of traffic
   driver       godwit migrate --downtime-limit MS ... --json
@@ -264,9 +265,12 @@ class Nfv:
                 "dst", dst_path, {"vm_resume", "announce_round"}, self.on_resume(standin, cont_at),
                 stdout=subprocess.PIPE)
             extra = ["--memory", str(a.memory), "--workload", "idle" if a.guest == "standin" else "l2fwd"]
-            # The source maps its prepared RAM first (--prealloc), as a guest that ran has it mapped:
-            # here a first touch costs ~11 us a page, which is not migration work (bench.py's rule).
-            extra += ["--memory-file", ram, "--fill", "none", "--prealloc"] if ram else ["--fill", "none"]
+            # A source whose RAM is all content maps it first (--prealloc), as a guest that ran has
+            # it mapped (a first touch here costs several us a page, not migration work); with
+            # --data below --memory it does not: that would populate the part never written.
+            extra += ["--memory-file", ram, "--fill", "none"] if ram else ["--fill", "none"]
+            if ram and a.data >= a.memory:
+                extra.append("--prealloc")
             src, src_log = self.vmm(self.vm_argv(src_api, accel, nics, extra), "src", src_path, {"vm_pause"},
                                     self.on_pause(mark, standin, stop_at))
             url = self.b.read_incoming(dst, 600)
@@ -339,6 +343,8 @@ class Nfv:
             rec["error"] = "%s: %s" % (st.get("status"), st.get("error-desc", ""))
         rec["total-ms"] = st.get("total-time")
         rec["downtime-ms"] = st.get("downtime")
+        rec["rounds"] = st.get("rounds")
+        rec["mbps"] = (st.get("ram") or {}).get("mbps")	# the engine's transfer rate (Mbit/s)
         rec["verified"] = bool(st.get("status") == "completed" and st.get("verified"))
         for k in ("lost", "duplicated", "reordered", "corrupted", "sent", "received", "gap-resolution-ms",
                   "forwarded-pps-before", "forwarded-pps-after", "achieved-pps", "send-late-max-ms", "send-gap-ms"):
@@ -403,12 +409,12 @@ def print_tables(args, cfgs, recs):
         ok = [r for r in rs if not r.get("error")]
         rows.append([cfg_label(c), len(rs)] +
                     [B.spread([r.get(k) for r in ok], s) for k, s in (
-                        ("total-ms", "%.0f"), ("downtime-ms", "%.2f"), ("net-gap-ms", "%.2f"),
+                        ("total-ms", "%.0f"), ("rounds", "%d"), ("mbps", "%.0f"), ("downtime-ms", "%.2f"), ("net-gap-ms", "%.2f"),
                         ("gap-minus-downtime-ms", "%.2f"), ("announce-ms", "%.2f"), ("lost", "%d"),
                         ("duplicated", "%d"), ("reordered", "%d"), ("corrupted", "%d"),
                         ("forwarded-pps-before", "%.0f"), ("forwarded-pps-after", "%.0f"))] +
                     ["%d/%d" % (sum(1 for r in ok if r["verified"]), len(rs))])
-    print(B.table(["VM, fill, NICs", "runs", "total ms", "downtime ms", "net-gap ms", "gap - downtime ms",
+    print(B.table(["VM, fill, NICs", "runs", "total ms", "rounds", "Mbit/s", "downtime ms", "net-gap ms", "gap - downtime ms",
                    "announce ms", "lost", "dup", "reord", "corrupt", "fwd pps before", "fwd pps after",
                    "verified"], rows))
 
@@ -475,7 +481,7 @@ def main():
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_signal)
     cfgs = [(a, f, k) for a in args.accel for f in args.fill for k in args.nics]
-    recs = []
+    recs, interrupted = [], False
     try:
         n.topo.setup()
         for _ in range(args.runs):
@@ -491,11 +497,12 @@ def main():
                     r["total-ms"], r["downtime-ms"], B.fmt(r["net-gap-ms"], "%.2f"), r["lost"])))
     except KeyboardInterrupt:
         B.log("interrupted")
+        interrupted = True
     finally:
         n.b.cleanup()
         n.topo.teardown()
     print_tables(args, cfgs, recs)
-    return 0 if recs and all(not r.get("error") and r["verified"] for r in recs) else 1
+    return 0 if recs and not interrupted and all(not r.get("error") and r["verified"] for r in recs) else 1
 
 
 if __name__ == "__main__":
