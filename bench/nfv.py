@@ -216,6 +216,26 @@ class Nfv:
             argv += self.topo.nic_args(nics)
         return argv
 
+    def warm_up(self, run_dir):
+        """Frames through the forwarding guest until some come back (at most 5 tries of 1 s),
+        so that the switch learns its MACs (from the frames it sends) before the destination
+        opens its taps. A tap's bridge port forwards only some time after it was opened (up
+        to a second when several come up at once: docs/devices.md)."""
+        env = self.topo.env
+        out = ""
+        for _ in range(5):
+            r = subprocess.run(self.topo.ns("gen", [
+                self.gen, "--iface", env["NFV_GEN_IF"], "--dst-mac", env["NFV_VM_MAC0"], "--pps",
+                str(min(self.args.pps, 1000)), "--seconds", "1", "--json"]), capture_output=True, text=True,
+                timeout=60)
+            out = r.stdout.strip() or r.stderr.strip()
+            try:
+                if json.loads(r.stdout)["received"] > 0:
+                    return
+            except (ValueError, KeyError):
+                pass
+        raise RuntimeError("no frame came back through the guest before the migration: %s" % out[-200:])
+
     def standins(self, run_dir):
         """The stand-in on the source host (echoing) and the one on the destination (stopped)."""
         env = self.topo.env
@@ -275,10 +295,6 @@ class Nfv:
         try:
             ram = self.ramfile(fill, index)
             start, mark = os.path.join(run_dir, "start"), os.path.join(run_dir, "mark")
-            dst, dst_log = self.vmm(self.vm_argv(dst_api, accel, nics, [
-                "--incoming", "tcp:%s:0" % env["NFV_DST_ADDR"], "--memory", str(a.memory), "--prealloc"]),
-                "dst", dst_path, {"vm_resume", "announce_round"}, self.on_resume(standin, cont_at),
-                stdout=subprocess.PIPE)
             extra = ["--memory", str(a.memory), "--workload", "idle" if a.guest == "standin" else "l2fwd"]
             # A source whose RAM is all content maps it first (--prealloc), as a guest that ran has
             # it mapped (a first touch here costs several us a page, not migration work); with
@@ -286,15 +302,23 @@ class Nfv:
             extra += ["--memory-file", ram, "--fill", "none"] if ram else ["--fill", "none"]
             if ram and a.data >= a.memory:
                 extra.append("--prealloc")
-            src, src_log = self.vmm(self.vm_argv(src_api, accel, nics, extra), "src", src_path, {"vm_pause", "pipeline"},
-                                    self.on_pause(mark, standin, stop_at))
-            url = self.b.read_incoming(dst, 600)
-            if not url:
-                raise RuntimeError("destination printed no 'incoming URL' line")
+            src, src_log = self.vmm(self.vm_argv(src_api, accel, nics, extra), "src", src_path,
+                                    {"vm_pause", "pipeline"}, self.on_pause(mark, standin, stop_at))
             if not self.b.wait_running(src_api, src, 600):
                 raise RuntimeError("source VM did not start")
             if a.guest == "standin":
                 standin += self.standins(run_dir)
+            else:
+                self.warm_up(run_dir)
+            # The destination opens its taps only now: frames the switch flooded before it had
+            # learned the guest's MACs would wait in an open tap and come back late, as duplicates.
+            dst, dst_log = self.vmm(self.vm_argv(dst_api, accel, nics, [
+                "--incoming", "tcp:%s:0" % env["NFV_DST_ADDR"], "--memory", str(a.memory), "--prealloc"]),
+                "dst", dst_path, {"vm_resume", "announce_round"}, self.on_resume(standin, cont_at),
+                stdout=subprocess.PIPE)
+            url = self.b.read_incoming(dst, 600)
+            if not url:
+                raise RuntimeError("destination printed no 'incoming URL' line")
             pg_out = os.path.join(run_dir, "pg.json")
             gen = self.b.spawn(self.topo.ns("gen", rt([
                 self.gen, "--iface", env["NFV_GEN_IF"], "--dst-mac", env["NFV_VM_MAC0"], "--pps", str(a.pps),
