@@ -197,15 +197,17 @@ class Nfv:
         """The source's RAM file, or None (--fill none: the VM fills nothing)."""
         if fill == "none":
             return None
-        path = self.b.sparse_ramfile(self.args.memory, self.args.data) if self.args.data < self.args.memory \
-            else self.b.ramfile(self.args.memory, fill)
-        if self.args.guest == "standin":
-            return path	# an idle guest writes only its counter: the file can be shared
-        # A forwarding guest writes its buffers into RAM: each run its own copy,
-        # in tmpfs, removed after the run (self.own).
-        self.own = path.replace(".ram", "-run%03d.ram" % index)
-        shutil.copyfile(path, self.own)
-        os.truncate(self.own, self.args.memory)
+        a = self.args
+        if a.guest == "standin":	# an idle guest writes only its counter: the file can be shared
+            return self.b.sparse_ramfile(a.memory, a.data) if a.data < a.memory else self.b.ramfile(a.memory, fill)
+        # A forwarding guest writes its buffers into RAM: each run its own copy, in tmpfs,
+        # removed after the run. Only the content is copied, then the file is extended: a
+        # copy of the sparse file would write its hole out as zeros.
+        base = self.b.ramfile(a.data, fill)
+        self.own = base.replace(".ram", "-in-%s-run%03d.ram" % (B.size_str(a.memory), index))
+        self.b.ramfiles[("run", index)] = self.own	# removed at exit too, if a run is cut short
+        shutil.copyfile(base, self.own)
+        os.truncate(self.own, a.memory)
         return self.own
 
     def vm_argv(self, api, accel, nics, extra):
@@ -366,6 +368,7 @@ class Nfv:
                 except OSError:
                     pass
                 self.own = None
+                self.b.ramfiles.pop(("run", index), None)
         if rec["error"] or a.keep_logs:
             rec["logs"] = self.keep(run_dir, index)
         shutil.rmtree(run_dir, ignore_errors=True)
