@@ -95,6 +95,14 @@ class Topo:
     def ns(self, side, argv):
         return ["ip", "netns", "exec", self.env["NFV_" + side.upper()]] + argv
 
+    def forget_macs(self):
+        """Empty what the switch and the hosts' bridges learned: a previous run's announce
+        left the guest's MACs on the destination's side, and a guest that only forwards
+        never sends first, so the switch would never learn them back."""
+        for side in ("sw", "src", "dst"):
+            subprocess.run(self.ns(side, ["ip", "link", "set", "dev", self.env["NFV_BR"], "type", "bridge",
+                                          "fdb_flush"]), capture_output=True)
+
     def link_counts(self):
         """(qdisc drops on both ends of the migration link, TCP segments retransmitted by
         both hosts): a drop there costs the migration a retransmission timeout."""
@@ -295,6 +303,7 @@ class Nfv:
         src = dst = gen = src_log = dst_log = None
         standin, cont_at, stop_at = [], [], []	# filled once the VMs run; their log callbacks read them
         try:
+            self.topo.forget_macs()
             ram = self.ramfile(fill, index)
             start, mark = os.path.join(run_dir, "start"), os.path.join(run_dir, "mark")
             extra = ["--memory", str(a.memory), "--workload", "idle" if a.guest == "standin" else "l2fwd"]
