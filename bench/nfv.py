@@ -276,6 +276,8 @@ class Nfv:
     def on_pause(mark, standin, stop_at):
         """The source paused: the stand-in stops, the mark is the pause request."""
         def cb(ev, t, kv):
+            if ev != "vm_pause":
+                return
             if standin:
                 os.kill(standin[0].pid, signal.SIGSTOP)
                 stop_at.append(time.monotonic())
@@ -314,9 +316,12 @@ class Nfv:
             if ram and a.data >= a.memory:
                 extra.append("--prealloc")
             src, src_log = self.vmm(self.vm_argv(src_api, accel, nics, extra), "src", src_path,
-                                    {"vm_pause", "pipeline"}, self.on_pause(mark, standin, stop_at))
+                                    {"vm_pause", "pipeline", "vm_created"}, self.on_pause(mark, standin, stop_at))
             if not self.b.wait_running(src_api, src, 600):
                 raise RuntimeError("source VM did not start")
+            guest = src_log.seen.get("vm_created", (0, {}))[1].get("guest")
+            if a.guest == "l2fwd" and guest not in (None, "l2fwd"):	# the KVM VM names its guest program
+                raise RuntimeError("no l2fwd guest in this build's %s VM (it runs guest=%s)" % (accel, guest))
             if a.guest == "standin":
                 standin += self.standins(run_dir)
             else:
