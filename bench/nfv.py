@@ -17,10 +17,13 @@ mix (--data), two NICs, --downtime-limit 10, the 10 Gbit/s link.
 Every run, with fresh processes, on the topology of
 tests/integration/nfv_topo.sh (source host, destination host, switch,
 generator: four network namespaces, the migration on its own link):
-  destination  [dst] godwit run --incoming tcp:DST:0 --memory SIZE --prealloc --nic ...
+  (first)      the bridges forget the MACs they learned in the last run
   source       [src] godwit run --memory SIZE --memory-file RAM --fill none --workload l2fwd --nic ...
-               (and --prealloc when --data is the whole RAM: the file mapped first, as a running guest's)
-               (RAM: a tmpfs file whose first --data bytes hold --fill content, the rest a hole)
+               (RAM: a tmpfs file whose first --data bytes hold --fill content, the rest a hole;
+               --prealloc too when --data is the whole RAM: mapped first, as a running guest's)
+  warm-up      frames through the guest until some come back: the switch learns its MACs
+  destination  [dst] godwit run --incoming tcp:DST:0 --memory SIZE --prealloc --nic ...
+               (only now: an open tap would keep frames flooded before the switch learned)
   generator    [gen] gwpktgen --pps N for the whole run; after 1.5 s of traffic
   driver       godwit migrate --downtime-limit MS ... --json
 While the migration runs, the logs of both VMMs are followed: the source's
