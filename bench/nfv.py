@@ -461,9 +461,10 @@ def print_tables(args, cfgs, recs):
                      f(r.get("forwarded-pps-after"), "%.0f"),
                      ("FAILED: " + r["error"][:60]) if r.get("error") else ("yes" if r["verified"] else "NO")])
     res = 1e3 / args.pps
-    print("%s guest, %s RAM (%s of it filled), %s link, %d pps (gap resolution %.3f ms), downtime limit %d ms\n" %
+    print("%s guest, %s RAM (%s of it filled), %s link, %d pps (gap resolution %.3f ms), downtime limit %d ms%s\n" %
           (args.guest, B.size_str(args.memory), B.size_str(args.data), args.link, args.pps, res,
-           args.downtime_limit))
+           args.downtime_limit, "" if args.guest == "l2fwd" else
+           "\n(the stand-in, bench/tapecho, echoes on NIC 0's tap; the VMs have no NIC: NICs counts the taps)"))
     print(B.table(["run", "VM, fill, NICs", "total ms", "downtime ms", "net-gap ms", "sender stall in gap ms",
                    "gap - downtime ms",
                    "gap start ms", "gap end ms", "announce ms", "lost", "dup", "reord", "corrupt", "carried",
