@@ -25,7 +25,7 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"a peer silent this long counts as dead" },
 	[GW_PARAM_CONVERGE_TIMEOUT_MS] = { "converge-timeout-ms", 0, INT64_MAX, 0, true,
 		"precopy time after which converge-policy applies, 0 = never" },
-	[GW_PARAM_CONVERGE_POLICY] = { "converge-policy", 0, 2, GW_CONVERGE_KEEP_GOING, true,
+	[GW_PARAM_CONVERGE_POLICY] = { "converge-policy", 0, 2, GW_CONVERGE_CANCEL, true,
 		"at the converge timeout: 0 keep going, 1 cancel, 2 force switchover" },
 	[GW_PARAM_BATCH_PAGES] = { "batch-pages", 16, GW_WIRE_MAX_BATCH_PAGES, 128, false,
 		"pages per batch; also the region size that maps pages to channels" },

@@ -152,6 +152,12 @@ struct gw_session {
 	unsigned nr_channels;		/* lock to publish with chans */
 	struct gw_channel *chans;	/* lock to publish and detach; array of nr_channels */
 	uint8_t mig_id[GW_WIRE_ID_BYTES];
+	/*
+	 * The destination's random bytes for this migration (HELLO_ACK): drawn
+	 * by the destination, echoed in every CHAN_HELLO by the source, so a
+	 * recorded stream cannot open the data connections of another.
+	 */
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 	struct gw_dirty dirty;
 	bool dirty_started;		/* migration thread, before the first batch is queued */
 	bool dirty_final;		/* atomic: set by the migration thread before the final

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include "net/admit.h"
 #include "pipe/channel.h"
@@ -211,6 +212,7 @@ static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
 	struct gw_msg_hello_ack ack = { .version = GW_WIRE_VERSION, .flags = h->flags };
 
 	memcpy(ack.boot_id, s->boot_id, sizeof(ack.boot_id));
+	memcpy(ack.challenge, s->challenge, sizeof(ack.challenge));
 
 	if (GW_FAULT_DUE(s, GW_FAULT_DST_BAD_FRAME, 0)) {
 		static const uint8_t junk[GW_WIRE_HDR_BYTES + 8] = "this is not a godwit frame!!!!!";
@@ -288,7 +290,9 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 
 	snprintf(holder, sizeof(holder), "%s (migration %02x%02x%02x%02x)", c->peer, h->id[0], h->id[1],
 		 h->id[2], h->id[3]);
-	gw_admit_hold(s->adm, h->id, c->identity, holder);
+	if (getrandom(s->challenge, sizeof(s->challenge), 0) != sizeof(s->challenge))
+		return gw_fail(s, GW_PHASE_SETUP, -EIO, "no random bytes for the migration's challenge");
+	gw_admit_hold(s->adm, h->id, s->challenge, c->identity, holder);
 	snprintf(s->dst->src_identity, sizeof(s->dst->src_identity), "%s", c->identity);
 	snprintf(s->dst->src_holder, sizeof(s->dst->src_holder), "%s", holder);
 	gw_set_status(s, GW_STATUS_SETUP);

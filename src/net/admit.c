@@ -78,6 +78,7 @@ struct gw_admit {
 	bool woken;			/* gw_admit_take returns -ECANCELED */
 	bool held;			/* a HELLO was accepted: id and identity valid */
 	uint8_t id[GW_WIRE_ID_BYTES];
+	uint8_t challenge[GW_WIRE_ID_BYTES];	/* what its data connections echo */
 	char identity[GW_TLS_PEER_MAX];
 	char holder[GW_ADMIT_PEER_MAX + 64];	/* "" free; else who holds the destination */
 	uint64_t held_since_ns;
@@ -214,8 +215,8 @@ static void busy_text(struct gw_admit *a, char *buf, size_t len)
 			 a->holder, (gw_now_ns() - a->held_since_ns) / 1e9);
 }
 
-void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES], const char *identity,
-		   const char *holder)
+void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES],
+		   const uint8_t challenge[GW_WIRE_ID_BYTES], const char *identity, const char *holder)
 {
 	struct gw_admitted busy[GW_ADMIT_QUEUE];
 	unsigned nr_busy = 0, kept = 0;
@@ -223,6 +224,7 @@ void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES], const
 
 	pthread_mutex_lock(&a->lock);
 	memcpy(a->id, id, sizeof(a->id));
+	memcpy(a->challenge, challenge, sizeof(a->challenge));
 	snprintf(a->identity, sizeof(a->identity), "%s", identity);
 	snprintf(a->holder, sizeof(a->holder), "%s", holder);
 	a->held_since_ns = gw_now_ns();
@@ -273,7 +275,13 @@ static void peer_text(int fd, char *buf, size_t len)
 	char host[INET6_ADDRSTRLEN] = "?";
 
 	if (getpeername(fd, (struct sockaddr *)&ss, &sl) || ss.ss_family == AF_UNIX) {
-		snprintf(buf, len, "local");
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) && cl == sizeof(cred))
+			snprintf(buf, len, "local uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
+		else
+			snprintf(buf, len, "local");
 	} else if (ss.ss_family == AF_INET6) {
 		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
 
@@ -449,10 +457,12 @@ static int phase_hdr(struct gw_admit *a, struct opening *o)
 	if (o->hdr_got < sizeof(o->hdr))
 		return 1;
 	ret = gw_frame_hdr_decode(o->hdr, &o->h);
-	if (!ret && o->h.seq != 0)
-		ret = -EPROTO;
-	if (ret) {
-		opening_refuse(a, o, "conn_refused", ret, "expected a HELLO or CHAN_HELLO frame");
+	if (ret || o->h.seq != 0) {
+		if (ret)
+			gw_frame_hdr_why(o->hdr, why, sizeof(why));
+		else
+			snprintf(why, sizeof(why), "a first frame with sequence number %u, not 0", o->h.seq);
+		opening_refuse(a, o, "conn_refused", ret ? ret : -EPROTO, why);
 		return -1;
 	}
 	if (o->h.type != GW_MSG_HELLO && o->h.type != GW_MSG_CHAN_HELLO &&
@@ -484,6 +494,8 @@ static const char *channel_refusal(struct gw_admit *a, const struct opening *o)
 	id = o->h.type == GW_MSG_PC_RECOVER ? m.pc_recover.id : m.chan_hello.id;
 	if (!a->held || memcmp(id, a->id, sizeof(a->id)))
 		return "unknown migration id";
+	if (o->h.type == GW_MSG_CHAN_HELLO && memcmp(m.chan_hello.challenge, a->challenge, sizeof(a->challenge)))
+		return "the connection does not answer this destination's challenge (a replayed or stale stream)";
 	if (strcmp(a->identity, o->tls ? gw_tls_peer(o->tls) : ""))
 		return "not the identity of the control connection";
 	return NULL;

@@ -80,13 +80,14 @@ int gw_admit_take(struct gw_admit *a, uint16_t type, uint64_t deadline_ns, struc
 /* Interrupt gw_admit_take() from now on (the session fails or ends); any thread. */
 void gw_admit_wake(struct gw_admit *a);
 /*
- * A HELLO was accepted: data connections must present @id (and the TLS
- * identity @identity, "" plain); other HELLOs are refused as busy, held by
+ * A HELLO was accepted: data connections must present @id, echo
+ * @challenge (what HELLO_ACK sent) and come from the TLS identity
+ * @identity ("" plain); other HELLOs are refused as busy, held by
  * @holder (who and from where, for their ERROR). Queued HELLOs are refused
  * now.
  */
-void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES], const char *identity,
-		   const char *holder);
+void gw_admit_hold(struct gw_admit *a, const uint8_t id[GW_WIRE_ID_BYTES],
+		   const uint8_t challenge[GW_WIRE_ID_BYTES], const char *identity, const char *holder);
 /* The migration ended: every later HELLO is refused with @why. */
 void gw_admit_close(struct gw_admit *a, const char *why);
 /*

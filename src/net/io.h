@@ -50,6 +50,7 @@ struct gw_conn {
 	uint64_t *progress_ns;		/* set before the receiving thread starts; NULL = none */
 	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
 	bool rcvtimeo_cut;		/* atomic (receiving thread, and gw_conn_set_recv_timeout): SO_RCVTIMEO lowered for the rest of a frame */
+	char recv_why[128];		/* receiving thread: why the last header was refused, "" none */
 #ifdef GW_FAULT_INJECTION
 	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
 #endif
@@ -75,6 +76,12 @@ void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, st
  */
 int gw_conn_start_tls(struct gw_conn *c, struct gw_tls_ctx *ctx, const char *host, uint64_t timeout_ms,
 		      char *why, size_t why_len);
+/*
+ * Why the last frame header received was refused (version, type, length,
+ * flags, sequence), "" when none was: the receiving thread, after its
+ * receive failed with -EPROTO or -EPROTONOSUPPORT.
+ */
+const char *gw_conn_recv_why(const struct gw_conn *c);
 /* The TLS failure behind the last error of this connection ("" when none or plain). */
 const char *gw_conn_tls_error(const struct gw_conn *c);
 /* Close the socket (and its TLS session). Safe against a concurrent shutdown or send. */

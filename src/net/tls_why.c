@@ -190,6 +190,9 @@ static int ssl_failure(struct gw_tls *t)
 	if (t->psk_id[0] && !t->psk_known)
 		snprintf(t->err, sizeof(t->err), "the source's pre-shared key identity '%s' is not in our --tls-psk file",
 			 t->psk_id);
+	else if (t->ctx->psk_mode && t->ctx->role == GW_TLS_SERVER && !t->psk_id[0])
+		snprintf(t->err, sizeof(t->err), "the source offered no pre-shared key (it uses certificates, "
+			 "--tls-creds?): this destination takes only --tls-psk");
 	else if (t->ctx->psk_mode && (reason == SSL_R_BAD_PSK || reason == SSL_R_NO_SHARED_CIPHER ||
 				      reason == SSL_R_NO_SUITABLE_SIGNATURE_ALGORITHM ||
 				      reason == SSL_R_BINDER_DOES_NOT_VERIFY))

@@ -257,7 +257,8 @@ void *gw_channel_recv_main(void *arg)
 	while (!ret && !gw_failed(s))
 		ret = recv_one(ch);
 	if (ret < 0 && !gw_failed(s))
-		gw_fail(s, GW_PHASE_RECEIVE, ret, "channel %u: %s", ch->index, gw_conn_err_text(ret, "source"));
+		gw_fail(s, GW_PHASE_RECEIVE, ret, "channel %u: %s", ch->index,
+			gw_conn_recv_why(&ch->conn)[0] ? gw_conn_recv_why(&ch->conn) : gw_conn_err_text(ret, "source"));
 	return NULL;
 }
 

@@ -61,12 +61,16 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->rtt_ns = s->src->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
 	st->dirty_limit_bps = c->thr.dirty_limit_bps;
-	st->converging = !c->hint[0];
+	st->converging = gw_converging(c->verdict);
+	st->converge_state = c->verdict;
+	st->converge_eta_ns = c->verdict_eta_ns;
 	snprintf(st->converge_hint, sizeof(st->converge_hint), "%s", c->hint);
 	st->pages_per_second = now_ns > s->t_start_ns ?
 		(uint64_t)((normal + zero + xbzrle) * 1e9 / (double)(now_ns - s->t_start_ns)) : 0;
-	if (!c->switched_over)
+	if (!c->switched_over) {
 		st->expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns;
+		st->expected_downtime_unknown = exp_ns == UINT64_MAX;
+	}
 	st->nr_channels = s->nr_channels;
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		s->stats_chan_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
@@ -232,6 +236,7 @@ static int handshake(struct gw_session *s)
 			      ack.hello_ack.version, ack.hello_ack.flags);
 		goto out;
 	}
+	memcpy(s->challenge, ack.hello_ack.challenge, sizeof(s->challenge));
 	/* One kernel on both ends (all zeros: unknown): the destination's clock is ours. */
 	s->same_clock = !memcmp(ack.hello_ack.boot_id, s->boot_id, GW_WIRE_ID_BYTES) &&
 			memcmp(s->boot_id, (uint8_t[GW_WIRE_ID_BYTES]){ 0 }, GW_WIRE_ID_BYTES);
@@ -243,15 +248,22 @@ out:
 	return ret;
 }
 
+void src_chan_hello(const struct gw_session *s, struct gw_msg_chan_hello *m, unsigned index)
+{
+	*m = (struct gw_msg_chan_hello){ .index = index };
+	memcpy(m->id, s->mig_id, sizeof(m->id));
+	memcpy(m->challenge, s->challenge, sizeof(m->challenge));
+}
+
 static int open_channels(struct gw_session *s)
 {
 	int ret = gw_channels_create(s, s->nr_channels);
 
 	for (unsigned i = 0; !ret && i < s->nr_channels; i++) {
-		struct gw_msg_chan_hello m = { .index = i };
+		struct gw_msg_chan_hello m;
 		union gw_msg ack;
 
-		memcpy(m.id, s->mig_id, sizeof(m.id));
+		src_chan_hello(s, &m, i);
 		ret = connect_conn(s, &s->chans[i].conn);
 		if (ret)
 			break;
@@ -509,6 +521,7 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 	gw_state_init(&c->state);
 	gw_cpu_times(&c->cpu_user0_ns, &c->cpu_sys0_ns);
 	gw_converge_init(&c->conv, GW_PAGE_BYTES);
+	c->verdict = GW_CONVERGE_UNKNOWN;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		uint64_t pages = s->vm.blocks[i].size_bytes / GW_PAGE_BYTES;
 

@@ -51,17 +51,22 @@ struct gw_msg_hello {
 	} blocks[GW_MAX_RAM_BLOCKS];
 };
 
-/* HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted), boot_id[16]. */
+/*
+ * HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted), boot_id[16],
+ * challenge[16] (fresh random bytes of this destination, for this migration).
+ */
 struct gw_msg_hello_ack {
 	uint32_t version;
 	uint32_t flags;
 	uint8_t boot_id[GW_WIRE_ID_BYTES];
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 };
 
-/* CHAN_HELLO: id[16], le32 index. */
+/* CHAN_HELLO: id[16], le32 index, challenge[16] (the HELLO_ACK's, echoed). */
 struct gw_msg_chan_hello {
 	uint8_t id[GW_WIRE_ID_BYTES];
 	uint32_t index;
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 };
 
 /* CHAN_ACK: le32 index. */

@@ -98,21 +98,25 @@ static int hello_decode_block(struct gw_rbuf *r, struct gw_msg_hello *m, uint32_
 	return 0;
 }
 
+/* GW_WIRE_ID_BYTES from @r into @out, if they are there (an underrun is the caller's check). */
+static void get_id(struct gw_rbuf *r, uint8_t out[GW_WIRE_ID_BYTES])
+{
+	const void *p = gw_get_bytes(r, GW_WIRE_ID_BYTES);
+
+	if (p)
+		memcpy(out, p, GW_WIRE_ID_BYTES);
+}
+
 int gw_msg_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_hello *m = msg;
-	const void *id;
 	int ret;
 
 	memset(m, 0, sizeof(*m));
 	m->min_version = gw_get_le32(r);
 	m->max_version = gw_get_le32(r);
-	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (id)
-		memcpy(m->id, id, GW_WIRE_ID_BYTES);
-	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (id)
-		memcpy(m->boot_id, id, GW_WIRE_ID_BYTES);
+	get_id(r, m->id);
+	get_id(r, m->boot_id);
 	m->page_size_bytes = gw_get_le32(r);
 	m->nr_channels = gw_get_le32(r);
 	m->codec = gw_get_le32(r);
@@ -139,19 +143,18 @@ int gw_msg_hello_ack_encode(struct gw_wbuf *w, const void *msg)
 	gw_put_le32(w, m->version);
 	gw_put_le32(w, m->flags);
 	gw_put_bytes(w, m->boot_id, GW_WIRE_ID_BYTES);
+	gw_put_bytes(w, m->challenge, GW_WIRE_ID_BYTES);
 	return gw_wbuf_done(w);
 }
 
 int gw_msg_hello_ack_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_hello_ack *m = msg;
-	const void *boot;
 
 	m->version = gw_get_le32(r);
 	m->flags = gw_get_le32(r);
-	boot = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (boot)
-		memcpy(m->boot_id, boot, GW_WIRE_ID_BYTES);
+	get_id(r, m->boot_id);
+	get_id(r, m->challenge);
 	if (!r->underrun && (m->flags & ~GW_HELLO_FLAGS_ALL))
 		return WHY("unknown HELLO_ACK flags 0x%x", m->flags);
 	return 0;
@@ -163,17 +166,17 @@ int gw_msg_chan_hello_encode(struct gw_wbuf *w, const void *msg)
 
 	gw_put_bytes(w, m->id, GW_WIRE_ID_BYTES);
 	gw_put_le32(w, m->index);
+	gw_put_bytes(w, m->challenge, GW_WIRE_ID_BYTES);
 	return gw_wbuf_done(w);
 }
 
 int gw_msg_chan_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_chan_hello *m = msg;
-	const void *id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
 
-	if (id)
-		memcpy(m->id, id, GW_WIRE_ID_BYTES);
+	get_id(r, m->id);
 	m->index = gw_get_le32(r);
+	get_id(r, m->challenge);
 	if (!r->underrun && m->index >= GW_WIRE_MAX_CHANNELS)
 		return WHY("channel index %u out of range", m->index);
 	return 0;

@@ -15,7 +15,7 @@
 #include <godwit/vm.h>
 
 #define GW_WIRE_MAGIC		0x314d5747u	/* "GWM1" */
-#define GW_WIRE_VERSION		2
+#define GW_WIRE_VERSION		3
 #define GW_WIRE_HDR_BYTES	24
 #define GW_WIRE_ID_BYTES	16		/* migration id, boot id */
 #define GW_WIRE_PAGE_BYTES	GW_PAGE_BYTES	/* page sizes accepted: 4 KiB only in v1 */

@@ -127,7 +127,6 @@ void run_opts_init(struct run_opts *o);
 struct migrate_opts {
 	const char *to;
 	struct cli_params params;
-	bool converge_timeout_given, on_timeout_given;
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
 	const char *incoming;		/* --incoming URL (a deferred destination) */
@@ -150,8 +149,6 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
  * spec is left to the VM, which refuses it with its reason.
  */
 int run_opts_check_nics(const struct run_opts *o, const char *cmd);
-/* Called after parsing: --converge-timeout without --on-timeout means cancel. */
-void migrate_opts_finish(struct migrate_opts *o);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'

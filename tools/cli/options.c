@@ -317,7 +317,6 @@ static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char 
 		cli_usage_error(cmd, "--on-timeout: expected cancel, force or keep-going, got '%s'", arg);
 		return -1;
 	}
-	o->on_timeout_given = true;
 	return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
 }
 
@@ -422,8 +421,6 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 			continue;
 		if (param_opt_value(po, arg, cmd, &v))
 			return -1;
-		if (id == OPT_CONVERGE_TIMEOUT)
-			o->converge_timeout_given = true;	/* migrate_opts_finish reads it */
 		return put_checked(&o->params, po->p, v, cmd, po->opt);
 	}
 	switch (id) {
@@ -506,13 +503,6 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	default:
 		return migrate_param_opt_apply(o, id, arg, cmd);
 	}
-}
-
-void migrate_opts_finish(struct migrate_opts *o)
-{
-	/* A timeout that keeps going would do nothing: the user meant to stop. */
-	if (o->converge_timeout_given && !o->on_timeout_given)
-		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
 }
 
 /* "1000..600000000" ("0.." without a bound), or the value names of parameter @p. */

@@ -54,6 +54,7 @@ static void event_fill(struct run_state *rs, struct gw_session *s, struct run_ev
 	ev->remaining_bytes = st->remaining_bytes;
 	ev->total_bytes = st->ram_total_bytes;
 	ev->expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
+	ev->expected_downtime_known = !st->expected_downtime_unknown;
 	free(st);
 }
 

@@ -74,6 +74,7 @@ struct env {
 	char path[108];
 	struct gw_conn ctl, data;
 	uint8_t id[GW_WIRE_ID_BYTES];
+	uint8_t challenge[GW_WIRE_ID_BYTES];	/* HELLO_ACK's, what CHAN_HELLO echoes */
 	uint32_t hello_flags, codec;
 	bool got_error;			/* an ERROR frame arrived on ctl */
 	struct gw_msg_error err;
@@ -153,12 +154,18 @@ static void hello_default(struct env *e, struct gw_msg_hello *m)
 static int hs_hello_msg(struct env *e, const struct gw_msg_hello *m)
 {
 	uint8_t buf[GW_MSG_HELLO_FIXED_BYTES + GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES];
+	union gw_msg ack;
+	ssize_t n;
+	int t;
 
 	e->hello_flags = m->flags;
 	e->codec = m->codec;
 	hs_connect(e, &e->ctl);
 	TEST_ASSERT(gw_conn_send_msg(&e->ctl, GW_MSG_HELLO, m) == 0, "send HELLO");
-	return hs_recv(e, &e->ctl, buf, sizeof(buf), NULL);
+	t = hs_recv(e, &e->ctl, buf, sizeof(buf), &n);
+	if (t == GW_MSG_HELLO_ACK && gw_msg_decode(GW_MSG_HELLO_ACK, buf, (uint32_t)n, &ack, NULL, 0) == 0)
+		memcpy(e->challenge, ack.hello_ack.challenge, sizeof(e->challenge));
+	return t;
 }
 
 static void hs_hello_flags(struct env *e, uint32_t flags, uint32_t codec)
@@ -189,6 +196,7 @@ static int hs_data_conn(struct env *e, struct gw_conn *c, const uint8_t *id, uin
 
 	hs_connect(e, c);
 	memcpy(m.id, id, GW_WIRE_ID_BYTES);
+	memcpy(m.challenge, e->challenge, GW_WIRE_ID_BYTES);
 	TEST_ASSERT(gw_conn_send_msg(c, GW_MSG_CHAN_HELLO, &m) == 0, "send CHAN_HELLO");
 	t = hs_recv(e, c, buf, sizeof(buf), &n);
 	if (t == GW_MSG_ERROR && err)
@@ -348,6 +356,22 @@ struct scenario {
 	void (*fn)(struct env *e);
 	int expect_err;			/* -errno the session must end with; 0 = completes */
 };
+
+/* Scenarios whose error must say what happened, in these words. */
+static const struct {
+	const char *scenario, *why;
+} whys[] = {
+	{ "wrong_seq_data", "frame sequence number 4 where 1 was due" },
+	{ "unknown_type_99_data", "unknown frame type 99" },
+};
+
+static const char *expected_why(const char *scenario)
+{
+	for (size_t i = 0; i < sizeof(whys) / sizeof(whys[0]); i++)
+		if (!strcmp(whys[i].scenario, scenario))
+			return whys[i].why;
+	return "";
+}
 
 /* Set by a scenario: its checks once the session is freed (run_scenario calls and clears it). */
 static void (*after_free)(void);
@@ -899,6 +923,13 @@ static void sc_stranger_data_conn(struct env *e)
 	TEST_CHECK(t == GW_MSG_ERROR, "wrong id refused with ERROR (%d)", t);
 	TEST_CHECK(derr.code == GW_WERR_DENIED && derr.reason[0], "code %u reason \"%s\"", derr.code, derr.reason);
 	gw_conn_close(&stranger);
+	/* The right id with another challenge: a recorded stream's CHAN_HELLO. */
+	e->challenge[3] ^= 1;
+	t = hs_data_conn(e, &stranger, e->id, 0, &derr);
+	e->challenge[3] ^= 1;
+	TEST_CHECK(t == GW_MSG_ERROR && derr.code == GW_WERR_DENIED && strstr(derr.reason, "challenge"),
+		   "a replayed CHAN_HELLO refused (%d, code %u, \"%s\")", t, derr.code, derr.reason);
+	gw_conn_close(&stranger);
 	/* A stranger whose first frame is not CHAN_HELLO. */
 	hs_connect(e, &stranger);
 	gw_conn_send_msg(&stranger, GW_MSG_GO, NULL);
@@ -964,6 +995,24 @@ static void sc_not_godwit_first(struct env *e)
 	t = hs_recv(e, &c, buf, sizeof(buf), NULL);
 	TEST_CHECK(t == GW_MSG_ERROR, "GO first answered with ERROR (%d)", t);
 	gw_conn_close(&c);
+	/* A frame of another wire version: the ERROR names both. */
+	for (uint16_t v = GW_WIRE_VERSION - 1; v <= GW_WIRE_VERSION + 1; v += 2) {
+		uint8_t hdr[GW_WIRE_HDR_BYTES];
+		ssize_t len;
+		struct gw_msg_error m = { 0 };
+		char want[64];
+
+		gw_frame_hdr_encode(hdr, GW_MSG_HELLO, 0, 0);
+		gw_le16_put(hdr + 4, v);
+		gw_frame_hdr_set_crc(hdr, gw_crc32c(0, hdr, sizeof(hdr)));
+		hs_connect(e, &c);
+		TEST_ASSERT(write(c.fd, hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr), "write");
+		t = hs_recv(e, &c, buf, sizeof(buf), &len);
+		snprintf(want, sizeof(want), "wire version %u; this side speaks version %u", v, GW_WIRE_VERSION);
+		TEST_CHECK(t == GW_MSG_ERROR && err_decode(buf, (size_t)len, &m) == 0 && strstr(m.reason, want),
+			   "a version %u frame: %d \"%s\"", v, t, m.reason);
+		gw_conn_close(&c);
+	}
 	{
 		struct gw_stats st = { .size = sizeof(st) };
 
@@ -1226,6 +1275,8 @@ static void run_scenario(const struct scenario *sc)
 			   ret, strerror(-ret), sc->expect_err, strerror(-sc->expect_err));
 		TEST_CHECK(st.status == GW_STATUS_FAILED, "%s: status %s", sc->name, gw_status_name(st.status));
 		TEST_CHECK(st.error[0] != 0, "%s: empty reason", sc->name);
+		TEST_CHECK(strstr(st.error, expected_why(sc->name)), "%s: reason \"%s\" does not say \"%s\"",
+			   sc->name, st.error, expected_why(sc->name));
 		TEST_CHECK(e.got_error, "%s: no ERROR frame on control", sc->name);
 		if (e.got_error) {
 			TEST_CHECK(e.err.code == (uint32_t)gw_wire_err_from_errno(sc->expect_err),

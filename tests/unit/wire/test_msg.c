@@ -356,12 +356,14 @@ static void fill_cases(struct msg_case *c, unsigned *n)
 
 	memset(c, 0, 20 * sizeof(*c));
 	c[i] = (struct msg_case){ "HELLO_ACK", GW_MSG_HELLO_ACK, .reserved_off = -1 };
-	c[i].m.hello_ack = (struct gw_msg_hello_ack){ 1, GW_HELLO_VERIFY | GW_HELLO_XBZRLE, { 0 } };
+	c[i].m.hello_ack = (struct gw_msg_hello_ack){ 1, GW_HELLO_VERIFY | GW_HELLO_XBZRLE, { 0 }, { 0 } };
 	memset(c[i].m.hello_ack.boot_id, 0xb0, GW_WIRE_ID_BYTES);
+	memset(c[i].m.hello_ack.challenge, 0xc4, GW_WIRE_ID_BYTES);
 	i++;
 	c[i] = (struct msg_case){ "CHAN_HELLO", GW_MSG_CHAN_HELLO, .reserved_off = -1 };
 	memset(c[i].m.chan_hello.id, 0x5c, GW_WIRE_ID_BYTES);
 	c[i].m.chan_hello.index = 63;
+	memset(c[i].m.chan_hello.challenge, 0xc5, GW_WIRE_ID_BYTES);
 	i++;
 	c[i] = (struct msg_case){ "CHAN_ACK", GW_MSG_CHAN_ACK, .reserved_off = -1 };
 	c[i].m.chan_ack.index = 7;
