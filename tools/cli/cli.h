@@ -76,6 +76,9 @@ enum cli_opt {
 	OPT_MAX_MEMORY,
 	OPT_TLS,
 	OPT_NIC,
+	OPT_HOST,			/* tls-certs --host NAME */
+	OPT_CLIENT_NAME,		/* tls-certs --client-name NAME */
+	OPT_DAYS,			/* tls-certs --days N */
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -170,6 +173,7 @@ int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_tls_certs(int argc, char **argv);
 int cmd_quit(int argc, char **argv);
 int cmd_params(int argc, char **argv);
 int cmd_events(int argc, char **argv);
