@@ -72,13 +72,8 @@
 #include <unistd.h>
 #include <godwit/buf.h>
 #include "mac.h"
-#include "util/crc32c.h"
+#include "pgframe.h"
 
-#define PG_ETHERTYPE 0x88b5
-#define PG_MAGIC 0x47575047u
-#define PG_VERSION 1
-#define PG_HDR_BYTES 36
-#define ETH_HDR_BYTES 14
 #define FCS_BYTES 4
 #define MIN_SIZE_BYTES 64
 #define MAX_SIZE_BYTES 1518
@@ -181,30 +176,7 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 /* Build frame @seq of @len bytes (no FCS) into @f; the stamp is put later. */
 static void frame_build(const struct pg *pg, const struct opts *o, uint8_t *f, unsigned len, uint64_t seq)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
-	unsigned plen = len - ETH_HDR_BYTES;
-
-	memcpy(f, o->dst_mac, 6);
-	memcpy(f + 6, pg->our_mac, 6);
-	f[12] = PG_ETHERTYPE >> 8;
-	f[13] = PG_ETHERTYPE & 0xff;
-	gw_le32_put(p, PG_MAGIC);
-	gw_le16_put(p + 4, PG_VERSION);
-	gw_le16_put(p + 6, (uint16_t)plen);
-	gw_le32_put(p + 8, pg->run_id);
-	gw_le32_put(p + 12, 0);
-	gw_le64_put(p + 16, seq);
-	for (unsigned i = PG_HDR_BYTES; i < plen; i++)
-		p[i] = (uint8_t)(seq + i);
-}
-
-static void frame_seal(uint8_t *f, unsigned len, uint64_t stamp_ns)
-{
-	uint8_t *p = f + ETH_HDR_BYTES;
-
-	gw_le64_put(p + 24, stamp_ns);
-	gw_le32_put(p + 32, 0);
-	gw_le32_put(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
+	pgframe_build(f, o->dst_mac, pg->our_mac, len, pg->run_id, seq);
 }
 
 static void gap_keep(struct gap *g, unsigned *nr, uint64_t start_ns, uint64_t len_ns)
@@ -231,25 +203,17 @@ static uint64_t gaps_overlap_ns(const struct gap *g, unsigned nr, uint64_t from_
 /* One frame received at @rx_ns (monotonic); classify and account it. */
 static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
-	uint64_t seq, sent, tx_ns;
-	uint32_t crc;
-	size_t plen;
+	uint64_t seq = 0, sent, tx_ns;
+	enum pgframe_verdict v = pgframe_check(f, len, pg->our_mac, pg->run_id, &seq);
 
-	if (len < ETH_HDR_BYTES + PG_HDR_BYTES || memcmp(f, pg->our_mac, 6) != 0 ||
-	    f[12] != PG_ETHERTYPE >> 8 || f[13] != (PG_ETHERTYPE & 0xff))
+	if (v == PGFRAME_NOT_OURS)
 		return;                  /* not ours at all: ARP, IPv6, our own flooded frames */
-	if (gw_le32_get(p) != PG_MAGIC || gw_le32_get(p + 8) != pg->run_id) {
+	if (v == PGFRAME_FOREIGN) {
 		pg->foreign++;
 		return;
 	}
-	plen = gw_le16_get(p + 6);
-	seq = gw_le64_get(p + 16);
 	sent = atomic_load_explicit(&pg->sent, memory_order_acquire);
-	crc = gw_le32_get(p + 32);
-	gw_le32_put(p + 32, 0);
-	if (plen < PG_HDR_BYTES || plen > len - ETH_HDR_BYTES || gw_le16_get(p + 4) != PG_VERSION ||
-	    gw_crc32c(0, p, plen) != crc || seq >= sent || seq >= pg->frames_max) {
+	if (v == PGFRAME_CORRUPT || seq >= sent || seq >= pg->frames_max) {
 		pg->corrupted++;
 		return;
 	}
@@ -286,7 +250,7 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 		if (b < pg->nr_bins)
 			pg->bins[b]++;
 	}
-	tx_ns = gw_le64_get(p + 24);
+	tx_ns = gw_le64_get(f + PG_ETH_HDR_BYTES + 24);
 	if (rx_ns >= tx_ns) {
 		uint64_t bucket = (rx_ns - tx_ns) / RTT_BUCKET_NS;
 
@@ -579,7 +543,7 @@ int main(int argc, char **argv)
 		}
 		now = mono_ns();
 		for (unsigned i = 0; i < n; i++)
-			frame_seal(frames[i], len, now);
+			pgframe_seal(frames[i], len, now);
 		/* Counted as sent before the call: the receiver bounds sequences by it. */
 		atomic_store_explicit(&pg.sent, seq + n, memory_order_release);
 		sent = sendmmsg(pg.fd, msgs, n, 0);

@@ -18,6 +18,10 @@
  *                GW_GUEST_STACK_GPA + (i + 1) * GW_GUEST_STACK_BYTES
  *   0x0030_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
  *                with 2 MiB pages
+ *   0x0040_0000  NIC driver areas (l2fwd, echo): GW_GUEST_NET_AREA_BYTES per
+ *                NIC, NIC i's at GW_GUEST_NET_GPA + i * GW_GUEST_NET_AREA_BYTES
+ *                (common/vnet_drv.h: driver state, rings, buffers); block
+ *                "sys" reaches GW_GUEST_NET_END so that they migrate with it
  *   4 GiB        workload RAM (block "ram"): what --memory sizes, what the
  *                dirty and verify workloads write, what --fill fills
  *
@@ -75,6 +79,29 @@ enum gw_guest_workload {
 	GW_GUEST_WL_DIRTY = 1,		/* rewrite the working set */
 	GW_GUEST_WL_VERIFY = 2,		/* verify pages, vmm_verify_page() */
 	GW_GUEST_WL_COMPUTE = 3,	/* a deterministic computation (tests) */
+	GW_GUEST_WL_L2FWD = 4,		/* poll the NICs and forward (common/vnet_drv.h) */
+	GW_GUEST_WL_ECHO = 5,		/* halt until NIC 0's interrupt, send each frame back */
+};
+
+/*
+ * NICs for l2fwd and echo, at GW_GUEST_NET_INFO_GPA in the boot-info page,
+ * written by the VMM before the first run like the boot info. dst_mac and
+ * dst_set have struct vnet_fwd_cfg's layout (common/vnet_drv.h).
+ */
+#define GW_GUEST_NET_INFO_GPA (GW_GUEST_BOOT_GPA + 0x800)
+#define GW_GUEST_NET_GPA GW_U64(0x400000)
+#define GW_GUEST_NET_AREA_BYTES GW_U64(0x100000)	/* >= VNET_DRV_AREA_BYTES */
+#define GW_GUEST_NET_MAX_NICS 4u
+#define GW_GUEST_NET_END (GW_GUEST_NET_GPA + GW_GUEST_NET_MAX_NICS * GW_GUEST_NET_AREA_BYTES)
+
+struct gw_boot_net {
+	uint32_t nr_nics;		/* 1..GW_GUEST_NET_MAX_NICS */
+	uint32_t budget;		/* l2fwd: frames per NIC per pass (>= 1) */
+	uint64_t mmio_gpa[GW_GUEST_NET_MAX_NICS];	/* NIC i's register page */
+	uint32_t gsi[GW_GUEST_NET_MAX_NICS];	/* NIC i's line: IOAPIC pin */
+	uint8_t dst_mac[GW_GUEST_NET_MAX_NICS][6];	/* l2fwd: for frames leaving NIC i */
+	uint8_t dst_set[GW_GUEST_NET_MAX_NICS];	/* 0: back to the frame's source */
+	uint32_t reserved;
 };
 
 /* Boot info `flags`. */
@@ -149,6 +176,8 @@ _Static_assert(__builtin_offsetof(struct gw_vcpu_area, ticks) == GW_VCPU_AREA_TI
 	       "ticks offset used by the timer stub");
 _Static_assert(sizeof(struct gw_boot_info) == 88, "boot info layout");
 _Static_assert(sizeof(struct gw_vcpu_area) == GW_VCPU_AREA_BYTES, "vCPU area layout");
+_Static_assert(sizeof(struct gw_boot_net) == 88, "NIC boot info layout");
+_Static_assert(GW_GUEST_PT_GPA < GW_GUEST_NET_GPA, "NIC areas above the page tables");
 _Static_assert(GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES <= 0x100000ull,
 	       "vCPU areas below the image");
 _Static_assert(GW_GUEST_STACK_GPA + GW_GUEST_MAX_VCPUS * GW_GUEST_STACK_BYTES <= GW_GUEST_PT_GPA,

@@ -152,6 +152,12 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
  * when @starting a migration. 0, or -1 printed as "godwit @cmd: ...".
  */
 int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd);
+/*
+ * After parsing: l2fwd and echo drive the guest's NICs, so without a --nic
+ * they are a usage error (printed as "godwit @cmd: ..."): -1, else 0. A bad
+ * spec is left to the VM, which refuses it with its reason.
+ */
+int run_opts_check_nics(const struct run_opts *o, const char *cmd);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'

@@ -248,6 +248,8 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 	}
 	if (migrate_opts_check(&d->mo, true, "demo"))
 		return CLI_EXIT_USAGE;
+	if (run_opts_check_nics(&d->ro, "demo"))
+		return CLI_EXIT_USAGE;
 	d->verify_on = cli_params_value(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = cli_params_value(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
 	if (d->tls_gen && (d->mo.params.str_set[GW_SPARAM_TLS_CREDS] || d->mo.params.str_set[GW_SPARAM_TLS_PSK])) {

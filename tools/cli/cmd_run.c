@@ -49,6 +49,8 @@ static void run_usage(FILE *out)
 		"                         that runs the workload)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"                         | balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]\n"
+		"                         | l2fwd[:dst0=MAC,dst1=MAC,budget=N] | echo  (these two\n"
+		"                         need --nic)\n"
 		"                         (default idle; --workload, --fill, --seed: a source's only)\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
@@ -145,7 +147,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	return -1;
+	return run_opts_check_nics(o, "run") ? CLI_EXIT_USAGE : -1;
 }
 
 /* Before any thread exists, so that every thread inherits the mask. */
