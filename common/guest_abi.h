@@ -13,13 +13,24 @@
  *   0x0000_2000  GDT: null, code64 0x08, data 0x10, TSS 0x18 (16 bytes)
  *   0x0000_3000  TSS (64-bit, 104 bytes used)
  *   0x0000_4000  vCPU areas, GW_VCPU_AREA_BYTES each (struct gw_vcpu_area)
+ *   0x0004_0000  the NIC driver's area (l2fwd, echo): GW_GUEST_NET_NIC_BYTES
+ *                per NIC, NIC i's at GW_GUEST_NET_GPA + i * GW_GUEST_NET_NIC_BYTES:
+ *                its virtqueues and frame buffers, written by the guest and
+ *                the device only (the device's writes are reported dirty)
  *   0x0010_0000  guest image (ELF PT_LOAD segments, .bss included), < 2 MiB
  *   0x0020_0000  stacks, GW_GUEST_STACK_BYTES per vCPU, vCPU i's top at
  *                GW_GUEST_STACK_GPA + (i + 1) * GW_GUEST_STACK_BYTES
  *   0x0030_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
  *                with 2 MiB pages
+ *   0xd000_0000  device register pages (no RAM: accesses exit), NIC i's
+ *                4 KiB page at GW_GUEST_DEV_GPA + i * GW_GUEST_DEV_STRIDE_BYTES,
+ *                its line on IOAPIC pin GW_GUEST_DEV_GSI_BASE + i
+ *   0xfec0_0000  the in-kernel IOAPIC (the LAPIC runs in x2APIC mode: MSRs)
  *   4 GiB        workload RAM (block "ram"): what --memory sizes, what the
  *                dirty and verify workloads write, what --fill fills
+ *
+ * The page tables map both device windows (2 MiB each) so that the guest
+ * can reach them; they are outside every memslot.
  *
  * Entry: 64-bit mode, CPL 0, interrupts off, RIP = ELF entry, RDI = vCPU
  * index, RSI = boot-info GPA, RSP = top of the vCPU's stack (16-aligned).
@@ -55,6 +66,13 @@
 #define GW_GUEST_PT_GPA GW_U64(0x300000)
 #define GW_GUEST_RAM_GPA GW_U64(0x100000000)
 #define GW_GUEST_MAX_VCPUS 64u
+#define GW_GUEST_NET_GPA GW_U64(0x40000)
+#define GW_GUEST_NET_NIC_BYTES GW_U64(0x30000)	/* 192 KiB per NIC */
+#define GW_GUEST_NET_MAX_NICS 4u
+#define GW_GUEST_DEV_GPA GW_U64(0xd0000000)
+#define GW_GUEST_DEV_STRIDE_BYTES GW_U64(0x1000)
+#define GW_GUEST_DEV_GSI_BASE 16u
+#define GW_GUEST_IOAPIC_GPA GW_U64(0xfec00000)
 
 /* GDT selectors. */
 #define GW_GUEST_SEL_CODE 0x08u
@@ -64,6 +82,7 @@
 /* Interrupt vectors the guests use (x2APIC mode, in-kernel LAPIC). */
 #define GW_GUEST_VEC_TIMER 0x20u
 #define GW_GUEST_VEC_SPURIOUS 0xffu
+#define GW_GUEST_VEC_NIC 0x30u		/* NIC i's line: vector GW_GUEST_VEC_NIC + i (echo) */
 
 /* Offsets used by the assembly stubs (checked below). */
 #define GW_VCPU_AREA_TICKS_OFF 24
@@ -75,6 +94,8 @@ enum gw_guest_workload {
 	GW_GUEST_WL_DIRTY = 1,		/* rewrite the working set */
 	GW_GUEST_WL_VERIFY = 2,		/* verify pages, vmm_verify_page() */
 	GW_GUEST_WL_COMPUTE = 3,	/* a deterministic computation (tests) */
+	GW_GUEST_WL_L2FWD = 4,		/* forward frames between the NICs, polling */
+	GW_GUEST_WL_ECHO = 5,		/* send every frame back, halting between frames */
 };
 
 /* Boot info `flags`. */
@@ -96,14 +117,23 @@ struct gw_boot_info {
 	uint64_t tick_apic_count;	/* idle: LAPIC timer period in bus cycles (1 ns in KVM) */
 	uint64_t compute_iters;		/* compute: iterations to run */
 	uint64_t reserved;
+	/* l2fwd, echo: the NICs (vCPU 0 drives them; the others idle) */
+	uint32_t nr_nics;		/* 0..GW_GUEST_NET_MAX_NICS */
+	uint32_t nic_gsi_base;		/* NIC i's IOAPIC pin: nic_gsi_base + i */
+	uint64_t nic_mmio_gpa;		/* NIC i's register page: nic_mmio_gpa + i * nic_mmio_stride_bytes */
+	uint64_t nic_mmio_stride_bytes;
+	uint64_t net_gpa;		/* NIC i's driver area: net_gpa + i * net_nic_bytes */
+	uint64_t net_nic_bytes;
 };
 
 /* Per-vCPU area: slice set by the VMM at boot, the rest written by the guest only. */
 struct gw_vcpu_area {
 	uint64_t first_page;		/* VMM: slice of the working set, page index from ram_gpa */
 	uint64_t nr_pages;		/* VMM: slice length (may be 0) */
-	uint64_t written;		/* guest: pages written since boot (dirty, verify) */
-	uint64_t ticks;			/* guest: timer ticks (idle), iterations (compute) */
+	uint64_t written;		/* guest: pages written since boot (dirty, verify),
+					 * frames sent (l2fwd, echo) */
+	uint64_t ticks;			/* guest: timer ticks (idle), iterations (compute),
+					 * NIC interrupts taken (echo) */
 	uint64_t seen_migrations;	/* guest: GW_PV_MIGRATIONS count it has reacted to */
 	uint64_t state;			/* guest: enum gw_vcpu_run_state */
 	uint64_t result;		/* guest: compute result, once done */
@@ -147,7 +177,10 @@ enum gw_pv_command {
 
 _Static_assert(__builtin_offsetof(struct gw_vcpu_area, ticks) == GW_VCPU_AREA_TICKS_OFF,
 	       "ticks offset used by the timer stub");
-_Static_assert(sizeof(struct gw_boot_info) == 88, "boot info layout");
+_Static_assert(sizeof(struct gw_boot_info) == 128, "boot info layout");
+_Static_assert(GW_GUEST_NET_GPA >= GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES &&
+	       GW_GUEST_NET_GPA + GW_GUEST_NET_MAX_NICS * GW_GUEST_NET_NIC_BYTES <= GW_GUEST_IMAGE_GPA,
+	       "the NIC driver's area between the vCPU areas and the image");
 _Static_assert(sizeof(struct gw_vcpu_area) == GW_VCPU_AREA_BYTES, "vCPU area layout");
 _Static_assert(GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES <= 0x100000ull,
 	       "vCPU areas below the image");

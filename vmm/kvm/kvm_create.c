@@ -217,7 +217,7 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	if (ret)
 		return ret;
 	kvm_layout_workload(vm);
-	ret = kvm_boot_write(vm, cfg->nr_vcpus, why, why_len);
+	ret = kvm_boot_write(vm, cfg->nr_vcpus, cfg->nr_nics, why, why_len);
 	if (ret)
 		return ret;
 	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
