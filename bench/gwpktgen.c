@@ -70,15 +70,9 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
-#include <godwit/buf.h>
 #include "mac.h"
-#include "util/crc32c.h"
+#include "pgframe.h"
 
-#define PG_ETHERTYPE 0x88b5
-#define PG_MAGIC 0x47575047u
-#define PG_VERSION 1
-#define PG_HDR_BYTES 36
-#define ETH_HDR_BYTES 14
 #define FCS_BYTES 4
 #define MIN_SIZE_BYTES 64
 #define MAX_SIZE_BYTES 1518
@@ -174,57 +168,25 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 	return 0;
 }
 
-/* Build frame @seq of @len bytes (no FCS) into @f; the stamp is put later. */
-static void frame_build(const struct pg *pg, const struct opts *o, uint8_t *f, unsigned len, uint64_t seq)
-{
-	uint8_t *p = f + ETH_HDR_BYTES;
-	unsigned plen = len - ETH_HDR_BYTES;
-
-	memcpy(f, o->dst_mac, 6);
-	memcpy(f + 6, pg->our_mac, 6);
-	f[12] = PG_ETHERTYPE >> 8;
-	f[13] = PG_ETHERTYPE & 0xff;
-	gw_le32_put(p, PG_MAGIC);
-	gw_le16_put(p + 4, PG_VERSION);
-	gw_le16_put(p + 6, (uint16_t)plen);
-	gw_le32_put(p + 8, pg->run_id);
-	gw_le32_put(p + 12, 0);
-	gw_le64_put(p + 16, seq);
-	for (unsigned i = PG_HDR_BYTES; i < plen; i++)
-		p[i] = (uint8_t)(seq + i);
-}
-
-static void frame_seal(uint8_t *f, unsigned len, uint64_t stamp_ns)
-{
-	uint8_t *p = f + ETH_HDR_BYTES;
-
-	gw_le64_put(p + 24, stamp_ns);
-	gw_le32_put(p + 32, 0);
-	gw_le32_put(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
-}
-
 /* One frame received at @rx_ns (monotonic); classify and account it. */
 static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
-	uint64_t seq, sent, tx_ns;
-	uint32_t crc;
-	size_t plen;
+	uint64_t seq = 0, sent, tx_ns = 0;
 
-	if (len < ETH_HDR_BYTES + PG_HDR_BYTES || memcmp(f, pg->our_mac, 6) != 0 ||
-	    f[12] != PG_ETHERTYPE >> 8 || f[13] != (PG_ETHERTYPE & 0xff))
-		return;                  /* not ours at all: ARP, IPv6, our own flooded frames */
-	if (gw_le32_get(p) != PG_MAGIC || gw_le32_get(p + 8) != pg->run_id) {
+	switch (pg_frame_check(f, len, pg->our_mac, pg->run_id, &seq, &tx_ns)) {
+	case PG_NOT_OURS:
+		return;
+	case PG_FOREIGN:
 		pg->foreign++;
 		return;
+	case PG_CORRUPT:
+		pg->corrupted++;
+		return;
+	case PG_OK:
+		break;
 	}
-	plen = gw_le16_get(p + 6);
-	seq = gw_le64_get(p + 16);
 	sent = atomic_load_explicit(&pg->sent, memory_order_acquire);
-	crc = gw_le32_get(p + 32);
-	gw_le32_put(p + 32, 0);
-	if (plen < PG_HDR_BYTES || plen > len - ETH_HDR_BYTES || gw_le16_get(p + 4) != PG_VERSION ||
-	    gw_crc32c(0, p, plen) != crc || seq >= sent || seq >= pg->frames_max) {
+	if (seq >= sent || seq >= pg->frames_max) {
 		pg->corrupted++;
 		return;
 	}
@@ -263,7 +225,6 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 		if (b < pg->nr_bins)
 			pg->bins[b]++;
 	}
-	tx_ns = gw_le64_get(p + 24);
 	if (rx_ns >= tx_ns) {
 		uint64_t bucket = (rx_ns - tx_ns) / RTT_BUCKET_NS;
 
@@ -546,7 +507,7 @@ int main(int argc, char **argv)
 		/* Every frame due by now (seq's at least), at most BATCH: a late sender catches up. */
 		while (n < BATCH && seq + n < pg.frames_max &&
 		       (n == 0 || pg.t0_ns + (seq + n) * NS_PER_S / o.pps <= now)) {
-			frame_build(&pg, &o, frames[n], len, seq + n);
+			pg_frame_build(frames[n], len, o.dst_mac, pg.our_mac, pg.run_id, seq + n);
 			iov[n] = (struct iovec){ .iov_base = frames[n], .iov_len = len };
 			msgs[n].msg_hdr = (struct msghdr){ .msg_name = &to, .msg_namelen = sizeof(to),
 				.msg_iov = &iov[n], .msg_iovlen = 1 };
@@ -554,7 +515,7 @@ int main(int argc, char **argv)
 		}
 		now = mono_ns();
 		for (unsigned i = 0; i < n; i++)
-			frame_seal(frames[i], len, now);
+			pg_frame_seal(frames[i], len, now);
 		/* Counted as sent before the call: the receiver bounds sequences by it. */
 		atomic_store_explicit(&pg.sent, seq + n, memory_order_release);
 		sent = sendmmsg(pg.fd, msgs, n, 0);
