@@ -13,15 +13,16 @@
  *   0x0000_2000  GDT: null, code64 0x08, data 0x10, TSS 0x18 (16 bytes)
  *   0x0000_3000  TSS (64-bit, 104 bytes used)
  *   0x0000_4000  vCPU areas, GW_VCPU_AREA_BYTES each (struct gw_vcpu_area)
- *   0x0004_0000  the NIC driver's area (l2fwd, echo): GW_GUEST_NET_NIC_BYTES
- *                per NIC, NIC i's at GW_GUEST_NET_GPA + i * GW_GUEST_NET_NIC_BYTES:
- *                its virtqueues and frame buffers, written by the guest and
- *                the device only (the device's writes are reported dirty)
  *   0x0010_0000  guest image (ELF PT_LOAD segments, .bss included), < 2 MiB
  *   0x0020_0000  stacks, GW_GUEST_STACK_BYTES per vCPU, vCPU i's top at
  *                GW_GUEST_STACK_GPA + (i + 1) * GW_GUEST_STACK_BYTES
- *   0x0030_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
- *                with 2 MiB pages
+ *   0x0030_0000  the NIC driver's areas (l2fwd, echo): GW_GUEST_NET_NIC_BYTES
+ *                per NIC, NIC i's at GW_GUEST_NET_GPA + i * GW_GUEST_NET_NIC_BYTES
+ *                (common/vnet_drv.h: its state, virtqueues and frame
+ *                buffers), written by the guest and the device only (the
+ *                device's writes are reported dirty), zero at boot
+ *   0x0060_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
+ *                and of the device windows, with 2 MiB pages
  *   0xd000_0000  device register pages (no RAM: accesses exit), NIC i's
  *                4 KiB page at GW_GUEST_DEV_GPA + i * GW_GUEST_DEV_STRIDE_BYTES,
  *                its line on IOAPIC pin GW_GUEST_DEV_GSI_BASE + i
@@ -63,11 +64,11 @@
 #define GW_GUEST_IMAGE_END GW_U64(0x200000)
 #define GW_GUEST_STACK_GPA GW_U64(0x200000)
 #define GW_GUEST_STACK_BYTES GW_U64(0x4000)
-#define GW_GUEST_PT_GPA GW_U64(0x300000)
+#define GW_GUEST_PT_GPA GW_U64(0x600000)
 #define GW_GUEST_RAM_GPA GW_U64(0x100000000)
 #define GW_GUEST_MAX_VCPUS 64u
-#define GW_GUEST_NET_GPA GW_U64(0x40000)
-#define GW_GUEST_NET_NIC_BYTES GW_U64(0x30000)	/* 192 KiB per NIC */
+#define GW_GUEST_NET_GPA GW_U64(0x300000)
+#define GW_GUEST_NET_NIC_BYTES GW_U64(0xc0000)	/* 768 KiB per NIC */
 #define GW_GUEST_NET_MAX_NICS 4u
 #define GW_GUEST_DEV_GPA GW_U64(0xd0000000)
 #define GW_GUEST_DEV_STRIDE_BYTES GW_U64(0x1000)
@@ -137,7 +138,7 @@ struct gw_vcpu_area {
 	uint64_t seen_migrations;	/* guest: GW_PV_MIGRATIONS count it has reacted to */
 	uint64_t state;			/* guest: enum gw_vcpu_run_state */
 	uint64_t result;		/* guest: compute result, once done */
-	uint64_t reserved;
+	uint64_t nic_isr_seen;		/* guest: OR of the InterruptStatus its NIC handler acked (echo) */
 	uint64_t args[4];		/* guest: arguments of the next PV call */
 	uint64_t pad[4];
 };
@@ -178,9 +179,9 @@ enum gw_pv_command {
 _Static_assert(__builtin_offsetof(struct gw_vcpu_area, ticks) == GW_VCPU_AREA_TICKS_OFF,
 	       "ticks offset used by the timer stub");
 _Static_assert(sizeof(struct gw_boot_info) == 128, "boot info layout");
-_Static_assert(GW_GUEST_NET_GPA >= GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES &&
-	       GW_GUEST_NET_GPA + GW_GUEST_NET_MAX_NICS * GW_GUEST_NET_NIC_BYTES <= GW_GUEST_IMAGE_GPA,
-	       "the NIC driver's area between the vCPU areas and the image");
+_Static_assert(GW_GUEST_NET_GPA >= GW_GUEST_STACK_GPA + GW_GUEST_MAX_VCPUS * GW_GUEST_STACK_BYTES &&
+	       GW_GUEST_NET_GPA + GW_GUEST_NET_MAX_NICS * GW_GUEST_NET_NIC_BYTES <= GW_GUEST_PT_GPA,
+	       "the NIC driver's areas between the stacks and the page tables");
 _Static_assert(sizeof(struct gw_vcpu_area) == GW_VCPU_AREA_BYTES, "vCPU area layout");
 _Static_assert(GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES <= 0x100000ull,
 	       "vCPU areas below the image");

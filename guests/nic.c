@@ -77,6 +77,7 @@ void guest_nic_irq(void)
 {
 	const struct gw_boot_info *bi = boot();
 	struct gw_vcpu_area *a = vcpu_area(0);
+	uint64_t seen = 0;
 
 	for (unsigned i = 0; i < nic_count(bi); i++) {
 		uint64_t r = nic_regs_gpa(bi, i);
@@ -84,7 +85,9 @@ void guest_nic_irq(void)
 
 		if (isr)
 			mmio_write32(r + MMIO_INTERRUPT_ACK, isr);
+		seen |= isr;
 	}
+	publish_u64(&a->nic_isr_seen, read_u64(&a->nic_isr_seen) | seen);
 	publish_u64(&a->ticks, read_u64(&a->ticks) + 1);
 	wrmsr(X2APIC_EOI, 0);
 }
