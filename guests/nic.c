@@ -17,29 +17,31 @@
 #define MMIO_MAGIC 0x74726976u		/* "virt" */
 #define VIRTIO_ID_NET 1u
 
-static const struct gw_boot_info *boot(void)
+_Static_assert(VNET_DRV_AREA_BYTES <= GW_GUEST_NET_AREA_BYTES, "the driver's area fits its place");
+_Static_assert(VNET_DRV_MAX_NICS >= GW_GUEST_NET_MAX_NICS, "the driver forwards between all NICs");
+
+unsigned nic_count(void)
 {
-	return (const struct gw_boot_info *)(uintptr_t)GW_GUEST_BOOT_GPA;
+	uint32_t n = nic_boot()->nr_nics;
+
+	return n < GW_GUEST_NET_MAX_NICS ? n : GW_GUEST_NET_MAX_NICS;
 }
 
-unsigned nic_count(const struct gw_boot_info *bi)
+void nic_fwd_cfg(struct vnet_fwd_cfg *cfg, unsigned *budget)
 {
-	return bi->nr_nics < GW_GUEST_NET_MAX_NICS ? bi->nr_nics : GW_GUEST_NET_MAX_NICS;
+	const struct gw_boot_net *net = nic_boot();
+
+	for (unsigned i = 0; i < GW_GUEST_NET_MAX_NICS; i++) {
+		for (unsigned k = 0; k < 6; k++)
+			cfg->dst_mac[i][k] = net->dst_mac[i][k];
+		cfg->dst_set[i] = net->dst_set[i];
+	}
+	*budget = net->budget ? net->budget : 1;
 }
 
-uint64_t nic_regs_gpa(const struct gw_boot_info *bi, unsigned i)
+int nic_probe(unsigned i)
 {
-	return bi->nic_mmio_gpa + i * bi->nic_mmio_stride_bytes;
-}
-
-uint64_t nic_area_gpa(const struct gw_boot_info *bi, unsigned i)
-{
-	return bi->net_gpa + i * bi->net_nic_bytes;
-}
-
-int nic_probe(const struct gw_boot_info *bi, unsigned i)
-{
-	uint64_t r = nic_regs_gpa(bi, i);
+	uint64_t r = nic_boot()->mmio_gpa[i];
 	uint32_t magic = mmio_read32(r + MMIO_MAGIC_VALUE), version = mmio_read32(r + MMIO_VERSION);
 	uint32_t id = mmio_read32(r + MMIO_DEVICE_ID);
 
@@ -55,16 +57,57 @@ int nic_probe(const struct gw_boot_info *bi, unsigned i)
 	return magic == MMIO_MAGIC && version == 2 && id == VIRTIO_ID_NET ? 0 : -1;
 }
 
+static uint32_t regs_rd32(void *ctx, uint32_t off)
+{
+	return mmio_read32((uint64_t)(uintptr_t)ctx + off);
+}
+
+static void regs_wr32(void *ctx, uint32_t off, uint32_t v)
+{
+	mmio_write32((uint64_t)(uintptr_t)ctx + off, v);
+}
+
+void nic_fail(unsigned i, int err)
+{
+	serial_puts("nic=");
+	serial_put_u64(i);
+	serial_puts(" driver error=");
+	serial_put_u64((uint64_t)-err);
+	serial_puts("\n");
+	guest_exception(GW_GUEST_VEC_NIC, 0, (uint64_t)-err);
+}
+
+unsigned nic_setup_all(struct vnet_drv *nics, uint32_t flags)
+{
+	unsigned n = nic_count();
+
+	for (unsigned i = 0; i < n; i++) {
+		struct vnet_io io = {
+			.rd32 = regs_rd32, .wr32 = regs_wr32,
+			.ctx = (void *)(uintptr_t)nic_boot()->mmio_gpa[i],
+		};
+		uint64_t area = GW_GUEST_NET_GPA + i * GW_GUEST_NET_AREA_BYTES;
+		int ret;
+
+		if (nic_probe(i))
+			nic_fail(i, VNET_ENODEV);
+		ret = vnet_drv_setup(&nics[i], &io, area, (void *)(uintptr_t)area, flags);
+		if (ret)
+			nic_fail(i, ret);
+	}
+	return n;
+}
+
 static void ioapic_write(uint32_t reg, uint32_t v)
 {
 	mmio_write32(GW_GUEST_IOAPIC_GPA + IOAPIC_REGSEL, reg);
 	mmio_write32(GW_GUEST_IOAPIC_GPA + IOAPIC_WIN, v);
 }
 
-void nic_irq_route(const struct gw_boot_info *bi)
+void nic_irq_route(void)
 {
-	for (unsigned i = 0; i < nic_count(bi); i++) {
-		uint32_t pin = bi->nic_gsi_base + i;
+	for (unsigned i = 0; i < nic_count(); i++) {
+		uint32_t pin = nic_boot()->gsi[i];
 
 		if (pin >= IOAPIC_PINS)
 			continue;
@@ -75,12 +118,11 @@ void nic_irq_route(const struct gw_boot_info *bi)
 
 void guest_nic_irq(void)
 {
-	const struct gw_boot_info *bi = boot();
 	struct gw_vcpu_area *a = vcpu_area(0);
 	uint64_t seen = 0;
 
-	for (unsigned i = 0; i < nic_count(bi); i++) {
-		uint64_t r = nic_regs_gpa(bi, i);
+	for (unsigned i = 0; i < nic_count(); i++) {
+		uint64_t r = nic_boot()->mmio_gpa[i];
 		uint32_t isr = mmio_read32(r + MMIO_INTERRUPT_STATUS);
 
 		if (isr)

@@ -20,6 +20,7 @@
 
 #define RECHECK_AUTO_MAX_PAGES 4096ull	/* guest re-check by default up to 16 MiB */
 #define XCR0_USER_MASK 0xe7ull		/* x87, SSE, AVX, AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM) */
+#define KVM_NET_BUDGET_FRAMES 32u	/* l2fwd, echo: frames per NIC per pass */
 
 struct gw_boot_info *kvm_boot_info(const struct kvm_vm *vm)
 {
@@ -102,15 +103,22 @@ static bool writes(const struct kvm_vm *vm)
 	return w == GW_GUEST_WL_DIRTY || w == GW_GUEST_WL_VERIFY;
 }
 
-/* The NICs' layout (kvm_mmio_dev.h), the same whatever the guest. */
-static void boot_info_nics(struct gw_boot_info *bi, unsigned nr_nics)
+/*
+ * The NICs' boot info (kvm_mmio_dev.h's layout, the same whatever the
+ * guest): register pages, lines, frames per pass. Destination MACs are
+ * left unset: frames go back to their sender.
+ */
+static void write_boot_net(struct kvm_vm *vm, unsigned nr_nics)
 {
-	bi->nr_nics = nr_nics;
-	bi->nic_gsi_base = KVM_VIRTIO_MMIO_GSI_BASE;
-	bi->nic_mmio_gpa = KVM_VIRTIO_MMIO_BASE_GPA;
-	bi->nic_mmio_stride_bytes = VMM_DEV_WINDOW_BYTES;
-	bi->net_gpa = GW_GUEST_NET_GPA;
-	bi->net_nic_bytes = GW_GUEST_NET_NIC_BYTES;
+	struct gw_boot_net *net = kvm_gpa_host(vm, GW_GUEST_NET_INFO_GPA, sizeof(*net));
+
+	memset(net, 0, sizeof(*net));
+	net->nr_nics = nr_nics < GW_GUEST_NET_MAX_NICS ? nr_nics : GW_GUEST_NET_MAX_NICS;
+	net->budget = KVM_NET_BUDGET_FRAMES;
+	for (unsigned i = 0; i < net->nr_nics; i++) {
+		net->mmio_gpa[i] = KVM_VIRTIO_MMIO_BASE_GPA + (uint64_t)i * VMM_DEV_WINDOW_BYTES;
+		net->gsi[i] = KVM_VIRTIO_MMIO_GSI_BASE + i;
+	}
 }
 
 /* Boot info and vCPU slices; pacing as the soft VM's: ~100 calls/s at low rates. */
@@ -139,7 +147,7 @@ static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus, unsigned nr_ni
 	bi->seed = vm->seed;
 	bi->tick_apic_count = vm->opts.tick_ns ? vm->opts.tick_ns : 1000000;
 	bi->compute_iters = vm->opts.compute_iters;
-	boot_info_nics(bi, nr_nics);
+	write_boot_net(vm, nr_nics);
 	for (unsigned i = 0; i < nr_vcpus; i++) {
 		struct gw_vcpu_area *a = kvm_vcpu_area(vm, i);
 		uint64_t first = vm->base.ws_pages * i / nr_vcpus;
