@@ -70,6 +70,7 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+#include <godwit/buf.h>
 #include "mac.h"
 #include "pgframe.h"
 
@@ -168,25 +169,26 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 	return 0;
 }
 
+/* Build frame @seq of @len bytes (no FCS) into @f; the stamp is put later. */
+static void frame_build(const struct pg *pg, const struct opts *o, uint8_t *f, unsigned len, uint64_t seq)
+{
+	pgframe_build(f, o->dst_mac, pg->our_mac, len, pg->run_id, seq);
+}
+
 /* One frame received at @rx_ns (monotonic); classify and account it. */
 static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 {
-	uint64_t seq = 0, sent, tx_ns = 0;
+	uint64_t seq = 0, sent, tx_ns;
+	enum pgframe_verdict v = pgframe_check(f, len, pg->our_mac, pg->run_id, &seq);
 
-	switch (pg_frame_check(f, len, pg->our_mac, pg->run_id, &seq, &tx_ns)) {
-	case PG_NOT_OURS:
-		return;
-	case PG_FOREIGN:
+	if (v == PGFRAME_NOT_OURS)
+		return;                  /* not ours at all: ARP, IPv6, our own flooded frames */
+	if (v == PGFRAME_FOREIGN) {
 		pg->foreign++;
 		return;
-	case PG_CORRUPT:
-		pg->corrupted++;
-		return;
-	case PG_OK:
-		break;
 	}
 	sent = atomic_load_explicit(&pg->sent, memory_order_acquire);
-	if (seq >= sent || seq >= pg->frames_max) {
+	if (v == PGFRAME_CORRUPT || seq >= sent || seq >= pg->frames_max) {
 		pg->corrupted++;
 		return;
 	}
@@ -225,6 +227,7 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 		if (b < pg->nr_bins)
 			pg->bins[b]++;
 	}
+	tx_ns = gw_le64_get(f + PG_ETH_HDR_BYTES + 24);
 	if (rx_ns >= tx_ns) {
 		uint64_t bucket = (rx_ns - tx_ns) / RTT_BUCKET_NS;
 
@@ -507,7 +510,7 @@ int main(int argc, char **argv)
 		/* Every frame due by now (seq's at least), at most BATCH: a late sender catches up. */
 		while (n < BATCH && seq + n < pg.frames_max &&
 		       (n == 0 || pg.t0_ns + (seq + n) * NS_PER_S / o.pps <= now)) {
-			pg_frame_build(frames[n], len, o.dst_mac, pg.our_mac, pg.run_id, seq + n);
+			frame_build(&pg, &o, frames[n], len, seq + n);
 			iov[n] = (struct iovec){ .iov_base = frames[n], .iov_len = len };
 			msgs[n].msg_hdr = (struct msghdr){ .msg_name = &to, .msg_namelen = sizeof(to),
 				.msg_iov = &iov[n], .msg_iovlen = 1 };
@@ -515,7 +518,7 @@ int main(int argc, char **argv)
 		}
 		now = mono_ns();
 		for (unsigned i = 0; i < n; i++)
-			pg_frame_seal(frames[i], len, now);
+			pgframe_seal(frames[i], len, now);
 		/* Counted as sent before the call: the receiver bounds sequences by it. */
 		atomic_store_explicit(&pg.sent, seq + n, memory_order_release);
 		sent = sendmmsg(pg.fd, msgs, n, 0);

@@ -46,8 +46,60 @@ static int parse_size(const char *s, uint64_t *out)
 
 static const char *const kind_names[] = {
 	[VMM_WL_IDLE] = "idle", [VMM_WL_DIRTY] = "dirty", [VMM_WL_VERIFY] = "verify",
-	[VMM_WL_BALLOON] = "balloon",
+	[VMM_WL_BALLOON] = "balloon", [VMM_WL_L2FWD] = "l2fwd", [VMM_WL_ECHO] = "echo",
 };
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	for (unsigned i = 0; i < 6; i++) {
+		unsigned v;
+		int n = 0;
+
+		if (sscanf(s, "%2x%n", &v, &n) != 1 || n != 2)
+			return -EINVAL;
+		mac[i] = (uint8_t)v;
+		s += 2;
+		if (*s != (i == 5 ? '\0' : ':'))
+			return -EINVAL;
+		s += i < 5;
+	}
+	return 0;
+}
+
+/* l2fwd's own options: dstN=MAC, budget=FRAMES. 1 when @key is none of them. */
+static int parse_fwd_opt(struct vmm_workload *wl, const char *key, const char *val, char *err,
+			 size_t err_len)
+{
+	uint64_t v;
+
+	if (strncmp(key, "dst", 3) == 0 && key[3] >= '0' &&
+	    key[3] < (char)('0' + VMM_WL_NET_MAX_NICS) && !key[4]) {
+		unsigned i = (unsigned)(key[3] - '0');
+
+		if (parse_mac(val, wl->dst_mac[i])) {
+			snprintf(err, err_len, "bad MAC '%s' for %s (xx:xx:xx:xx:xx:xx)", val, key);
+			return -EINVAL;
+		}
+		wl->dst_set[i] = 1;
+		return 0;
+	}
+	if (strcmp(key, "budget") == 0) {
+		if (parse_size(val, &v) || !v || v > VMM_WL_FWD_BUDGET_MAX) {
+			snprintf(err, err_len, "bad budget '%s' (1..%u frames)", val,
+				 VMM_WL_FWD_BUDGET_MAX);
+			return -EINVAL;
+		}
+		wl->budget_frames = (uint32_t)v;
+		return 0;
+	}
+	return 1;
+}
+
+/* The workloads that write a working set (ws=, rate=). */
+static bool has_ws(const struct vmm_workload *wl)
+{
+	return wl->kind == VMM_WL_DIRTY || wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
+}
 
 int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len)
 {
@@ -76,8 +128,14 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 	} else if (strcmp(buf, "balloon") == 0) {
 		wl->kind = VMM_WL_BALLOON;
 		wl->window_pages = BALLOON_DEFAULT_WINDOW;
+	} else if (strcmp(buf, "l2fwd") == 0) {
+		wl->kind = VMM_WL_L2FWD;
+		wl->budget_frames = VMM_WL_FWD_BUDGET_DEFAULT;
+	} else if (strcmp(buf, "echo") == 0) {
+		wl->kind = VMM_WL_ECHO;
 	} else {
-		snprintf(err, err_len, "unknown workload '%s' (idle, dirty, verify, balloon)", buf);
+		snprintf(err, err_len,
+			 "unknown workload '%s' (idle, dirty, verify, balloon, l2fwd, echo)", buf);
 		return -EINVAL;
 	}
 	if (!args)
@@ -90,7 +148,16 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 			return -EINVAL;
 		}
 		*val++ = '\0';
-		if (strcmp(tok, "ws") == 0 && wl->kind != VMM_WL_IDLE) {
+		if (wl->kind == VMM_WL_L2FWD) {
+			int ret = parse_fwd_opt(wl, tok, val, err, err_len);
+
+			if (ret <= 0) {
+				if (ret)
+					return ret;
+				continue;
+			}
+		}
+		if (strcmp(tok, "ws") == 0 && has_ws(wl)) {
 			if (parse_size(val, &wl->ws_bytes) || wl->ws_bytes < VMM_PAGE_BYTES) {
 				snprintf(err, err_len, "bad working set size '%s'", val);
 				return -EINVAL;
@@ -105,7 +172,7 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 				snprintf(err, err_len, "bad pattern '%s' (byte, page)", val);
 				return -EINVAL;
 			}
-		} else if (strcmp(tok, "rate") == 0 && wl->kind != VMM_WL_IDLE) {
+		} else if (strcmp(tok, "rate") == 0 && has_ws(wl)) {
 			if (parse_size(val, &wl->rate_pps)) {
 				snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
 				return -EINVAL;
@@ -132,12 +199,27 @@ uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages
 {
 	uint64_t pages;
 
-	if (wl->kind == VMM_WL_IDLE)
+	if (!has_ws(wl))
 		return 0;
 	if ((wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON) && !wl->ws_given)
 		return ram_pages;
 	pages = wl->ws_bytes / VMM_PAGE_BYTES;
 	return pages < ram_pages ? pages : ram_pages;
+}
+
+/* "l2fwd:budget=B[,dstI=MAC...]" (at most 4 MACs: fits VMM_WORKLOAD_SPEC_MAX). */
+static void format_fwd(const struct vmm_workload *wl, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "l2fwd:budget=%u", wl->budget_frames);
+
+	for (unsigned i = 0; i < VMM_WL_NET_MAX_NICS && n > 0 && (size_t)n < len; i++) {
+		const uint8_t *m = wl->dst_mac[i];
+
+		if (wl->dst_set[i])
+			n += snprintf(buf + n, len - (size_t)n,
+				      ",dst%u=%02x:%02x:%02x:%02x:%02x:%02x", i, m[0], m[1], m[2],
+				      m[3], m[4], m[5]);
+	}
 }
 
 void vmm_workload_format(const struct vmm_workload *wl, uint64_t ws_pages, char *buf,
@@ -161,6 +243,12 @@ void vmm_workload_format(const struct vmm_workload *wl, uint64_t ws_pages, char 
 			 ws_pages * VMM_PAGE_BYTES, vmm_workload_keep_pages(wl, ws_pages) * VMM_PAGE_BYTES,
 			 wl->window_pages, wl->rate_pps);
 		break;
+	case VMM_WL_L2FWD:
+		format_fwd(wl, buf, len);
+		break;
+	case VMM_WL_ECHO:
+		snprintf(buf, len, "echo");
+		break;
 	default:
 		snprintf(buf, len, "idle");
 		break;
@@ -177,4 +265,9 @@ uint64_t vmm_workload_keep_pages(const struct vmm_workload *wl, uint64_t ws_page
 bool vmm_workload_checkable(const struct vmm_workload *wl)
 {
 	return wl->kind == VMM_WL_DIRTY || wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
+}
+
+bool vmm_workload_needs_nic(const struct vmm_workload *wl)
+{
+	return wl->kind == VMM_WL_L2FWD || wl->kind == VMM_WL_ECHO;
 }

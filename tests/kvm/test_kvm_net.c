@@ -103,12 +103,12 @@ static void drain(int fd)
 	ssize_t n;
 
 	while (fd >= 0 && (n = recv(fd, f, sizeof(f), MSG_DONTWAIT)) > 0) {
-		uint64_t seq = 0, stamp = 0;
-		enum pg_verdict v = pg_frame_check(f, (size_t)n, net_mac, RUN_ID, &seq, &stamp);
+		uint64_t seq = 0;
+		enum pgframe_verdict v = pgframe_check(f, (size_t)n, net_mac, RUN_ID, &seq);
 
-		if (v == PG_NOT_OURS && n >= 14 && f[12] == 0x80 && f[13] == 0x35)
+		if (v == PGFRAME_NOT_OURS && n >= 14 && f[12] == 0x80 && f[13] == 0x35)
 			continue;	/* RARP: the destination announced the NIC */
-		if (v != PG_OK || seq >= FRAMES || memcmp(f + 6, guest_mac, 6) != 0) {
+		if (v != PGFRAME_OK || seq >= FRAMES || memcmp(f + 6, guest_mac, 6) != 0) {
 			atomic_fetch_add(&t.bad, 1);
 			continue;
 		}
@@ -123,8 +123,8 @@ static bool send_one(unsigned seq)
 {
 	uint8_t f[FRAME_BYTES];
 
-	pg_frame_build(f, sizeof(f), guest_mac, net_mac, RUN_ID, seq);
-	pg_frame_seal(f, sizeof(f), now_ns());
+	pgframe_build(f, guest_mac, net_mac, sizeof(f), RUN_ID, seq);
+	pgframe_seal(f, sizeof(f), now_ns());
 	return send(atomic_load(&t.cur), f, sizeof(f), MSG_DONTWAIT) == (ssize_t)sizeof(f);
 }
 

@@ -58,6 +58,8 @@ static void run_usage(FILE *out)
 		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"                         | balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]\n"
+		"                         | l2fwd[:dst0=MAC,dst1=MAC,budget=N] | echo  (these two\n"
+		"                         need --nic)\n"
 		"                         (default idle)\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
@@ -160,6 +162,20 @@ static const struct vmm_backend *choose_backend(const char *accel)
 }
 
 /* The command line into @o. -1 to go on, else the exit code (help, bad usage). */
+/* l2fwd and echo drive the guest's NICs: without --nic they are a usage error. */
+static int check_workload_nics(const struct run_opts *o)
+{
+	struct vmm_workload wl;
+	char err[128];
+
+	if (!o->workload || vmm_workload_parse(o->workload, &wl, err, sizeof(err)) ||
+	    !vmm_workload_needs_nic(&wl) || o->nr_nics)
+		return -1;	/* a bad spec is the VM's to refuse, with its reason */
+	cli_usage_error("run", "--workload %s drives the guest's NICs: give at least one "
+			"--nic tap=IFNAME", o->workload);
+	return CLI_EXIT_USAGE;
+}
+
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -194,7 +210,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	return -1;
+	return check_workload_nics(o);
 }
 
 /* Before any thread exists, so that every thread inherits the mask. */
