@@ -223,6 +223,18 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
 }
 
+/* The guest image that runs @kind (the guests/ of the same name). */
+static const char *workload_guest(enum vmm_workload_kind kind)
+{
+	switch (kind) {
+	case VMM_WL_DIRTY: return "dirty";
+	case VMM_WL_VERIFY: return "verify";
+	case VMM_WL_L2FWD: return "l2fwd";
+	case VMM_WL_ECHO: return "echo";
+	default: return "idle";
+	}
+}
+
 struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_vm_opts *opts,
 				char *err, size_t err_len)
 {
@@ -253,8 +265,14 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		ret = -EOPNOTSUPP;
 		goto fail;
 	}
-	snprintf(vm->guest, sizeof(vm->guest), "%s", vm->opts.guest ? vm->opts.guest :
-		 vm->base.wl.kind == VMM_WL_DIRTY ? "dirty" : vm->base.wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
+	if (vmm_workload_needs_nic(&vm->base.wl) && !cfg->nr_nics && !cfg->incoming) {
+		snprintf(why, sizeof(why), "the %s workload drives NICs: give at least one (--nic)",
+			 vm->base.wl.kind == VMM_WL_ECHO ? "echo" : "l2fwd");
+		ret = -EINVAL;
+		goto fail;
+	}
+	snprintf(vm->guest, sizeof(vm->guest), "%s",
+		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
 	ret = kvm_open_dev(why, sizeof(why));
 	if (ret < 0)
 		goto fail;

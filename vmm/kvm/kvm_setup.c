@@ -20,7 +20,6 @@
 
 #define RECHECK_AUTO_MAX_PAGES 4096ull	/* guest re-check by default up to 16 MiB */
 #define XCR0_USER_MASK 0xe7ull		/* x87, SSE, AVX, AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM) */
-#define KVM_NET_BUDGET_FRAMES 32u	/* l2fwd, echo: frames per NIC per pass */
 
 struct gw_boot_info *kvm_boot_info(const struct kvm_vm *vm)
 {
@@ -103,21 +102,25 @@ static bool writes(const struct kvm_vm *vm)
 	return w == GW_GUEST_WL_DIRTY || w == GW_GUEST_WL_VERIFY;
 }
 
+_Static_assert(VMM_WL_NET_MAX_NICS >= GW_GUEST_NET_MAX_NICS, "a MAC for every guest NIC");
+
 /*
- * The NICs' boot info (kvm_mmio_dev.h's layout, the same whatever the
- * guest): register pages, lines, frames per pass. Destination MACs are
- * left unset: frames go back to their sender.
+ * The NICs' boot info: kvm_mmio_dev.h's layout (the same whatever the
+ * guest), and the workload's destination MACs and frames per pass (l2fwd).
  */
 static void write_boot_net(struct kvm_vm *vm, unsigned nr_nics)
 {
 	struct gw_boot_net *net = kvm_gpa_host(vm, GW_GUEST_NET_INFO_GPA, sizeof(*net));
+	const struct vmm_workload *wl = &vm->base.wl;
 
 	memset(net, 0, sizeof(*net));
 	net->nr_nics = nr_nics < GW_GUEST_NET_MAX_NICS ? nr_nics : GW_GUEST_NET_MAX_NICS;
-	net->budget = KVM_NET_BUDGET_FRAMES;
+	net->budget = wl->budget_frames ? wl->budget_frames : VMM_WL_FWD_BUDGET_DEFAULT;
 	for (unsigned i = 0; i < net->nr_nics; i++) {
 		net->mmio_gpa[i] = KVM_VIRTIO_MMIO_BASE_GPA + (uint64_t)i * VMM_DEV_WINDOW_BYTES;
 		net->gsi[i] = KVM_VIRTIO_MMIO_GSI_BASE + i;
+		memcpy(net->dst_mac[i], wl->dst_mac[i], sizeof(net->dst_mac[i]));
+		net->dst_set[i] = wl->dst_set[i];
 	}
 }
 
