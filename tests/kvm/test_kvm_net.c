@@ -27,6 +27,9 @@
  *    VIRTIO_MMIO_INT_CONFIG there (nic_isr_seen), which the source's never
  *    saw. Frames keep coming back, once each, as in 1.
  * 3. Either workload without a NIC is refused when the VM is made.
+ * 4. l2fwd between two NICs (and two vCPUs, the second idle): each frame
+ *    leaves once by the other NIC, MACs rewritten (source: the egress NIC's,
+ *    destination: the configured one, or back to the sender), payload intact.
  *
  * Timing never decides: rates are bounded, every wait gives up after
  * WAIT_NS (a hang guard), and nothing depends on when the guest runs (the
@@ -61,6 +64,7 @@ TEST_DEFINE_FAILURES;
 #define RATE_PPS 1000u		/* at most, whatever the guest could take */
 #define FRAME_BYTES 60u		/* a 64-byte frame with its FCS */
 #define RUN_ID 0x6b766d6eu
+#define PAIR_FRAMES 300u
 #define WAIT_NS (60ull * 1000000000u)
 
 static const uint8_t net_mac[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x01 };
@@ -385,12 +389,88 @@ static void refuse_without_nic(const char *workload)
 	vmm_kvm.destroy(vm);
 }
 
+/*
+ * 4. l2fwd between two NICs: frames into NIC 0 leave by NIC 1 with its MAC
+ * as source and dst1 as destination; frames into NIC 1 leave by NIC 0 with
+ * its MAC as source, back to their sender (no dst0). Payloads intact.
+ */
+static unsigned pair_receive(int fd, const uint8_t dst[6], const uint8_t src[6], unsigned *seen)
+{
+	uint8_t f[2048];
+	unsigned bad = 0;
+	ssize_t n;
+
+	while ((n = recv(fd, f, sizeof(f), MSG_DONTWAIT)) > 0) {
+		uint64_t seq;
+
+		if (pgframe_check(f, (size_t)n, dst, RUN_ID, &seq) != PGFRAME_OK || seq >= PAIR_FRAMES ||
+		    memcmp(f + 6, src, 6) != 0) {
+			bad += !(f[12] == 0x80 && f[13] == 0x35);	/* RARPs are not ours */
+			continue;
+		}
+		seen[seq]++;
+	}
+	return bad;
+}
+
+static void forward_pair(void)
+{
+	static const uint8_t mac0[6] = { 0x52, 0x54, 0x00, 0x67, 0x77, 0x30 };
+	static const uint8_t mac1[6] = { 0x52, 0x54, 0x00, 0x67, 0x77, 0x31 };
+	static const uint8_t dst1[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x0d };
+	static const uint8_t sender1[6] = { 0x02, 0x00, 0x00, 0x00, 0x00, 0x0b };
+	struct virtio_net_nic nics[2] = { { .mac_set = true }, { .mac_set = true } };
+	unsigned seen01[PAIR_FRAMES] = { 0 }, seen10[PAIR_FRAMES] = { 0 }, bad = 0, ok = 0;
+	int fds[2], net[2];
+	char err[256] = "";
+	uint64_t t0 = now_ns();
+	struct vmm *vm;
+
+	memcpy(nics[0].mac, mac0, 6);
+	memcpy(nics[1].mac, mac1, 6);
+	pair(&net[0], &fds[0]);
+	pair(&net[1], &fds[1]);
+	struct vmm_config cfg = {
+		.memory_bytes = VM_BYTES, .nr_vcpus = 2, .fill = VMM_FILL_NONE,
+		.workload = "l2fwd:dst1=02:00:00:00:00:0d", .nics = nics, .nr_nics = 2, .nic_fds = fds,
+	};
+	vm = vmm_kvm_create_opts(&cfg, NULL, err, sizeof(err));
+	TEST_ASSERT(vm && vmm_kvm.start(vm) == 0, "pair: %s", err);
+	for (unsigned seq = 0; ok < 2 * PAIR_FRAMES && now_ns() - t0 < WAIT_NS; sleep_us(500)) {
+		uint8_t f[FRAME_BYTES];
+
+		if (seq < PAIR_FRAMES && seq - ok / 2 < WINDOW / 2) {
+			pgframe_build(f, mac0, net_mac, sizeof(f), RUN_ID, seq);
+			pgframe_seal(f, sizeof(f), now_ns());
+			TEST_ASSERT(send(net[0], f, sizeof(f), 0) == sizeof(f), "send to NIC 0");
+			pgframe_build(f, mac1, sender1, sizeof(f), RUN_ID, seq);
+			pgframe_seal(f, sizeof(f), now_ns());
+			TEST_ASSERT(send(net[1], f, sizeof(f), 0) == sizeof(f), "send to NIC 1");
+			seq++;
+		}
+		bad += pair_receive(net[1], dst1, mac1, seen01);
+		bad += pair_receive(net[0], sender1, mac0, seen10);
+		ok = 0;
+		for (unsigned i = 0; i < PAIR_FRAMES; i++)
+			ok += (seen01[i] == 1) + (seen10[i] == 1);
+	}
+	TEST_CHECK(ok == 2 * PAIR_FRAMES && !bad, "pair: %u of %u frames forwarded once, %u bad", ok,
+		   2 * PAIR_FRAMES, bad);
+	TEST_CHECK(vmm_kvm.progress(vm) >= 2 * PAIR_FRAMES, "pair: progress %llu",
+		   (unsigned long long)vmm_kvm.progress(vm));
+	printf("pair: %u frames 0->1 and 1->0, MACs rewritten\n", PAIR_FRAMES);
+	vmm_kvm.destroy(vm);
+	close(net[0]);
+	close(net[1]);
+}
+
 int main(void)
 {
 	kvm_test_require();
 	kvm_test_time_bound(600);
 	refuse_without_nic("l2fwd");
 	refuse_without_nic("echo");
+	forward_pair();
 	run("l2fwd", GW_DIRTY_KVM_LOG, false);
 	run("l2fwd", GW_DIRTY_KVM_RING, false);
 	run("echo", GW_DIRTY_KVM_LOG, true);
