@@ -7,7 +7,8 @@
  * (60 and the FCS a wire would add, bench/pgframe.h) in flight, sends one
  * more for each that comes back, and counts those that come back intact
  * (MACs swapped, CRC good) over SECONDS, three times. Prints one line per
- * run and the median, min and max. Exits 77 where /dev/kvm is unusable.
+ * run (with the 100 ms waits in which nothing came back) and the median,
+ * min and max. Exits 77 where /dev/kvm is unusable.
  * On a nested host that emulates guest instructions the rate is the
  * emulator's speed, and it depends on how busy the host is.
  *
@@ -45,8 +46,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Frames back whole per second over @secs, at most @window in flight. */
-static double run_once(int fd, unsigned secs, unsigned window, uint64_t *seq)
+/*
+ * Frames back whole per second over @secs, at most @window in flight;
+ * *stalls counts the 100 ms waits in which none came back.
+ */
+static double run_once(int fd, unsigned secs, unsigned window, uint64_t *seq, unsigned *stalls)
 {
 	uint64_t t0 = now_ns(), end = t0 + secs * 1000000000ull, back = 0;
 	unsigned inflight = 0;
@@ -64,8 +68,10 @@ static double run_once(int fd, unsigned secs, unsigned window, uint64_t *seq)
 			(*seq)++;
 			inflight++;
 		}
-		if (poll(&p, 1, 100) <= 0)
+		if (poll(&p, 1, 100) <= 0) {
+			(*stalls)++;
 			continue;
+		}
 		while ((n = recv(fd, f, sizeof(f), MSG_DONTWAIT)) > 0) {
 			uint64_t s;
 
@@ -94,6 +100,7 @@ int main(int argc, char **argv)
 	struct virtio_net_nic nic = { .mac_set = true };
 	char why[256] = "", err[256] = "";
 	double pps[RUNS];
+	unsigned stalls[RUNS] = { 0 };
 	uint64_t seq = 0;
 	struct vmm *vm;
 	int sv[2];
@@ -124,9 +131,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (int i = 0; i < RUNS; i++) {
-		pps[i] = run_once(sv[0], secs, window, &seq);
-		printf("kvm_net_rate: workload=%s window=%u run=%d seconds=%u pps=%.0f\n", workload,
-		       window, i + 1, secs, pps[i]);
+		pps[i] = run_once(sv[0], secs, window, &seq, &stalls[i]);
+		printf("kvm_net_rate: workload=%s window=%u run=%d seconds=%u pps=%.0f stalls_100ms=%u\n",
+		       workload, window, i + 1, secs, pps[i], stalls[i]);
 	}
 	qsort(pps, RUNS, sizeof(pps[0]), cmp_double);
 	printf("kvm_net_rate: workload=%s frame_bytes=%u window=%u pps median=%.0f min=%.0f max=%.0f\n",
