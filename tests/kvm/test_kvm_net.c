@@ -18,9 +18,8 @@
  *    guest's count of frames sent carries on from the source's (it ends at
  *    the number of frames).
  * 2. echo on both trackers, an interrupt pending across the migration: the
- *    echo guest halts
- *    between frames (each frame comes back only through an interrupt). At
- *    the source's pause, vCPUs stopped, the NIC's line is raised (a
+ *    echo guest halts between frames (each frame comes back only through an
+ *    interrupt). At the source's pause, vCPUs stopped, the NIC's line is raised (a
  *    configuration interrupt): the guest cannot take it on the source, the
  *    state carries it (the device's InterruptStatus, the IOAPIC and LAPIC),
  *    and the destination's guest takes it: its handler acknowledged
@@ -30,6 +29,12 @@
  * 4. l2fwd between two NICs (and two vCPUs, the second idle): each frame
  *    leaves once by the other NIC, MACs rewritten (source: the egress NIC's,
  *    destination: the configured one, or back to the sender), payload intact.
+ * 5. A failure window with traffic (kvm-ring): the same l2fwd run to a destination
+ *    without a NIC, which refuses the state (the reason names the NICs).
+ *    The source resumes and forwards on: every frame still comes back
+ *    once, the LATE ones carried by its NIC first, frames come back from it
+ *    after its resume, and its count of frames sent ends at the number of
+ *    frames.
  *
  * Timing never decides: rates are bounded, every wait gives up after
  * WAIT_NS (a hang guard), and nothing depends on when the guest runs (the
@@ -77,13 +82,14 @@ static struct {
 	struct gw_vm_ops src_ops, dst_ops;
 	int ps, pd;			/* the network's ends: source's NIC, destination's */
 	bool raise_at_pause;		/* case 2 */
+	bool fail;			/* case 5: the destination has no NIC */
 
 	atomic_int phase;		/* 0 to the source, 1 LATE more to it (paused), 2 switched */
 	atomic_int cur;			/* the fd the network sends to */
-	atomic_bool dst_resumed;
+	atomic_bool resumed;		/* the destination, or the source after a failure */
 	unsigned seen[FRAMES];		/* network thread */
 	atomic_uint back, sent, bad;
-	unsigned back_from_dst;		/* network thread: frames back on pd after the resume */
+	unsigned back_after;		/* network thread: frames back after that resume */
 	unsigned back_at_start, back_at_pause;
 	uint64_t src_written_at_pause;
 } t;
@@ -119,8 +125,8 @@ static void drain(int fd)
 		}
 		t.seen[seq]++;
 		atomic_fetch_add(&t.back, 1);
-		if (fd == t.pd && atomic_load(&t.dst_resumed))
-			t.back_from_dst++;
+		if (atomic_load(&t.resumed) && fd == (t.fail ? t.ps : t.pd))
+			t.back_after++;
 	}
 }
 
@@ -147,7 +153,8 @@ static void *network_main(void *arg)
 		drain(t.ps);
 		drain(t.pd);
 		if (phase == 1 && late == LATE) {
-			atomic_store(&t.cur, t.pd);
+			if (!t.fail)
+				atomic_store(&t.cur, t.pd);
 			atomic_store(&t.phase, 2);
 		}
 		if (seq < FRAMES && room && now_ns() >= next_ns && send_one(seq)) {
@@ -209,24 +216,25 @@ static int src_save_state(void *opaque, struct gw_state *st)
 	return vmm_kvm.engine_ops->save_state(opaque, st);
 }
 
-static int dst_resume(void *opaque)
+/* The destination's resume, or the source's after a failed migration. */
+static int resume(void *opaque)
 {
 	int ret = vmm_kvm.engine_ops->resume(opaque);
 
-	atomic_store(&t.dst_resumed, ret == 0);
+	atomic_store(&t.resumed, ret == 0);
 	return ret;
 }
 
 /* ---- one case ---- */
 
-static struct vmm *new_vm(bool incoming, int fd)
+static struct vmm *new_vm(bool incoming, int fd, unsigned nr_nics)
 {
 	struct virtio_net_nic nic = { .mac_set = true };
 	struct kvm_vm_opts opts = { .guest_recheck = 0 };
 	struct vmm_config cfg = {
 		.memory_bytes = incoming ? 0 : VM_BYTES, .nr_vcpus = 1, .fill = VMM_FILL_NONE,
 		.seed = 3, .workload = incoming ? NULL : t.workload, .incoming = incoming, .dirty_backend = t.tracker,
-		.nics = &nic, .nr_nics = 1, .nic_fds = &fd,
+		.nics = &nic, .nr_nics = nr_nics, .nic_fds = &fd,
 	};
 	char err[256] = "";
 	struct vmm *vm;
@@ -266,6 +274,15 @@ static void migrate(const char *name, struct gw_session *ss, struct gw_session *
 	dret = gw_session_wait(ds);
 	gw_session_stats(ss, &st);
 	gw_session_error(ss, err, sizeof(err));
+	if (t.fail) {
+		TEST_CHECK(sret != 0 && dret != 0 && strstr(err, "NIC"),
+			   "%s: the migration did not fail on the NIC count (%d, %d: %s)", name, sret,
+			   dret, err);
+		TEST_CHECK(vmm_kvm.state(t.src) == VMM_RUNNING, "%s: source %s", name,
+			   vmm_state_name(vmm_kvm.state(t.src)));
+		printf("%s: refused (%s), the source runs on\n", name, err);
+		return;
+	}
 	TEST_ASSERT(sret == 0 && dret == 0, "%s: source %d (%s), destination %d", name, sret, err, dret);
 	TEST_CHECK(st.verified, "%s: RAM digest not verified (%s)", name, gw_verify_name(st.verify));
 	printf("%s: migrated on %s, downtime %.1f ms, digest %s\n", name, st.dirty_backend,
@@ -285,28 +302,30 @@ static void check_frames(const char *name)
 	TEST_CHECK(t.back_at_pause >= t.back_at_start + FLOWED && t.back_at_pause < FRAMES,
 		   "%s: no frame flowed during the migration (%u back at its start, %u at the pause)",
 		   name, t.back_at_start, t.back_at_pause);
-	TEST_CHECK(t.back_from_dst > 0, "%s: no frame came back from the destination", name);
+	TEST_CHECK(t.back_after > 0, "%s: no frame came back from the %s after its resume", name,
+		   t.fail ? "source" : "destination");
 }
 
 static void check_guest(const char *name)
 {
-	const struct gw_vcpu_area *sa = kvm_test_area(t.src, 0), *da = kvm_test_area(t.dst, 0);
+	struct vmm *on = t.fail ? t.src : t.dst;	/* where the guest runs at the end */
+	const struct gw_vcpu_area *sa = kvm_test_area(t.src, 0), *da = kvm_test_area(on, 0);
 	struct kvm_guest_report rep;
 	uint64_t t0 = now_ns();
 
 	/* The count is published after the frames it counts left. */
 	while (*(volatile const uint64_t *)&da->written < FRAMES && now_ns() - t0 < WAIT_NS)
 		sleep_us(200);
-	vmm_kvm_guest_report(t.dst, &rep);
+	vmm_kvm_guest_report(on, &rep);
 	TEST_CHECK(rep.panics == 0 && da->state == GW_VCPU_RUNNING, "%s: destination guest state %llu, %llu panics",
 		   name, (unsigned long long)da->state, (unsigned long long)rep.panics);
 	/* The source's count at its pause may lag the frames that left (it follows a pass). */
-	TEST_CHECK(da->written == FRAMES && vmm_kvm.progress(t.dst) == FRAMES &&
+	TEST_CHECK(da->written == FRAMES && vmm_kvm.progress(on) == FRAMES &&
 		   t.src_written_at_pause > 0 && t.src_written_at_pause < FRAMES,
 		   "%s: the destination's guest counts %llu frames sent in all (progress %llu), the "
 		   "source's %llu at its pause", name, (unsigned long long)da->written,
-		   (unsigned long long)vmm_kvm.progress(t.dst), (unsigned long long)t.src_written_at_pause);
-	if (!t.raise_at_pause)
+		   (unsigned long long)vmm_kvm.progress(on), (unsigned long long)t.src_written_at_pause);
+	if (!t.raise_at_pause || t.fail)
 		return;
 	TEST_CHECK(!(sa->nic_isr_seen & VIRTIO_MMIO_INT_CONFIG),
 		   "%s: the source's guest took the interrupt raised at its pause", name);
@@ -317,7 +336,8 @@ static void check_guest(const char *name)
 	       (unsigned long long)sa->ticks, (unsigned long long)da->ticks);
 }
 
-static void run(const char *workload, enum gw_dirty_backend_id tracker, bool raise_at_pause)
+static void run(const char *workload, enum gw_dirty_backend_id tracker, bool raise_at_pause,
+		bool fail)
 {
 	struct gw_vm_info none = { .size = sizeof(none), .nr_blocks = 0, .kvm_vm_fd = -1 };
 	struct gw_session *ss, *ds;
@@ -330,19 +350,22 @@ static void run(const char *workload, enum gw_dirty_backend_id tracker, bool rai
 	t.workload = workload;
 	t.tracker = tracker;
 	t.raise_at_pause = raise_at_pause;
-	snprintf(name, sizeof(name), "%s-%s", workload, tracker == GW_DIRTY_KVM_LOG ? "kvm-log" : "kvm-ring");
+	t.fail = fail;
+	snprintf(name, sizeof(name), "%s-%s%s", workload,
+		 tracker == GW_DIRTY_KVM_LOG ? "kvm-log" : "kvm-ring", fail ? "-refused" : "");
 	pair(&t.ps, &vm_end);
-	t.src = new_vm(false, vm_end);
+	t.src = new_vm(false, vm_end, 1);
 	pair(&t.pd, &vm_end);
-	t.dst = new_vm(true, vm_end);
+	t.dst = new_vm(true, vm_end, fail ? 0 : 1);
 	atomic_store(&t.cur, t.ps);
 	TEST_ASSERT(vmm_kvm.start(t.src) == 0, "%s: start", name);
 
 	t.src_ops = *vmm_kvm.engine_ops;
 	t.src_ops.pause = src_pause;
 	t.src_ops.save_state = src_save_state;
+	t.src_ops.resume = resume;
 	t.dst_ops = *vmm_kvm.engine_ops;
-	t.dst_ops.resume = dst_resume;
+	t.dst_ops.resume = resume;
 	ss = gw_session_new(GW_ROLE_SOURCE, vmm_kvm.info(t.src), &t.src_ops, t.src);
 	ds = gw_session_new(GW_ROLE_DEST, &none, &t.dst_ops, t.dst);
 	TEST_ASSERT(ss && ds, "sessions");
@@ -360,13 +383,13 @@ static void run(const char *workload, enum gw_dirty_backend_id tracker, bool rai
 	migrate(name, ss, ds);
 	pthread_join(net_thr, NULL);	/* the rest of the frames, after the migration */
 	vmm_kvm.set_session(t.src, NULL);
-	vmm_kvm.set_postmigrate(t.src);
+	if (!fail)
+		vmm_kvm.set_postmigrate(t.src);
 
 	check_frames(name);
 	check_guest(name);
 	printf("%s: %u frames back once each (%u at the migration's start, %u at the pause, "
-	       "%u from the destination)\n", name, FRAMES, t.back_at_start, t.back_at_pause,
-	       t.back_from_dst);
+	       "%u after the resume)\n", name, FRAMES, t.back_at_start, t.back_at_pause, t.back_after);
 	gw_session_free(ss);
 	gw_session_free(ds);
 	vmm_kvm.destroy(t.src);
@@ -471,9 +494,10 @@ int main(void)
 	refuse_without_nic("l2fwd");
 	refuse_without_nic("echo");
 	forward_pair();
-	run("l2fwd", GW_DIRTY_KVM_LOG, false);
-	run("l2fwd", GW_DIRTY_KVM_RING, false);
-	run("echo", GW_DIRTY_KVM_LOG, true);
-	run("echo", GW_DIRTY_KVM_RING, true);
+	run("l2fwd", GW_DIRTY_KVM_LOG, false, false);
+	run("l2fwd", GW_DIRTY_KVM_RING, false, false);
+	run("echo", GW_DIRTY_KVM_LOG, true, false);
+	run("echo", GW_DIRTY_KVM_RING, true, false);
+	run("l2fwd", GW_DIRTY_KVM_RING, false, true);
 	TEST_EXIT();
 }
