@@ -271,3 +271,13 @@ bool vmm_workload_needs_nic(const struct vmm_workload *wl)
 {
 	return wl->kind == VMM_WL_L2FWD || wl->kind == VMM_WL_ECHO;
 }
+
+int vmm_workload_check_nics(const struct vmm_workload *wl, unsigned nr_nics, char *err,
+			    size_t err_len)
+{
+	if (!vmm_workload_needs_nic(wl) || nr_nics)
+		return 0;
+	snprintf(err, err_len, "workload %s drives the guest's NICs: the VM has none (--nic)",
+		 kind_names[wl->kind]);
+	return -EINVAL;
+}

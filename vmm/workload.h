@@ -103,6 +103,9 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 uint64_t vmm_workload_ws_pages(const struct vmm_workload *wl, uint64_t ram_pages);
 /* Whether the workload drives the NICs (l2fwd, echo): it needs at least one. */
 bool vmm_workload_needs_nic(const struct vmm_workload *wl);
+/* 0, or -EINVAL with a reason when @wl needs a NIC and there are none. */
+int vmm_workload_check_nics(const struct vmm_workload *wl, unsigned nr_nics, char *err,
+			    size_t err_len);
 /* Whether every page's expected content is known (dirty, verify, balloon): the exact check. */
 bool vmm_workload_checkable(const struct vmm_workload *wl);
 /* balloon: pages kept in use over all vCPUs, for @ws_pages of working set. */

@@ -148,6 +148,10 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 		ret = vm_ram_create(vm, cfg->memory_bytes, reason, sizeof(reason));
 	if (ret == 0)
 		ret = vmm_vm_devices_create(&vm->base, cfg, reason, sizeof(reason));
+	if (ret == 0)
+		ret = vmm_workload_check_nics(&vm->base.wl, vm->base.nr_nics, reason, sizeof(reason));
+	if (ret == 0 && !cfg->incoming)
+		ret = soft_net_check(vm, reason, sizeof(reason));
 	if (ret < 0) {
 		snprintf(err, err_len, "%s", reason[0] ? reason : strerror(-ret));
 		soft_vm_free(vm);
