@@ -9,10 +9,10 @@
  * vCPU 0 on GW_GUEST_VEC_NIC, level-triggered, active high (the device
  * holds its line while its InterruptStatus is non-zero). The handler
  * acknowledges every NIC's InterruptStatus (the device drops its line),
- * counts the interrupt in vCPU 0's `ticks` (and ORs what it acked into
- * `nic_isr_seen`), then EOIs the LAPIC, whose
- * EOI reaches the IOAPIC (level-triggered vector) and clears the pin's
- * remote IRR: a line still high fires again.
+ * counts the interrupt in vCPU 0's `ticks`, ORs what it acknowledged into
+ * `nic_isr_seen`, then EOIs the LAPIC. That EOI reaches the IOAPIC (the
+ * vector is level-triggered) and clears the pin's remote IRR: a line still
+ * high fires again.
  */
 #ifndef GW_GUEST_NIC_H
 #define GW_GUEST_NIC_H
