@@ -103,6 +103,8 @@ static bool writes(const struct kvm_vm *vm)
 }
 
 _Static_assert(VMM_WL_NET_MAX_NICS >= GW_GUEST_NET_MAX_NICS, "a MAC for every guest NIC");
+_Static_assert(KVM_VIRTIO_MMIO_MAX * VMM_DEV_WINDOW_BYTES <= KVM_BOOT_HUGE_BYTES,
+	       "every device window in the 2 MiB the boot page tables map");
 
 /*
  * The NICs' boot info: kvm_mmio_dev.h's layout (the same whatever the
