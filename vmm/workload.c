@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Workload specs (see workload.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -53,9 +54,10 @@ static int parse_mac(const char *s, uint8_t mac[6])
 {
 	for (unsigned i = 0; i < 6; i++) {
 		unsigned v;
-		int n = 0;
 
-		if (sscanf(s, "%2x%n", &v, &n) != 1 || n != 2)
+		/* two hex digits, nothing sscanf would also take ("0x", a sign, a space) */
+		if (!isxdigit((unsigned char)s[0]) || !isxdigit((unsigned char)s[1]) ||
+		    sscanf(s, "%2x", &v) != 1)
 			return -EINVAL;
 		mac[i] = (uint8_t)v;
 		s += 2;

@@ -144,6 +144,12 @@ struct migrate_opts {
  */
 int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd);
 int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd);
+/*
+ * After parsing: l2fwd and echo drive the guest's NICs, so without a --nic
+ * they are a usage error (printed as "godwit @cmd: ..."): -1, else 0. A bad
+ * spec is left to the VM, which refuses it with its reason.
+ */
+int run_opts_check_nics(const struct run_opts *o, const char *cmd);
 /* Called after parsing: --converge-timeout without --on-timeout means cancel. */
 void migrate_opts_finish(struct migrate_opts *o);
 

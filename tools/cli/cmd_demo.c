@@ -215,6 +215,8 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		cli_usage_error("demo", "--to: bad URL '%s'", d->listen_url);
 		return CLI_EXIT_USAGE;
 	}
+	if (run_opts_check_nics(&d->ro, "demo"))
+		return CLI_EXIT_USAGE;
 	migrate_opts_finish(&d->mo);
 	d->verify_on = param_or(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = param_or(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;

@@ -162,20 +162,6 @@ static const struct vmm_backend *choose_backend(const char *accel)
 }
 
 /* The command line into @o. -1 to go on, else the exit code (help, bad usage). */
-/* l2fwd and echo drive the guest's NICs: without --nic they are a usage error. */
-static int check_workload_nics(const struct run_opts *o)
-{
-	struct vmm_workload wl;
-	char err[128];
-
-	if (!o->workload || vmm_workload_parse(o->workload, &wl, err, sizeof(err)) ||
-	    !vmm_workload_needs_nic(&wl) || o->nr_nics)
-		return -1;	/* a bad spec is the VM's to refuse, with its reason */
-	cli_usage_error("run", "--workload %s drives the guest's NICs: give at least one "
-			"--nic tap=IFNAME", o->workload);
-	return CLI_EXIT_USAGE;
-}
-
 static int parse_args(int argc, char **argv, struct run_opts *o)
 {
 	static const struct option longopts[] = {
@@ -210,7 +196,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	return check_workload_nics(o);
+	return run_opts_check_nics(o, "run") ? CLI_EXIT_USAGE : -1;
 }
 
 /* Before any thread exists, so that every thread inherits the mask. */

@@ -573,3 +573,20 @@ int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd)
 	}
 	return 0;
 }
+
+int run_opts_check_nics(const struct run_opts *o, const char *cmd)
+{
+	struct vmm_workload wl;
+	char err[128];
+
+	if (!o->workload || vmm_workload_parse(o->workload, &wl, err, sizeof(err)) ||
+	    !vmm_workload_needs_nic(&wl) || o->nr_nics)
+		return 0;
+	if (strcmp(cmd, "run"))
+		cli_usage_error(cmd, "--workload %s drives the guest's NICs, and %s gives the VM none "
+				"(use godwit run --nic)", o->workload, cmd);
+	else
+		cli_usage_error(cmd, "--workload %s drives the guest's NICs: give at least one "
+				"--nic tap=IFNAME", o->workload);
+	return -1;
+}
