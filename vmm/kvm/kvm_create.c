@@ -235,6 +235,29 @@ static const char *workload_guest(enum vmm_workload_kind kind)
 	}
 }
 
+/* The workload parsed and checked against this VM, and the guest that runs it. 0 or -errno. */
+static int workload_setup(struct kvm_vm *vm, const struct vmm_config *cfg, char *why,
+			  size_t why_len)
+{
+	int ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, why_len);
+
+	if (ret)
+		return ret;
+	if (vm->base.wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
+		snprintf(why, why_len, "the balloon workload (free-page hints) runs on the soft VM only: "
+			 "use --accel soft");
+		return -EOPNOTSUPP;
+	}
+	if (vmm_workload_needs_nic(&vm->base.wl) && !cfg->nr_nics && !cfg->incoming) {
+		snprintf(why, why_len, "the %s workload drives NICs: give at least one (--nic)",
+			 workload_guest(vm->base.wl.kind));
+		return -EINVAL;
+	}
+	snprintf(vm->guest, sizeof(vm->guest), "%s",
+		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
+	return 0;
+}
+
 struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_vm_opts *opts,
 				char *err, size_t err_len)
 {
@@ -256,23 +279,9 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, sizeof(why));
+	ret = workload_setup(vm, cfg, why, sizeof(why));
 	if (ret)
 		goto fail;
-	if (vm->base.wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
-		snprintf(why, sizeof(why), "the balloon workload (free-page hints) runs on the soft VM only: "
-			 "use --accel soft");
-		ret = -EOPNOTSUPP;
-		goto fail;
-	}
-	if (vmm_workload_needs_nic(&vm->base.wl) && !cfg->nr_nics && !cfg->incoming) {
-		snprintf(why, sizeof(why), "the %s workload drives NICs: give at least one (--nic)",
-			 vm->base.wl.kind == VMM_WL_ECHO ? "echo" : "l2fwd");
-		ret = -EINVAL;
-		goto fail;
-	}
-	snprintf(vm->guest, sizeof(vm->guest), "%s",
-		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
 	ret = kvm_open_dev(why, sizeof(why));
 	if (ret < 0)
 		goto fail;
