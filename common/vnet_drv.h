@@ -161,7 +161,8 @@ int vnet_drv_err(const struct vnet_drv *d);
 /*
  * The next received frame, left in its buffer: 1 with @f filled, 0 when
  * none, or an error. Frames shorter than an Ethernet header are reposted
- * and counted (rx_dropped), never returned.
+ * and counted (rx_dropped), never returned; after a ring of them in one
+ * call it returns 0 (a device cannot keep the guest in here).
  */
 int vnet_drv_rx_peek(struct vnet_drv *d, struct vnet_frame *f);
 /* Give the peeked frame's buffer back to the device (no notification: vnet_drv_flush). */

@@ -12,7 +12,7 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_CHANNELS] = { "channels", 1, GW_WIRE_MAX_CHANNELS, 1, false,
 		"data connections beside the control connection" },
 	[GW_PARAM_COMPRESS] = { "compress", 0, GW_CODEC__COUNT - 1, GW_CODEC_NONE, false,
-		"page compression: 0 none, 1 zstd, 2 lz4, 3 zlib, 4 isal, 5 auto" },
+		"page compression: none, zstd, lz4, zlib, isal, auto (decided per batch)" },
 	[GW_PARAM_COMPRESS_LEVEL] = { "compress-level", -5, 19, 0, false,
 		"codec level, 0 = the codec's default" },
 	[GW_PARAM_XBZRLE_CACHE_BYTES] = { "xbzrle-cache-bytes", 0, 64ll << 30, 0, false,
@@ -25,12 +25,12 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"a peer silent this long counts as dead" },
 	[GW_PARAM_CONVERGE_TIMEOUT_MS] = { "converge-timeout-ms", 0, INT64_MAX, 0, true,
 		"precopy time after which converge-policy applies, 0 = never" },
-	[GW_PARAM_CONVERGE_POLICY] = { "converge-policy", 0, 2, GW_CONVERGE_KEEP_GOING, true,
-		"at the converge timeout: 0 keep going, 1 cancel, 2 force switchover" },
+	[GW_PARAM_CONVERGE_POLICY] = { "converge-policy", 0, 2, GW_CONVERGE_CANCEL, true,
+		"at the converge timeout: keep-going, cancel, force (switch over)" },
 	[GW_PARAM_BATCH_PAGES] = { "batch-pages", 16, GW_WIRE_MAX_BATCH_PAGES, 128, false,
 		"pages per batch; also the region size that maps pages to channels" },
 	[GW_PARAM_DIRTY_BACKEND] = { "dirty-backend", 0, 3, GW_DIRTY_AUTO, false,
-		"0 auto, 1 uffd-wp, 2 kvm-log, 3 kvm-ring" },
+		"how dirty pages are tracked: auto, uffd-wp, kvm-log, kvm-ring" },
 	[GW_PARAM_AUTO_CONVERGE] = { "auto-converge", 0, 1, 0, true,
 		"throttle the vCPUs while the guest dirties faster than the link moves" },
 	[GW_PARAM_CPU_THROTTLE_INITIAL] = { "cpu-throttle-initial", 1, 99, 20, true,
@@ -46,7 +46,7 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_DIRTY_LIMIT_BPS] = { "dirty-limit-bps", 0, INT64_MAX, 0, true,
 		"cap on each vCPU's dirty rate, bytes/s, 0 = off" },
 	[GW_PARAM_DIRTY_LIMIT_START] = { "dirty-limit-start", 0, 1, GW_DIRTY_LIMIT_ON_NO_CONVERGE, true,
-		"0 when precopy does not converge, 1 from the start" },
+		"no-converge (when precopy does not converge), start (from the start)" },
 	[GW_PARAM_ROUND_MAX_MS] = { "round-max-ms", 0, 600000, 50, true,
 		"harvest again after this long even mid-pass (at least 4x the harvest time), 0 = whole passes" },
 	[GW_PARAM_FREE_PAGE_HINTS] = { "free-page-hints", 0, 1, 1, false,
@@ -63,14 +63,17 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 		"SCHED_FIFO priority of the threads on the critical path (switchover, control, postcopy page "
 		"requests), 0 = normal scheduling: on a loaded host their wake-ups otherwise wait for a CPU" },
 	[GW_PARAM_SEND_PATH] = { "send-path", 0, 4, GW_SEND_AUTO, false,
-		"0 auto (= copy, measured), 1 copy, 2 live + MSG_ZEROCOPY, 3 live, 4 pread only" },
+		"source: auto (= copy, measured best), copy, zerocopy (live + MSG_ZEROCOPY), live, pread (no mapping)" },
 	[GW_PARAM_RECV_PATH] = { "recv-path", 0, 1, GW_RECV_AUTO, false,
-		"destination: 0 auto (into the mapping when all mapped), 1 pwrite into the file" },
+		"destination: auto (into the mapping when all mapped), file (pwrite into the file)" },
 	[GW_PARAM_MAX_MEMORY_BYTES] = { "max-memory-bytes", 0, INT64_MAX, 0, false,
 		"destination: refuse a source with more RAM than this, 0 = no limit but the VMM's" },
 	[GW_PARAM_POSTCOPY_BACKGROUND_NICE] = { "postcopy-background-nice", 0, 19, 0, false,
 		"postcopy: nice of the threads that stream the pages nobody asked for (source pushers, "
 		"destination data receivers), so the guest's vCPUs keep their CPUs; requests are not affected" },
+	[GW_PARAM_PRECOPY_LIMIT_MS] = { "precopy-limit-ms", 0, 2592000000ll, 0, false,
+		"destination: the precopy (HELLO accepted to COMPLETE) must end within this, else the migration "
+		"fails; 0 = 60 s plus 1 s per 64 MiB of the RAM the source announced" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {

@@ -152,6 +152,12 @@ struct gw_session {
 	unsigned nr_channels;		/* lock to publish with chans */
 	struct gw_channel *chans;	/* lock to publish and detach; array of nr_channels */
 	uint8_t mig_id[GW_WIRE_ID_BYTES];
+	/*
+	 * The destination's random bytes for this migration (HELLO_ACK): drawn
+	 * by the destination, echoed in every CHAN_HELLO by the source, so a
+	 * recorded stream cannot open the data connections of another.
+	 */
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 	struct gw_dirty dirty;
 	bool dirty_started;		/* migration thread, before the first batch is queued */
 	bool dirty_final;		/* atomic: set by the migration thread before the final
@@ -188,7 +194,8 @@ struct gw_session {
 					   postcopy's preempt connection (then a recovery's, while it
 					   listens) or gw_session_free; stopped by gw_session_stop_admit */
 	uint64_t adm_refused;		/* lock: connections refused by acceptors stopped already */
-	uint64_t rx_progress_ns;	/* atomic: a frame began on some connection (net/io.h watch) */
+	uint64_t rx_progress_ns;	/* atomic: the destination's migration last progressed (pages, a step
+					   towards its end: dest/setup.c dst_conn_watch) */
 	/* The RAM layout the receivers apply pages to (the destination's, in
 	 * dst), set before channel threads start; NULL on the source. */
 	const struct gw_dst_layout *layout;

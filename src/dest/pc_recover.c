@@ -132,7 +132,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 		ret = -errno;
 		goto fail;
 	}
-	gw_admit_hold(a, s->mig_id, s->dst->src_identity, s->dst->src_holder);
+	gw_admit_hold(a, s->mig_id, s->challenge, s->dst->src_identity, s->dst->src_holder);
 	pthread_mutex_lock(&s->lock);
 	if (s->dst->pc_recover_listening || s->listen_fd >= 0 || s->adm) {
 		ret = -EBUSY;

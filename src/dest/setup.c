@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 #include "net/admit.h"
 #include "pipe/channel.h"
@@ -27,17 +28,22 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 	enum gw_codec_id codec;
 
 	if (h->min_version > GW_WIRE_VERSION || h->max_version < GW_WIRE_VERSION) {
-		snprintf(why, why_len, "no common protocol version (source %u..%u, destination %u)",
-			 h->min_version, h->max_version, GW_WIRE_VERSION);
+		snprintf(why, why_len, "no common protocol version (the source speaks %u..%u, this destination "
+			 "%u): run the same godwit release on both ends", h->min_version, h->max_version,
+			 GW_WIRE_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (gw_wire_codec_to_id(h->codec, &codec) ||
 	    (codec != GW_CODEC_AUTO && codec != GW_CODEC_NONE && !gw_codec_get(codec))) {
-		snprintf(why, why_len, "codec %u not available here", h->codec);
+		snprintf(why, why_len, "the source compresses with %s, which this destination's build lacks: "
+			 "migrate with another compression (none, zstd, lz4, zlib, isal, auto)",
+			 codec < GW_CODEC__COUNT && gw_codec_name(codec) ? gw_codec_name(codec) : "an unknown codec");
 		return -EOPNOTSUPP;
 	}
 	if ((h->flags & GW_HELLO_LOCAL) && (!s->url.ops->can_pass_fds || s->tls_ctx)) {
-		snprintf(why, why_len, "local migration over %s%s", s->url.ops->scheme, s->tls_ctx ? " with TLS" : "");
+		snprintf(why, why_len, "a local migration passes RAM by file descriptor, which needs a unix: URL "
+			 "without TLS; this destination listens on %s:%s", s->url.ops->scheme,
+			 s->tls_ctx ? " with TLS" : "");
 		return -EPROTO;
 	}
 	if (max_bytes) {
@@ -46,13 +52,19 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		for (unsigned i = 0; i < h->nr_blocks; i++)
 			total += h->blocks[i].size_bytes;	/* blocks <= 2^52 bytes each (msg.c): no overflow */
 		if (total > max_bytes) {
-			snprintf(why, why_len, "the source's RAM is %llu bytes, this destination takes at most %llu "
-				 "(max-memory-bytes)", (unsigned long long)total, (unsigned long long)max_bytes);
+			char have[16], cap[16];
+
+			snprintf(why, why_len, "the source's RAM is %s (%llu bytes), more than this destination "
+				 "accepts: %s (max-memory-bytes; godwit run: --max-memory, or this host's RAM); "
+				 "give the destination at least %s", gw_size_str(have, sizeof(have), total),
+				 (unsigned long long)total, gw_size_str(cap, sizeof(cap), max_bytes), have);
 			return -ERANGE;
 		}
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && ((h->flags & GW_HELLO_LOCAL) || h->nr_channels >= GW_WIRE_MAX_CHANNELS)) {
-		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
+		snprintf(why, why_len, "postcopy takes at most %u data channels and no local migration; the "
+			 "source asked for %u%s", GW_WIRE_MAX_CHANNELS - 1, h->nr_channels,
+			 (h->flags & GW_HELLO_LOCAL) ? " and a local migration" : "");
 		return -EPROTO;
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && !s->ops->postcopy_ram) {
@@ -78,18 +90,27 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 		for (int i = 0; i < *nr_fds; i++)
 			close(fds[i]);
 		*nr_fds = 0;
-		snprintf(why, why_len, "expected FDS with %u descriptors", h->nr_blocks);
+		snprintf(why, why_len, "a local migration passes one file descriptor per RAM block (%u) and "
+			 "they did not arrive: run both ends on this host, over unix:", h->nr_blocks);
 		return -EPROTO;
 	}
 	return 0;
 }
 
-/* Without a setup_ram callback: the layout given at creation must be the announced one. */
+/*
+ * Without a setup_ram callback: the layout given at creation must be the
+ * announced one, and so must the vCPU count when both ends give one.
+ */
 static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
 {
+	if (want->nr_vcpus && s->vm.nr_vcpus && want->nr_vcpus != s->vm.nr_vcpus) {
+		snprintf(why, why_len, "the source's VM has %u vCPUs, this destination's %u", want->nr_vcpus,
+			 s->vm.nr_vcpus);
+		return -ERANGE;
+	}
 	if (s->vm.nr_blocks != want->nr_blocks) {
-		snprintf(why, why_len, "RAM layout refused: %u blocks, expected %u", want->nr_blocks,
-			 s->vm.nr_blocks);
+		snprintf(why, why_len, "the source's RAM is %u blocks, this destination's VM has %u: it must "
+			 "be made with the source's RAM layout", want->nr_blocks, s->vm.nr_blocks);
 		return -ERANGE;
 	}
 	for (unsigned i = 0; i < want->nr_blocks; i++) {
@@ -97,10 +118,13 @@ static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, c
 
 		if (strcmp(s->vm.blocks[i].name, want->blocks[i].name) ||
 		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes) {
-			snprintf(why, why_len, "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
+			char a[16], b[16];
+
+			snprintf(why, why_len, "the source's RAM block %s is %s, this destination's %s is %s: "
+				 "its VM must be made with the source's RAM layout",
 				 gw_log_str(name, sizeof(name), want->blocks[i].name),
-				 (unsigned long long)want->blocks[i].size_bytes,
-				 s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
+				 gw_size_str(a, sizeof(a), want->blocks[i].size_bytes), s->vm.blocks[i].name,
+				 gw_size_str(b, sizeof(b), s->vm.blocks[i].size_bytes));
 			return -ERANGE;
 		}
 	}
@@ -169,7 +193,9 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 {
 	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
 	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
-				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
+				   .kvm_vm_fd = -1, .nr_vcpus = h->nr_vcpus, .kvm_dirty_ring_full_efd = -1,
+				   .cpu_profile = h->profile_bytes ? h->profile : NULL,
+				   .cpu_profile_bytes = h->profile_bytes };
 	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
 	char reason[200] = "", esc[GW_LOG_STR_MAX(200)];
 	int ret;
@@ -194,8 +220,8 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 	ret = s->ops->setup_ram(s->opaque, &want, &got, reason, sizeof(reason));
 	if (ret) {
 		/* The VMM's words may quote the source's block names: escaped as the peer's. */
-		snprintf(why, why_len, "RAM layout refused: %s",
-			 reason[0] ? gw_log_str(esc, sizeof(esc), reason) : strerror(-ret));
+		snprintf(why, why_len, "%s%s", reason[0] ? "" : "this destination's VMM refused the source's "
+			 "RAM layout: ", reason[0] ? gw_log_str(esc, sizeof(esc), reason) : strerror(-ret));
 		return 1;
 	}
 	/* What the VMM built, in its struct's size, becomes the session's layout. */
@@ -211,6 +237,7 @@ static int send_hello_ack(struct gw_session *s, const struct gw_msg_hello *h)
 	struct gw_msg_hello_ack ack = { .version = GW_WIRE_VERSION, .flags = h->flags };
 
 	memcpy(ack.boot_id, s->boot_id, sizeof(ack.boot_id));
+	memcpy(ack.challenge, s->challenge, sizeof(ack.challenge));
 
 	if (GW_FAULT_DUE(s, GW_FAULT_DST_BAD_FRAME, 0)) {
 		static const uint8_t junk[GW_WIRE_HDR_BYTES + 8] = "this is not a godwit frame!!!!!";
@@ -245,7 +272,7 @@ static int hello_refused(struct gw_session *s, struct gw_admitted *c, int code, 
 {
 	char reason[GW_WIRE_MAX_REASON];
 
-	snprintf(reason, sizeof(reason), "HELLO refused: %s", why);
+	snprintf(reason, sizeof(reason), "refused before any RAM was sent: %s", why);
 	if (gw_admit_log_allow(s->adm, "hello_refused"))
 		gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code,
 		       why);
@@ -288,14 +315,16 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 
 	snprintf(holder, sizeof(holder), "%s (migration %02x%02x%02x%02x)", c->peer, h->id[0], h->id[1],
 		 h->id[2], h->id[3]);
-	gw_admit_hold(s->adm, h->id, c->identity, holder);
+	if (getrandom(s->challenge, sizeof(s->challenge), 0) != sizeof(s->challenge))
+		return gw_fail(s, GW_PHASE_SETUP, -EIO, "no random bytes for the migration's challenge");
+	gw_admit_hold(s->adm, h->id, s->challenge, c->identity, holder);
 	snprintf(s->dst->src_identity, sizeof(s->dst->src_identity), "%s", c->identity);
 	snprintf(s->dst->src_holder, sizeof(s->dst->src_holder), "%s", holder);
 	gw_set_status(s, GW_STATUS_SETUP);
 	pthread_mutex_lock(&s->lock);
 	s->t_start_ns = gw_now_ns();
 	pthread_mutex_unlock(&s->lock);
-	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
+	dst_progress(s);
 	note_tls(s, c->peer);
 	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
 	s->dst->snap_err = 0;
@@ -376,11 +405,21 @@ int dst_handshake(struct gw_session *s)
 	return ret;
 }
 
-/* Receives of a connection of this migration: frames within the I/O timeout, idle while the migration progresses. */
+/*
+ * Receives of a connection of this migration: frames within the I/O
+ * timeout, idle while the migration progresses. Progress is pages, and the
+ * steps that end a precopy (dst_progress): a frame as such, a PING or an
+ * EXTENTS, is none, so a source that sends nothing else stalls.
+ */
 void dst_conn_watch(struct gw_session *s, struct gw_conn *c)
 {
 	gw_conn_set_timeout(c, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	gw_conn_watch_progress(c, &s->rx_progress_ns);
+	gw_conn_wait_progress(c, &s->rx_progress_ns);
+}
+
+void dst_progress(struct gw_session *s)
+{
+	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 }
 
 /*

@@ -44,6 +44,7 @@ void gw_conn_adopt(struct gw_conn *c, int fd, const struct gw_sock_ops *sock, st
 	c->stream = tls ? &gw_stream_tls : &gw_stream_plain;
 	c->send_seq = 0;
 	c->recv_seq = recv_seq;
+	c->recv_why[0] = 0;
 	__atomic_store_n(&c->bytes_sent, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, 0, __ATOMIC_RELAXED);
 	c->sndtimeo_cut = false;
@@ -138,6 +139,18 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns)
 {
 	c->progress_ns = progress_ns;
+	c->progress_stamps = true;
+}
+
+void gw_conn_wait_progress(struct gw_conn *c, uint64_t *progress_ns)
+{
+	c->progress_ns = progress_ns;
+	c->progress_stamps = false;
+}
+
+void gw_conn_set_wait_end(struct gw_conn *c, uint64_t end_ns)
+{
+	c->wait_end_ns = end_ns;
 }
 
 int gw_conn_peer_alive(struct gw_conn *c)
@@ -352,6 +365,8 @@ static int wait_frame(struct gw_conn *c)
 		}
 		idle_ms = __atomic_load_n(&c->idle_ms, __ATOMIC_RELAXED);
 		end = idle_ms ? from + idle_ms * 1000000ull : 0;
+		if (c->wait_end_ns && (!end || c->wait_end_ns < end))
+			end = c->wait_end_ns;
 		if (end && now >= end)
 			return -ETIMEDOUT;
 		r = c->sock->poll(&pfd, 1, end ? gw_conn_ms_left(end) : -1);
@@ -382,18 +397,28 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;
-	if (c->progress_ns)
+	if (c->progress_ns && c->progress_stamps)
 		__atomic_store_n(c->progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, c->bytes_recv + sizeof(hdr), __ATOMIC_RELAXED);
 	ret = gw_frame_hdr_decode(hdr, h);
-	if (ret)
+	if (ret) {
+		gw_frame_hdr_why(hdr, c->recv_why, sizeof(c->recv_why));
 		return ret;
-	if (h->seq != c->recv_seq)
+	}
+	if (h->seq != c->recv_seq) {
+		snprintf(c->recv_why, sizeof(c->recv_why), "frame sequence number %u where %u was due "
+			 "(a frame lost, repeated or inserted)", h->seq, c->recv_seq);
 		return -EPROTO;
+	}
 	c->recv_seq++;
 	gw_frame_hdr_set_crc(hdr, 0);
 	*crc_state = gw_crc32c(0, hdr, sizeof(hdr));
 	return 0;
+}
+
+const char *gw_conn_recv_why(const struct gw_conn *c)
+{
+	return c->recv_why;
 }
 
 int gw_conn_recv_hdr(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t *crc_state)
@@ -462,6 +487,8 @@ int gw_conn_recv_msg_fds(struct gw_conn *c, union gw_msg *m, void *buf, size_t c
 
 		if (stream_why[0] && why)
 			snprintf(why, why_len, "%s", stream_why);
+		else if (c->recv_why[0] && why)
+			snprintf(why, why_len, "%s", c->recv_why);
 		else if (n == -EPROTO && why)
 			snprintf(why, why_len, "malformed frame header or frame too long");
 		return (int)n;

@@ -16,6 +16,13 @@
 #include <sys/types.h>
 
 #define GW_URL_MAX 256
+/*
+ * Connections the kernel queues for accept: a flood of strangers that
+ * outruns the acceptor for a moment must not fill it, or the real source's
+ * SYN is dropped and retried a second later (the kernel caps it at
+ * net.core.somaxconn).
+ */
+#define GW_LISTEN_BACKLOG 1024
 
 /*
  * The calls on one transport's sockets, as their POSIX namesakes (-1 and
@@ -93,6 +100,8 @@ struct sockaddr_storage;
 int gw_addr_resolve(const char *addr, bool passive, struct addrinfo **res);
 /* "SCHEME:HOST:PORT" (HOST bracketed for IPv6) of a bound address. */
 void gw_addr_format(const char *scheme, const struct sockaddr_storage *ss, char *out, size_t out_len);
+/* Who is at the other end of @fd, in words: "HOST:PORT", "[V6]:PORT", "local uid U pid P" (unix:). */
+void gw_addr_peer(int fd, char *buf, size_t len);
 /* TCP socket options for migration connections (no-op on other sockets). */
 void gw_tcp_tune(int fd);
 /*

@@ -66,13 +66,13 @@ int pcs_recv(struct gw_conn *conn, union gw_msg *m, void *buf, size_t cap, char 
 int pcs_open_data_conn(struct gw_session *s, const struct gw_url *url, struct gw_conn *conn,
 			  unsigned index, char *why, size_t why_len)
 {
-	struct gw_msg_chan_hello hello = { .index = index };
+	struct gw_msg_chan_hello hello;
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
 	union gw_msg m;
 	char cwhy[200];
 	int ret;
 
-	memcpy(hello.id, s->mig_id, sizeof(hello.id));
+	src_chan_hello(s, &hello, index);
 	ret = pcs_connect(s, url, conn, cwhy, sizeof(cwhy));
 	if (ret) {
 		snprintf(why, why_len, "connection %u: %s", index, cwhy);

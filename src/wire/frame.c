@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Frame headers (see wire/frame.h and docs/protocol.md). */
 #include <errno.h>
+#include <stdio.h>
 #include <godwit/buf.h>
 #include "wire/frame.h"
 #include "wire/msg.h"
@@ -63,6 +64,29 @@ int gw_frame_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr
 	if (h->len > gw_frame_max_payload(h->type))
 		return -EPROTO;
 	if (h->flags)
-		return -EPROTO;	/* v1 defines no header flags */
+		return -EPROTO;	/* no type defines header flags */
 	return 0;
+}
+
+void gw_frame_hdr_why(const uint8_t in[GW_WIRE_HDR_BYTES], char *why, size_t why_len)
+{
+	struct gw_frame_hdr h;
+	int ret = gw_frame_hdr_decode(in, &h);
+
+	if (!why_len)
+		return;
+	if (!ret)
+		why[0] = 0;
+	else if (gw_le32_get(in) != GW_WIRE_MAGIC)
+		snprintf(why, why_len, "not a godwit frame (no GWM1 magic)");
+	else if (ret == -EPROTONOSUPPORT)
+		snprintf(why, why_len, "a frame of wire version %u; this side speaks version %u: "
+			 "run the same godwit release on both hosts", h.version, GW_WIRE_VERSION);
+	else if (h.type == 0 || h.type > GW_MSG__MAX)
+		snprintf(why, why_len, "unknown frame type %u", h.type);
+	else if (h.len > gw_frame_max_payload(h.type))
+		snprintf(why, why_len, "a %s frame of %u bytes, above its maximum of %u", gw_frame_type_name(h.type),
+			 h.len, gw_frame_max_payload(h.type));
+	else
+		snprintf(why, why_len, "header flags 0x%x set (no frame type defines any)", h.flags);
 }

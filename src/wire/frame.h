@@ -39,5 +39,11 @@ void gw_frame_hdr_set_crc(uint8_t hdr[GW_WIRE_HDR_BYTES], uint32_t crc);
  * (bad magic, type, flags, length), -EPROTONOSUPPORT (version).
  */
 int gw_frame_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr *h);
+/*
+ * Why gw_frame_hdr_decode refused @in, in words ("" when it would not):
+ * the magic, the version (both named), the type, the length against the
+ * type's maximum, the flags.
+ */
+void gw_frame_hdr_why(const uint8_t in[GW_WIRE_HDR_BYTES], char *why, size_t why_len);
 
 #endif

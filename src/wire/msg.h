@@ -33,6 +33,7 @@ struct gw_state;
  * le64 gpa, le64 size_bytes, le32 page_size, le32 reserved. */
 #define GW_MSG_HELLO_FIXED_BYTES 68
 #define GW_MSG_HELLO_BLOCK_BYTES 56
+#define GW_MSG_HELLO_VM_BYTES 8		/* with GW_HELLO_VM, after the blocks, before the profile */
 struct gw_msg_hello {
 	uint32_t min_version, max_version;
 	uint8_t id[GW_WIRE_ID_BYTES];
@@ -49,19 +50,27 @@ struct gw_msg_hello {
 		uint64_t gpa, size_bytes;
 		uint32_t page_size_bytes;
 	} blocks[GW_MAX_RAM_BLOCKS];
+	uint32_t nr_vcpus;		/* GW_HELLO_VM: the source VM's vCPUs, else 0 */
+	uint32_t profile_bytes;		/* GW_HELLO_VM: 0..GW_WIRE_MAX_PROFILE_BYTES */
+	uint8_t profile[GW_WIRE_MAX_PROFILE_BYTES];	/* the source VMM's CPU profile, opaque */
 };
 
-/* HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted), boot_id[16]. */
+/*
+ * HELLO_ACK: le32 version, le32 flags (the HELLO flags accepted), boot_id[16],
+ * challenge[16] (fresh random bytes of this destination, for this migration).
+ */
 struct gw_msg_hello_ack {
 	uint32_t version;
 	uint32_t flags;
 	uint8_t boot_id[GW_WIRE_ID_BYTES];
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 };
 
-/* CHAN_HELLO: id[16], le32 index. */
+/* CHAN_HELLO: id[16], le32 index, challenge[16] (the HELLO_ACK's, echoed). */
 struct gw_msg_chan_hello {
 	uint8_t id[GW_WIRE_ID_BYTES];
 	uint32_t index;
+	uint8_t challenge[GW_WIRE_ID_BYTES];
 };
 
 /* CHAN_ACK: le32 index. */

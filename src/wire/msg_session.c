@@ -13,7 +13,7 @@ int gw_msg_hello_encode(struct gw_wbuf *w, const void *msg)
 {
 	const struct gw_msg_hello *m = msg;
 
-	if (m->nr_blocks > GW_MAX_RAM_BLOCKS)
+	if (m->nr_blocks > GW_MAX_RAM_BLOCKS || m->profile_bytes > GW_WIRE_MAX_PROFILE_BYTES)
 		return -EINVAL;
 	gw_put_le32(w, m->min_version);
 	gw_put_le32(w, m->max_version);
@@ -36,6 +36,11 @@ int gw_msg_hello_encode(struct gw_wbuf *w, const void *msg)
 		gw_put_le32(w, m->blocks[i].page_size_bytes);
 		gw_put_le32(w, 0);
 	}
+	if (m->flags & GW_HELLO_VM) {
+		gw_put_le32(w, m->nr_vcpus);
+		gw_put_le32(w, m->profile_bytes);
+		gw_put_bytes(w, m->profile, m->profile_bytes);
+	}
 	return gw_wbuf_done(w);
 }
 
@@ -43,7 +48,24 @@ size_t gw_msg_hello_size(const void *msg)
 {
 	const struct gw_msg_hello *m = msg;
 
-	return GW_MSG_HELLO_FIXED_BYTES + (size_t)m->nr_blocks * GW_MSG_HELLO_BLOCK_BYTES;
+	return GW_MSG_HELLO_FIXED_BYTES + (size_t)m->nr_blocks * GW_MSG_HELLO_BLOCK_BYTES +
+	       (m->flags & GW_HELLO_VM ? GW_MSG_HELLO_VM_BYTES + m->profile_bytes : 0);
+}
+
+/* The VM part (GW_HELLO_VM); the profile's bytes are the VMMs' to check. */
+static int hello_decode_vm(struct gw_rbuf *r, struct gw_msg_hello *m, char *why, size_t why_len)
+{
+	m->nr_vcpus = gw_get_le32(r);
+	m->profile_bytes = gw_get_le32(r);
+	if (r->underrun)
+		return WHY("HELLO truncated in its VM part");
+	if (m->nr_vcpus < 1 || m->nr_vcpus > GW_WIRE_MAX_HELLO_VCPUS)
+		return WHY("HELLO announces %u vCPUs (1..%u)", m->nr_vcpus, GW_WIRE_MAX_HELLO_VCPUS);
+	if (m->profile_bytes > GW_WIRE_MAX_PROFILE_BYTES || gw_rbuf_left(r) < m->profile_bytes)
+		return WHY("HELLO CPU profile of %u bytes (at most %u, %zu left)", m->profile_bytes,
+			   GW_WIRE_MAX_PROFILE_BYTES, gw_rbuf_left(r));
+	gw_get_copy(r, m->profile, m->profile_bytes);
+	return 0;
 }
 
 static int hello_check_fixed(const struct gw_msg_hello *m, char *why, size_t why_len)
@@ -98,21 +120,25 @@ static int hello_decode_block(struct gw_rbuf *r, struct gw_msg_hello *m, uint32_
 	return 0;
 }
 
+/* GW_WIRE_ID_BYTES from @r into @out, if they are there (an underrun is the caller's check). */
+static void get_id(struct gw_rbuf *r, uint8_t out[GW_WIRE_ID_BYTES])
+{
+	const void *p = gw_get_bytes(r, GW_WIRE_ID_BYTES);
+
+	if (p)
+		memcpy(out, p, GW_WIRE_ID_BYTES);
+}
+
 int gw_msg_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_hello *m = msg;
-	const void *id;
 	int ret;
 
 	memset(m, 0, sizeof(*m));
 	m->min_version = gw_get_le32(r);
 	m->max_version = gw_get_le32(r);
-	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (id)
-		memcpy(m->id, id, GW_WIRE_ID_BYTES);
-	id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (id)
-		memcpy(m->boot_id, id, GW_WIRE_ID_BYTES);
+	get_id(r, m->id);
+	get_id(r, m->boot_id);
 	m->page_size_bytes = gw_get_le32(r);
 	m->nr_channels = gw_get_le32(r);
 	m->codec = gw_get_le32(r);
@@ -125,6 +151,8 @@ int gw_msg_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	ret = hello_check_fixed(m, why, why_len);
 	for (uint32_t i = 0; !ret && i < m->nr_blocks; i++)
 		ret = hello_decode_block(r, m, i, why, why_len);
+	if (!ret && (m->flags & GW_HELLO_VM))
+		ret = hello_decode_vm(r, m, why, why_len);
 	if (!ret && gw_rbuf_done(r))
 		return WHY("HELLO has %zu trailing bytes", gw_rbuf_left(r));
 	return ret;
@@ -139,19 +167,18 @@ int gw_msg_hello_ack_encode(struct gw_wbuf *w, const void *msg)
 	gw_put_le32(w, m->version);
 	gw_put_le32(w, m->flags);
 	gw_put_bytes(w, m->boot_id, GW_WIRE_ID_BYTES);
+	gw_put_bytes(w, m->challenge, GW_WIRE_ID_BYTES);
 	return gw_wbuf_done(w);
 }
 
 int gw_msg_hello_ack_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_hello_ack *m = msg;
-	const void *boot;
 
 	m->version = gw_get_le32(r);
 	m->flags = gw_get_le32(r);
-	boot = gw_get_bytes(r, GW_WIRE_ID_BYTES);
-	if (boot)
-		memcpy(m->boot_id, boot, GW_WIRE_ID_BYTES);
+	get_id(r, m->boot_id);
+	get_id(r, m->challenge);
 	if (!r->underrun && (m->flags & ~GW_HELLO_FLAGS_ALL))
 		return WHY("unknown HELLO_ACK flags 0x%x", m->flags);
 	return 0;
@@ -163,17 +190,17 @@ int gw_msg_chan_hello_encode(struct gw_wbuf *w, const void *msg)
 
 	gw_put_bytes(w, m->id, GW_WIRE_ID_BYTES);
 	gw_put_le32(w, m->index);
+	gw_put_bytes(w, m->challenge, GW_WIRE_ID_BYTES);
 	return gw_wbuf_done(w);
 }
 
 int gw_msg_chan_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 {
 	struct gw_msg_chan_hello *m = msg;
-	const void *id = gw_get_bytes(r, GW_WIRE_ID_BYTES);
 
-	if (id)
-		memcpy(m->id, id, GW_WIRE_ID_BYTES);
+	get_id(r, m->id);
 	m->index = gw_get_le32(r);
+	get_id(r, m->challenge);
 	if (!r->underrun && m->index >= GW_WIRE_MAX_CHANNELS)
 		return WHY("channel index %u out of range", m->index);
 	return 0;

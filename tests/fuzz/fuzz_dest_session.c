@@ -98,6 +98,7 @@ static int open_migration(struct gw_conn *ctl, struct gw_conn *data, uint8_t fla
 	if (dial(ctl) || gw_conn_send_msg(ctl, GW_MSG_HELLO, &h) ||
 	    gw_conn_recv_msg(ctl, &m, buf, sizeof(buf), NULL, 0) != GW_MSG_HELLO_ACK)
 		return -1;
+	memcpy(ch.challenge, m.hello_ack.challenge, sizeof(ch.challenge));
 	if (dial(data) || gw_conn_send_msg(data, GW_MSG_CHAN_HELLO, &ch) ||
 	    gw_conn_recv_msg(data, &m, buf, sizeof(buf), NULL, 0) != GW_MSG_CHAN_ACK)
 		return -1;

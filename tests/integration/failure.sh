@@ -62,9 +62,19 @@ converge-timeout)
 	# however fast the machine (a 1 ms limit is not enough: a guest starved of
 	# CPU for a round dirties nothing, and nothing dirty switches over at once).
 	mig_args=(--max-bandwidth 64M --converge-timeout 300 --on-timeout cancel) ;;
+converge-timeout-set)
+	# The same timeout by the parameter's name, no policy given: one
+	# parameter, one behaviour (converge-policy's default is cancel).
+	mig_args=(--max-bandwidth 64M --set converge-timeout-ms=300) ;;
 layout)
 	# a destination given less RAM than the source has: refused, it keeps waiting
 	dst_args=(--memory 256M) ;;
+vcpus)
+	# a KVM destination made with more vCPUs than the source has: refused at
+	# HELLO (before round 0, the source never paused), it keeps waiting; a
+	# soft destination takes the source's count, nothing to refuse
+	[ "$IT_ACCEL" = kvm ] || skip "the soft VM takes the source's vCPU count"
+	dst_args=(--vcpus 2) ;;
 local-tcp)
 	mig_args=(--local) ;;
 dst-corrupt-page)
@@ -110,6 +120,9 @@ if [ "$case" = dst-corrupt-page ]; then
 	pass "$case: mismatch caught after resume, source copy kept and resumed by --resolve"
 fi
 [ -n "$reason" ] || fail "no reason given"
+case $case in converge-timeout*)
+	case $reason in *"did not converge within 300 ms"*) ;; *) fail "reason: $reason" ;; esac ;;
+esac
 if [ "$expect" = unknown ]; then
 	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must stay paused after GO without RESUMED"
 	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" >/dev/null 2>&1 && fail "migrated again after an unknown outcome"
@@ -119,7 +132,12 @@ if [ "$expect" = unknown ]; then
 	pass "$case: source stayed paused (unknown: $reason), resumed by --resolve source"
 fi
 assert_source_alive_and_consistent
-if [ "$case" = layout ]; then
+if [ "$case" = vcpus ]; then
+	[ "$(jget "$T/src.json" "d.get('error-phase')")" = setup ] || fail "refused after setup: $(cat "$T/src.json")"
+	case $reason in *"1 vCPU"*"--vcpus 1"*) ;; *) fail "the reason does not say the counts and what to do: $reason" ;; esac
+	grep -Eq "vm_pause|round_end" "$T/src.log" && fail "the source ran a round or paused its VM before the refusal"
+fi
+if [ "$case" = layout ] || [ "$case" = vcpus ]; then
 	# Refused on its own connection before anything was committed: the
 	# destination keeps waiting for a source it can take.
 	grep -q "hello_refused" "$T/dst.log" || fail "destination did not log hello_refused"

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Invariant: frames pass through the guest's own driver (--workload l2fwd,
-# common/vnet_drv.c) between the hosts of nfv_topo.sh, and stay correct
+# Invariant: frames pass through the guest's own driver (--workload l2fwd
+# or echo, common/vnet_drv.c) between the hosts of nfv_topo.sh, and stay correct
 # across a migration and a failed one. bench/gwpktgen in the generator's
 # namespace sends numbered, CRC-checked frames to the guest's NIC at a
 # bounded rate (FWD_PPS: 1000 on the soft VM, 200 on KVM, whose guest
@@ -12,6 +12,8 @@
 #              (0 duplicated, 0 corrupted, frames back, the guest's progress
 #              counter grows): frames flow after the migration.
 #   migrate2   the same with two NICs (frames in by NIC 0, out by NIC 1).
+#   echo       the same with --workload echo (interrupt-driven: the guest
+#              halts between frames).
 #   dst-killed the destination is killed (SIGKILL) mid-precopy while frames
 #              flow: the migration fails, the source's guest forwards on
 #              (0 duplicated, 0 corrupted, a second run all back through it).
@@ -20,7 +22,7 @@
 # CRC never. Skips (77) without root, namespaces or /dev/net/tun.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nfv_topo.sh"
-case=${1:?usage: nfv_fwd.sh migrate|migrate2|dst-killed}
+case=${1:?usage: nfv_fwd.sh migrate|migrate2|echo|dst-killed}
 GWPKTGEN=${GWPKTGEN:-$(dirname "$GODWIT_BIN")/../bench/gwpktgen}
 "$GODWIT" run --workload l2fwd >/dev/null 2>"$T/usage.err"
 rc=$?
@@ -29,8 +31,9 @@ grep -q -- "--nic" "$T/usage.err" || fail "the usage error does not name --nic: 
 nfv_available || skip "cannot build the NFV topology (needs root, ip, /dev/net/tun)"
 [ -x "$GWPKTGEN" ] || fail "gwpktgen not built ($GWPKTGEN)"
 pps=${FWD_PPS:-$([ "$IT_ACCEL" = kvm ] && echo 200 || echo 1000)}
-nics=1
+nics=1 wl=l2fwd
 [ "$case" = migrate2 ] && nics=2
+[ "$case" = echo ] && wl=echo
 name="fw$$"
 trap 'cleanup; nfv_teardown "$name"' EXIT
 nfv_setup "$name" --link none --nics "$nics" || fail "nfv_setup"
@@ -55,9 +58,9 @@ check_run() {
 progress() { "$GODWIT" status --api "$T/$1.sock" --json | python3 -c 'import json,sys; print(json.load(sys.stdin).get("guest-progress-count", 0))'; }
 wait_started() { for _ in $(seq 100); do [ -s "$T/$1.start" ] && return 0; sleep 0.1; done; fail "gwpktgen did not start: $(cat "$T/$1.log")"; }
 
-SRC_WRAP="ip netns exec $NFV_SRC" start_src "${vm[@]}" --memory 128M --fill mix --workload l2fwd
-if [ "$IT_ACCEL" = kvm ] && ! grep -q "guest=l2fwd" "$T/src.log"; then
-	skip "this build's KVM VM has no l2fwd guest"
+SRC_WRAP="ip netns exec $NFV_SRC" start_src "${vm[@]}" --memory 128M --fill mix --workload "$wl"
+if [ "$IT_ACCEL" = kvm ] && ! grep -q "guest=$wl" "$T/src.log"; then
+	skip "this build's KVM VM has no $wl guest"
 fi
 # A first run teaches the switch where the guest's MACs are: frames to an
 # unknown MAC are flooded to every port, and a destination's tap that is
@@ -89,7 +92,7 @@ wait "$gen_pid" || fail "gwpktgen: $(cat "$T/during.log")"
 check_run during "frames during the migration"
 
 case $case in
-migrate|migrate2)
+migrate|migrate2|echo)
 	[ "$mrc" = 0 ] || fail "migrate exit $mrc: $(cat "$T/mig.json" "$T/mig.err")"
 	[ "$(jget "$T/mig.json" "d['status']")" = completed ] || fail "status $(cat "$T/mig.json")"
 	[ "$(jget "$T/mig.json" "d['verified']")" = True ] || fail "not verified: $(cat "$T/mig.json")"

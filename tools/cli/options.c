@@ -33,6 +33,12 @@ void cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int cli_repeated(const char *cmd, const char *opt, const char *first, const char *again)
+{
+	cli_usage_error(cmd, "%s given twice ('%s', then '%s'): give it once", opt, first, again);
+	return -1;
+}
+
 void cli_bad_option(const char *cmd, int ret, char **argv)
 {
 	const char *opt = argv[optind - 1];
@@ -87,8 +93,8 @@ static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
 		return -1;
 	}
 	if (value < pi->min || value > pi->max) {
-		cli_usage_error(cmd, "%s: %s=%" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
-				opt, pi->name, value, pi->min, pi->max);
+		cli_usage_error(cmd, "%s: out of range: it sets %s, which takes %" PRId64 " to %" PRId64
+				" (this is %" PRId64 ")", opt, pi->name, pi->min, pi->max, value);
 		return -1;
 	}
 	if (cli_params_put(ps, p, value)) {
@@ -146,6 +152,7 @@ static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const c
 			return -1;
 		}
 		o->memory_given = true;
+		o->memory_arg = arg;
 		return 0;
 	case OPT_VCPUS:
 		if (cli_parse_int(arg, 1, 64, &v)) {
@@ -175,6 +182,7 @@ static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const c
 			return -1;
 		}
 		o->fill = arg;
+		o->fill_given = true;
 		return 0;
 	case OPT_SEED:
 		if (cli_parse_int(arg, 0, INT64_MAX, &v)) {
@@ -216,9 +224,11 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 		return 0;
 	case OPT_INCOMING:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or defer)", arg);
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or defer)", arg);
 			return -1;
 		}
+		if (o->incoming_url)
+			return cli_repeated(cmd, "--incoming", o->incoming_url, arg);
 		o->incoming_url = arg;
 		return 0;
 	case OPT_SET:
@@ -422,8 +432,6 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 			continue;
 		if (param_opt_value(po, arg, cmd, &v))
 			return -1;
-		if (id == OPT_CONVERGE_TIMEOUT)
-			o->converge_timeout_given = true;	/* migrate_opts_finish reads it */
 		return put_checked(&o->params, po->p, v, cmd, po->opt);
 	}
 	switch (id) {
@@ -457,9 +465,11 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	switch (id) {
 	case OPT_TO:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->to)
+			return cli_repeated(cmd, "--to", o->to, arg);
 		o->to = arg;
 		return 0;
 	case OPT_DETACH:
@@ -478,9 +488,11 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		return 0;
 	case OPT_INCOMING_URL:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->incoming)
+			return cli_repeated(cmd, "--incoming", o->incoming, arg);
 		o->incoming = arg;
 		return 0;
 	case OPT_START_POSTCOPY:
@@ -491,9 +503,11 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		return 0;
 	case OPT_RECOVER:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->recover)
+			return cli_repeated(cmd, "--recover", o->recover, arg);
 		o->recover = arg;
 		return 0;
 	case OPT_RESOLVE:
@@ -508,11 +522,16 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	}
 }
 
-void migrate_opts_finish(struct migrate_opts *o)
+int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd)
 {
-	/* A timeout that keeps going would do nothing: the user meant to stop. */
-	if (o->converge_timeout_given && !o->on_timeout_given)
-		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
+	bool timeout = cli_params_value(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, 0) > 0;
+
+	if (starting && o->on_timeout_given && !timeout) {
+		cli_usage_error(cmd, "--on-timeout says what happens when --converge-timeout expires, and no "
+				"timeout is given: add --converge-timeout MS, or leave out --on-timeout");
+		return -1;
+	}
+	return 0;
 }
 
 /* "1000..600000000" ("0.." without a bound), or the value names of parameter @p. */
@@ -534,7 +553,7 @@ void cli_print_params(FILE *out)
 
 	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating;\n"
 		"a QEMU name is an alias whose value is in QEMU's unit):\n");
-	fprintf(out, "  %-26s %-5s %-24s %-10s %s\n", "name", "when", "values", "default", "QEMU name");
+	fprintf(out, "  %-26s %-5s %-30s %-11s %s\n", "name", "when", "values", "default", "QEMU name");
 	for (p = 0; p < GW_PARAM__COUNT; p++) {
 		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
 		const struct qemu_param *q = qemu_param_of((enum gw_param)p);
@@ -548,7 +567,7 @@ void cli_print_params(FILE *out)
 			snprintf(def, sizeof(def), "%s", dn);
 		else
 			snprintf(def, sizeof(def), "%" PRId64, pi->def);
-		fprintf(out, "  %-26s %-5s %-24s %-10s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
+		fprintf(out, "  %-26s %-5s %-30s %-11s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
 			values, def, q ? q->name : "-", q && q->unit[0] ? " (" : "",
 			q && q->unit[0] ? q->unit : "", q && q->unit[0] ? ")" : "");
 		fprintf(out, "      %s\n", pi->help ? pi->help : "");

@@ -18,10 +18,12 @@
 struct run_opts {
 	uint64_t memory_bytes;
 	bool memory_given;		/* --memory on the command line */
+	const char *memory_arg;		/* its value as typed (messages), NULL: not given */
 	unsigned nr_vcpus;
 	const char *accel;		/* "auto", "soft", "kvm" */
 	const char *workload;		/* NULL = the VM's default */
 	const char *fill;		/* soft_fill name */
+	bool fill_given;		/* --fill on the command line */
 	uint64_t seed;
 	bool seed_given;
 	const char *memory_file;
@@ -30,7 +32,7 @@ struct run_opts {
 	const char *qmp_path;
 	const char *incoming_url;	/* URL, or "defer" */
 	struct cli_params params;	/* --set */
-	const char *log_level;		/* NULL = default (info) */
+	const char *log_level;		/* NULL = default (info, set by run) */
 	bool exit_after_migrate;
 	bool max_memory_given;		/* --max-memory */
 	struct virtio_net_nic nics[RUN_MAX_NICS];	/* --nic, in order: NIC i is nics[i] */

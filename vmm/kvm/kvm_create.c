@@ -29,20 +29,48 @@ const struct kvm_guest_image *kvm_guest_image_find(const char *name)
 	return NULL;
 }
 
-static int check_config(const struct vmm_config *cfg, char *err, size_t err_len)
+/* The guest image that runs @kind (the guests/ of the same name). */
+static const char *workload_guest(enum vmm_workload_kind kind)
 {
+	switch (kind) {
+	case VMM_WL_DIRTY: return "dirty";
+	case VMM_WL_VERIFY: return "verify";
+	case VMM_WL_L2FWD: return "l2fwd";
+	case VMM_WL_ECHO: return "echo";
+	default: return "idle";
+	}
+}
+
+int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len)
+{
+	struct vmm_workload wl;
+	char why[KVM_MSG_MAX] = "";
+
 	if (cfg->nr_vcpus < 1 || cfg->nr_vcpus > KVM_MAX_VCPUS) {
 		kvm_why(err, err_len, "vcpus must be 1..%u, not %u", KVM_MAX_VCPUS, cfg->nr_vcpus);
 		return -EINVAL;
 	}
 	if (cfg->memory_bytes % GW_PAGE_BYTES || cfg->memory_bytes > KVM_MAX_RAM_BYTES ||
 	    (!cfg->memory_bytes && !cfg->incoming)) {
-		kvm_why(err, err_len, "memory must be a non-zero multiple of %u bytes, at most %llu",
-			GW_PAGE_BYTES, (unsigned long long)KVM_MAX_RAM_BYTES);
+		vmm_memory_refused(err, err_len, cfg->memory_bytes, GW_PAGE_BYTES, KVM_MAX_RAM_BYTES);
 		return -EINVAL;
 	}
 	if ((unsigned)cfg->fill > VMM_FILL_TEXT) {
 		kvm_why(err, err_len, "unknown fill");
+		return -EINVAL;
+	}
+	if (vmm_workload_parse(cfg->workload, &wl, why, sizeof(why))) {
+		kvm_why(err, err_len, "%s", why);
+		return -EINVAL;
+	}
+	if (wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
+		kvm_why(err, err_len, "the balloon workload (free-page hints) runs on the soft VM only: "
+			"use --accel soft");
+		return -EOPNOTSUPP;
+	}
+	if (vmm_workload_needs_nic(&wl) && !cfg->nr_nics && !cfg->incoming) {
+		kvm_why(err, err_len, "the %s workload drives NICs: give at least one (--nic)",
+			workload_guest(wl.kind));
 		return -EINVAL;
 	}
 	return 0;
@@ -113,6 +141,8 @@ void kvm_vm_free(struct kvm_vm *vm)
 }
 
 /* Publish what the engine's trackers need (kvm-log, kvm-ring). */
+_Static_assert(KVM_PROFILE_MAX_BYTES <= GW_CPU_PROFILE_MAX_BYTES, "the CPU profile fits gw_vm_info's bound");
+
 void kvm_publish_info(struct kvm_vm *vm)
 {
 	vm->base.info.kvm_vm_fd = vm->vm_fd;
@@ -121,6 +151,10 @@ void kvm_publish_info(struct kvm_vm *vm)
 	vm->base.info.kvm_dirty_rings = vm->ring_entries ? vm->rings : NULL;
 	vm->base.info.kvm_dirty_ring_fetch = vm->ring_entries ? vm->ring_fetch : NULL;
 	vm->base.info.kvm_dirty_ring_full_efd = vm->ring_full_efd;
+	vm->base.info.cpu_profile = vm->cpu_profile;
+	vm->base.info.cpu_profile_bytes = vm->cpuid ? (uint32_t)kvm_compat_profile(vm->cpuid, vm->nr_cpuid,
+										 vm->caps.compat, vm->caps.xsave_bytes,
+										 vm->cpu_profile) : 0;
 }
 
 /* Blocks "sys" and "ram" for @ram_bytes of workload RAM. */
@@ -223,19 +257,7 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
 }
 
-/* The guest image that runs @kind (the guests/ of the same name). */
-static const char *workload_guest(enum vmm_workload_kind kind)
-{
-	switch (kind) {
-	case VMM_WL_DIRTY: return "dirty";
-	case VMM_WL_VERIFY: return "verify";
-	case VMM_WL_L2FWD: return "l2fwd";
-	case VMM_WL_ECHO: return "echo";
-	default: return "idle";
-	}
-}
-
-/* The workload parsed and checked against this VM, and the guest that runs it. 0 or -errno. */
+/* The workload (kvm_check_config checked it) and the guest that runs it. 0 or -errno. */
 static int workload_setup(struct kvm_vm *vm, const struct vmm_config *cfg, char *why,
 			  size_t why_len)
 {
@@ -243,16 +265,6 @@ static int workload_setup(struct kvm_vm *vm, const struct vmm_config *cfg, char 
 
 	if (ret)
 		return ret;
-	if (vm->base.wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
-		snprintf(why, why_len, "the balloon workload (free-page hints) runs on the soft VM only: "
-			 "use --accel soft");
-		return -EOPNOTSUPP;
-	}
-	if (vmm_workload_needs_nic(&vm->base.wl) && !cfg->nr_nics && !cfg->incoming) {
-		snprintf(why, why_len, "the %s workload drives NICs: give at least one (--nic)",
-			 workload_guest(vm->base.wl.kind));
-		return -EINVAL;
-	}
 	snprintf(vm->guest, sizeof(vm->guest), "%s",
 		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
 	return 0;
@@ -269,7 +281,7 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = check_config(cfg, err, err_len);
+	ret = kvm_check_config(cfg, err, err_len);
 	if (ret) {
 		errno = -ret;
 		return NULL;
@@ -279,7 +291,7 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = workload_setup(vm, cfg, why, sizeof(why));
+	ret = workload_setup(vm, cfg, why, sizeof(why));	/* checked above */
 	if (ret)
 		goto fail;
 	ret = kvm_open_dev(why, sizeof(why));

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <godwit/log.h>
@@ -69,23 +70,27 @@ static int check_layout(const struct gw_vm_info *want, char *reason, size_t reas
 	const struct gw_ram_block *s, *r;
 
 	if (!want || want->nr_blocks != 2) {
-		kvm_why(reason, reason_len, "KVM VM needs 2 RAM blocks (sys, ram), source has %u",
-			want ? want->nr_blocks : 0);
+		kvm_why(reason, reason_len, "the source is not a KVM VM (its RAM is %u block%s, a KVM guest's "
+			"is 2: sys and ram): start the destination with --accel soft, or migrate from a "
+			"KVM source", want ? want->nr_blocks : 0, want && want->nr_blocks == 1 ? "" : "s");
 		return -EINVAL;
 	}
 	s = &want->blocks[KVM_BLOCK_SYS];
 	r = &want->blocks[KVM_BLOCK_RAM];
 	if (strncmp(s->name, "sys", sizeof(s->name)) || strncmp(r->name, "ram", sizeof(r->name)) ||
 	    s->gpa != 0 || r->gpa != GW_GUEST_RAM_GPA) {
-		kvm_why(reason, reason_len, "RAM layout is not a KVM guest's (want sys@0, ram@%#llx)",
-			(unsigned long long)GW_GUEST_RAM_GPA);
+		kvm_why(reason, reason_len, "the source is not a KVM VM (its RAM blocks are not sys at 0 and "
+			"ram at %#llx): start the destination with --accel soft, or migrate from a KVM "
+			"source", (unsigned long long)GW_GUEST_RAM_GPA);
 		return -EINVAL;
 	}
 	if (s->page_size_bytes != GW_PAGE_BYTES || r->page_size_bytes != GW_PAGE_BYTES ||
 	    !r->size_bytes || r->size_bytes % GW_PAGE_BYTES || r->size_bytes > KVM_MAX_RAM_BYTES ||
 	    s->size_bytes != kvm_boot_sys_bytes(r->size_bytes)) {
-		kvm_why(reason, reason_len, "RAM blocks of %llu and %llu bytes refused",
-			(unsigned long long)s->size_bytes, (unsigned long long)r->size_bytes);
+		kvm_why(reason, reason_len, "the source's KVM RAM (sys %llu bytes, ram %llu bytes) is not a "
+			"size this KVM VMM runs (a multiple of 4K, at most %lluG)",
+			(unsigned long long)s->size_bytes, (unsigned long long)r->size_bytes,
+			(unsigned long long)(KVM_MAX_RAM_BYTES >> 30));
 		return -EINVAL;
 	}
 	return 0;
@@ -100,10 +105,9 @@ static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *
 	if (vm->base.info.nr_blocks) {
 		for (unsigned i = 0; i < 2 && !ret; i++) {
 			if (vm->base.info.blocks[i].size_bytes != want->blocks[i].size_bytes) {
-				kvm_why(reason, reason_len, "layout mismatch: source %s is %llu bytes, here %llu",
-					want->blocks[i].name,
-					(unsigned long long)want->blocks[i].size_bytes,
-					(unsigned long long)vm->base.info.blocks[i].size_bytes);
+				vmm_memory_mismatch(reason, reason_len,
+						    want->blocks[KVM_BLOCK_RAM].size_bytes,
+						    vm->base.info.blocks[KVM_BLOCK_RAM].size_bytes);
 				return -EINVAL;
 			}
 		}
@@ -127,6 +131,46 @@ static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *
 	return ret;
 }
 
+/*
+ * The source's vCPU count and CPU profile (0, none: not said) against the
+ * vCPUs made ahead (--vcpus) and this host's KVM: the load would refuse
+ * them after the whole precopy and a pause of the source.
+ */
+static int check_source_vm(const struct kvm_vm *vm, const struct gw_vm_info *want, char *reason,
+			   size_t reason_len)
+{
+	unsigned nr = want->nr_vcpus, most = vm->caps.max_vcpus < KVM_MAX_VCPUS ? vm->caps.max_vcpus : KVM_MAX_VCPUS;
+	struct kvm_compat *src;
+	char why[KVM_MSG_MAX];
+	int ret;
+
+	if (nr && nr < vm->vcpus_ahead) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPU%s and this destination was made with %u "
+			"(--vcpus %u): start the destination with --vcpus %u", nr, nr == 1 ? "" : "s",
+			vm->vcpus_ahead, vm->vcpus_ahead, nr);
+		return -ERANGE;
+	}
+	if (nr > most) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPUs, this host's KVM runs at most %u", nr, most);
+		return -ERANGE;
+	}
+	if (!want->cpu_profile_bytes || !vm->host_compat)
+		return 0;	/* not said, or this host not probed: the load checks */
+	src = malloc(sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	ret = kvm_compat_from_profile(want->cpu_profile, want->cpu_profile_bytes, nr, src, why, sizeof(why));
+	if (!ret)
+		ret = kvm_compat_check(src, vm->host_compat, why, sizeof(why));
+	if (ret)
+		kvm_why(reason, reason_len, "this host cannot run the source's vCPUs: %s", why);
+	else
+		gw_log(GW_LOG_INFO, "kvm", "source_cpu_checked", "vcpus=%u profile_bytes=%u", nr,
+		       want->cpu_profile_bytes);
+	free(src);
+	return ret ? -ERANGE : 0;
+}
+
 static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char *reason,
 			  size_t reason_len)
 {
@@ -134,7 +178,9 @@ static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char 
 	bool taken[2] = { false, false };
 	int ret;
 
-	ret = check_layout(want, reason, reason_len);
+	ret = check_source_vm(vm, want, reason, reason_len);
+	if (!ret)
+		ret = check_layout(want, reason, reason_len);
 	if (!ret)
 		ret = setup_blocks(vm, want, taken, reason, reason_len);
 	if (!ret) {

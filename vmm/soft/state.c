@@ -253,7 +253,11 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st)
 	vm->init_fill = l.fill;
 	vm->init_seed = l.seed;
 	vm->init_known = !(l.flags & STATE_FLAG_INIT_UNKNOWN);
-	gw_log(GW_LOG_INFO, "soft", "state_loaded", "workload=%s vcpus=%u progress=%" PRIu64,
-	       vm->base.spec, l.nr_vcpus, l.progress);
+	{
+		char esc[GW_LOG_STR_MAX(VMM_WORKLOAD_SPEC_MAX)];	/* the source's words */
+
+		gw_log(GW_LOG_INFO, "soft", "state_loaded", "workload=\"%s\" vcpus=%u progress=%" PRIu64,
+		       gw_log_str(esc, sizeof(esc), vm->base.spec), l.nr_vcpus, l.progress);
+	}
 	return 0;
 }

@@ -273,6 +273,8 @@ static const struct tcase cases[] = {
 	  "does not match", "does not match ours", false },
 	{ "psk unknown identity", "tcp:127.0.0.1:0", { .psk = "keys.psk" }, { .psk = "unknown.psk" },
 	  "does not match", "'stranger' is not in our --tls-psk file", false },
+	{ "x509 source, psk destination", "tcp:127.0.0.1:0", { .psk = "keys.psk" }, { .creds = "src-ok" },
+	  "", "the source offered no pre-shared key", false },
 };
 
 int main(int argc, char **argv)
