@@ -29,6 +29,18 @@ const struct kvm_guest_image *kvm_guest_image_find(const char *name)
 	return NULL;
 }
 
+/* The guest image that runs @kind (the guests/ of the same name). */
+static const char *workload_guest(enum vmm_workload_kind kind)
+{
+	switch (kind) {
+	case VMM_WL_DIRTY: return "dirty";
+	case VMM_WL_VERIFY: return "verify";
+	case VMM_WL_L2FWD: return "l2fwd";
+	case VMM_WL_ECHO: return "echo";
+	default: return "idle";
+	}
+}
+
 int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len)
 {
 	struct vmm_workload wl;
@@ -55,6 +67,11 @@ int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len)
 		kvm_why(err, err_len, "the balloon workload (free-page hints) runs on the soft VM only: "
 			"use --accel soft");
 		return -EOPNOTSUPP;
+	}
+	if (vmm_workload_needs_nic(&wl) && !cfg->nr_nics && !cfg->incoming) {
+		kvm_why(err, err_len, "the %s workload drives NICs: give at least one (--nic)",
+			workload_guest(wl.kind));
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -234,10 +251,23 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	if (ret)
 		return ret;
 	kvm_layout_workload(vm);
-	ret = kvm_boot_write(vm, cfg->nr_vcpus, why, why_len);
+	ret = kvm_boot_write(vm, cfg->nr_vcpus, cfg->nr_nics, why, why_len);
 	if (ret)
 		return ret;
 	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
+}
+
+/* The workload (kvm_check_config checked it) and the guest that runs it. 0 or -errno. */
+static int workload_setup(struct kvm_vm *vm, const struct vmm_config *cfg, char *why,
+			  size_t why_len)
+{
+	int ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, why_len);
+
+	if (ret)
+		return ret;
+	snprintf(vm->guest, sizeof(vm->guest), "%s",
+		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
+	return 0;
 }
 
 struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_vm_opts *opts,
@@ -261,11 +291,9 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, sizeof(why));	/* checked above */
+	ret = workload_setup(vm, cfg, why, sizeof(why));	/* checked above */
 	if (ret)
 		goto fail;
-	snprintf(vm->guest, sizeof(vm->guest), "%s", vm->opts.guest ? vm->opts.guest :
-		 vm->base.wl.kind == VMM_WL_DIRTY ? "dirty" : vm->base.wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
 	ret = kvm_open_dev(why, sizeof(why));
 	if (ret < 0)
 		goto fail;

@@ -164,7 +164,8 @@ struct kvm_cpuid_entry2 *kvm_supported_cpuid(int kvm_fd, uint32_t *n);
 /* MSRs a vCPU with @cpuid can save and restore, probed in a throwaway VM. */
 int kvm_probe_msrs_tmp(int kvm_fd, const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid,
 		       uint32_t *out, uint32_t *nr_out);
-int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len);
+int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, unsigned nr_nics, char *why,
+		   size_t why_len);
 /*
  * vCPUs 0..@nr-1 with @cpuid. Those that exist already (a destination makes
  * its --vcpus ahead, outside the downtime) take the new CPUID only; fewer
