@@ -48,6 +48,7 @@ struct api_conn {
 	int fd;				/* -1 when CONN_FREE */
 	enum conn_phase phase;
 	int64_t accepted_ms;		/* CLOCK_MONOTONIC */
+	uint64_t seq;			/* order of accept (eviction: the oldest of the laziest) */
 	int64_t deadline_ms;		/* accepted_ms + API_REQUEST_MS: then dropped */
 	size_t len;			/* request bytes in line[] */
 	bool drain;			/* after the answer: read until closed (overlong request) */
@@ -65,6 +66,7 @@ struct api_server {
 	char *path;
 	struct usock_id id;		/* our socket file, so stop never unlinks a successor's */
 	int64_t accept_rest_ms;		/* server thread: listener not polled until then */
+	uint64_t accepts;		/* server thread: counts them (api_conn.seq) */
 	struct api_conn conns[API_CLIENTS_MAX];	/* server thread */
 };
 
@@ -213,7 +215,7 @@ static struct api_conn *conn_slot(struct api_server *srv)
 		if (c->phase == CONN_FREE)
 			return c;
 		if (!victim || c->len < victim->len ||
-		    (c->len == victim->len && c->accepted_ms < victim->accepted_ms))
+		    (c->len == victim->len && c->seq < victim->seq))
 			victim = c;
 	}
 	gw_log(GW_LOG_WARN, "cli", "api_evicted", "clients=%d sent_bytes=%zu age_ms=%lld", API_CLIENTS_MAX,
@@ -240,6 +242,7 @@ static void accept_clients(struct api_server *srv)
 		c->len = 0;
 		c->drain = false;
 		c->accepted_ms = now_ms();
+		c->seq = ++srv->accepts;
 		c->deadline_ms = c->accepted_ms + API_REQUEST_MS;
 		c->phase = CONN_READ;
 		if (usock_peer_check(fd, why, sizeof(why))) {

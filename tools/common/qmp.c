@@ -38,7 +38,7 @@ struct qmp_client {
 	bool negotiated;		/* lock: qmp_capabilities done, events go out */
 	size_t len;			/* server thread: bytes in @in */
 	int64_t accepted_ms;		/* server thread: CLOCK_MONOTONIC */
-	int64_t active_ms;		/* server thread: its last input (eviction: the idlest goes) */
+	uint64_t active_seq;		/* server thread: order of its accept or last input (eviction) */
 	char in[QMP_INPUT_MAX + 1];	/* server thread */
 };
 
@@ -53,6 +53,7 @@ struct qmp_server {
 	int stop_pipe[2];
 	pthread_t thread;
 	int64_t accept_rest_ms;		/* server thread: EMFILE/ENFILE, listener not polled until then */
+	uint64_t seq;			/* server thread: counts accepts and inputs */
 
 	pthread_mutex_t lock;		/* guards every client's fd and negotiated, and writes */
 	struct qmp_client clients[QMP_CLIENTS_MAX];
@@ -364,11 +365,11 @@ static struct qmp_client *slot_locked(struct qmp_server *srv)
 		if (c->fd < 0)
 			return c;
 		if (!victim || (!c->negotiated && victim->negotiated) ||
-		    (c->negotiated == victim->negotiated && c->active_ms < victim->active_ms))
+		    (c->negotiated == victim->negotiated && c->active_seq < victim->active_seq))
 			victim = c;
 	}
-	gw_log(GW_LOG_WARN, "cli", "qmp_evicted", "clients=%d negotiated=%s idle_ms=%lld", QMP_CLIENTS_MAX,
-	       victim->negotiated ? "yes" : "no", (long long)(now_ms() - victim->active_ms));
+	gw_log(GW_LOG_WARN, "cli", "qmp_evicted", "clients=%d negotiated=%s age_ms=%lld", QMP_CLIENTS_MAX,
+	       victim->negotiated ? "yes" : "no", (long long)(now_ms() - victim->accepted_ms));
 	refuse_fd(victim->fd, "evicted: every QMP slot in use and this client the idlest");
 	drop_locked(victim);
 	return victim;
@@ -396,7 +397,8 @@ static void accept_client(struct qmp_server *srv)
 	c->fd = fd;
 	c->len = 0;
 	c->negotiated = false;
-	c->accepted_ms = c->active_ms = now_ms();
+	c->accepted_ms = now_ms();
+	c->active_seq = ++srv->seq;
 	if (!send_locked(c, srv->greeting, true))
 		drop_locked(c);
 	pthread_mutex_unlock(&srv->lock);
@@ -437,7 +439,7 @@ static void read_client(struct qmp_server *srv, struct qmp_client *c)
 		return;
 	}
 	c->len += (size_t)n;
-	c->active_ms = now_ms();
+	c->active_seq = ++srv->seq;
 	serve_input(srv, c);
 }
 
