@@ -137,7 +137,7 @@ time.sleep(120)" &
 	for _ in $(seq 1 100); do [ -e "$T/held.ready" ] && break; sleep 0.1; done
 	for opt in "--api $T/held.sock" "--qmp $T/held.sock" "--incoming unix:$T/held.sock"; do
 		# shellcheck disable=SC2086  # $opt is an option and its value
-		timeout 30 "$GODWIT" run --memory 32M $opt >"$T/held.out" 2>"$T/held.log"; rc=$?
+		timeout -k 2 30 "$GODWIT" run --memory 32M $opt >"$T/held.out" 2>"$T/held.log"; rc=$?
 		[ "$rc" != 124 ] || fail "$opt on a held path hung"
 		[ "$rc" != 0 ] || fail "$opt on a held path started"
 		grep -q "in use" "$T/held.log" || fail "$opt: no reason: $(tail -n 3 "$T/held.log")"
