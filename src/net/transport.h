@@ -36,12 +36,18 @@ struct gw_sock_ops {
 	int (*close)(int fd);
 	int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
 	int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
-	int (*accept)(int listen_fd);	/* one connection, close-on-exec */
+	int (*accept)(int listen_fd);	/* one connection, close-on-exec (gw_accept_rest) */
 	int (*set_nonblock)(int fd, bool on);	/* O_NONBLOCK on or off: 0, or -1 and errno */
 	bool kernel;			/* fds are kernel sockets (TCP_INFO, MSG_ZEROCOPY, SCM_RIGHTS) */
 };
 /* The kernel's socket calls (tcp:, unix:). */
 extern const struct gw_sock_ops gw_sock_kernel;
+/*
+ * @fd as an accept returned it; out of descriptors (EMFILE, ENFILE) after
+ * a 100 ms rest, errno kept: the listener stays readable, and an accept
+ * loop would otherwise spin until a descriptor is freed.
+ */
+int gw_accept_rest(int fd);
 
 /*
  * What a listen made on the file system, so that unlisten removes that and

@@ -226,7 +226,7 @@ static int r_close(int fd)
 
 static int r_accept(int listen_fd)
 {
-	return rl.accept(listen_fd, NULL, NULL);
+	return gw_accept_rest(rl.accept(listen_fd, NULL, NULL));
 }
 
 static int r_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
