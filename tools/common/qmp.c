@@ -36,6 +36,7 @@
 struct qmp_client {
 	int fd;				/* -1: free slot */
 	bool negotiated;		/* lock: qmp_capabilities done, events go out */
+	bool backlogged;		/* server thread: its answers pile up unread: not read until writable */
 	size_t len;			/* server thread: bytes in @in */
 	int64_t accepted_ms;		/* server thread: CLOCK_MONOTONIC */
 	uint64_t active_seq;		/* server thread: order of its accept or last input (eviction) */
@@ -291,10 +292,20 @@ static bool serve_input(struct qmp_server *srv, struct qmp_client *c)
 
 	for (;;) {
 		long n = qmp_frame(c->in, c->len);
+		struct pollfd out = { .fd = c->fd, .events = POLLOUT };
 		json_t *msg, *answer;
 
 		if (n == 0)
 			break;
+		/*
+		 * A client that does not read its answers is not read either
+		 * until it does: the server never waits on one client's full
+		 * socket while the others (cancel, quit) wait on the server.
+		 */
+		if (poll(&out, 1, 0) != 1 || !(out.revents & POLLOUT)) {
+			c->backlogged = true;
+			return true;
+		}
 		if (n < 0) {
 			/* Not JSON text: answer once, skip the line. */
 			char *nl = memchr(c->in, '\n', c->len);
@@ -397,6 +408,7 @@ static void accept_client(struct qmp_server *srv)
 	c->fd = fd;
 	c->len = 0;
 	c->negotiated = false;
+	c->backlogged = false;
 	c->accepted_ms = now_ms();
 	c->active_seq = ++srv->seq;
 	if (!send_locked(c, srv->greeting, true))
@@ -459,7 +471,8 @@ static void *server_thread(void *arg)
 		pthread_mutex_lock(&srv->lock);
 		for (unsigned i = 0; i < QMP_CLIENTS_MAX; i++) {
 			if (srv->clients[i].fd >= 0) {
-				pfd[n] = (struct pollfd){ .fd = srv->clients[i].fd, .events = POLLIN };
+				pfd[n] = (struct pollfd){ .fd = srv->clients[i].fd,
+							  .events = srv->clients[i].backlogged ? POLLOUT : POLLIN };
 				who[n++] = &srv->clients[i];
 			}
 		}
@@ -473,9 +486,16 @@ static void *server_thread(void *arg)
 			break;
 		if (pfd[1].revents & POLLIN)
 			accept_client(srv);
-		for (nfds_t i = 2; i < n; i++)
-			if (pfd[i].revents && who[i]->fd == pfd[i].fd)
+		for (nfds_t i = 2; i < n; i++) {
+			if (!pfd[i].revents || who[i]->fd != pfd[i].fd)
+				continue;
+			if (who[i]->backlogged && (pfd[i].revents & POLLOUT)) {
+				who[i]->backlogged = false;
+				serve_input(srv, who[i]);
+			} else {
 				read_client(srv, who[i]);
+			}
+		}
 	}
 	return NULL;
 }
