@@ -15,6 +15,10 @@
 #                still negotiates, migrate_cancel answers and quit ends the VM
 #                (exit 0); the idlest silent clients were told they were
 #                evicted, and the others that they did not negotiate in time.
+#   qmp-hog      a QMP client that sends commands and never reads the answers:
+#                the server stops reading it rather than wait on its full
+#                socket, another client is served meanwhile, and the hog,
+#                reading at last, gets every answer (it was not dropped).
 #   unix-paths   --api, --qmp and --incoming unix:PATH on a path held by a
 #                listener that never accepts (backlog full) each refuse at
 #                once, with a reason, and leave the path alone; a
@@ -124,6 +128,41 @@ assert 'return' in ask('quit')") || fail "QMP beside silent clients: $out"
 	wait "$RUN_PID"; rc=$?
 	[ "$rc" = 0 ] || fail "quit through QMP beside 12 silent clients: exit $rc"
 	pass "qmp-silent: 12 silent clients, $out of the 4 oldest told they were evicted, migrate_cancel and quit served, the last silent one cut at the negotiation bound" ;;
+qmp-hog)
+	"$GODWIT" run --memory 32M --qmp "$T/q.sock" >"$T/run.out" 2>"$T/run.log" &
+	RUN_PID=$!; PIDS+=("$RUN_PID")
+	for _ in $(seq 1 100); do [ -S "$T/q.sock" ] && break; sleep 0.1; done
+	out=$(py "
+import json, socket
+def conn():
+    s = socket.socket(socket.AF_UNIX); s.connect('$T/q.sock'); s.settimeout(20)
+    f = s.makefile('rb'); json.loads(f.readline())
+    s.sendall(b'{\"execute\":\"qmp_capabilities\"}\n'); assert 'return' in json.loads(f.readline())
+    return s, f
+hog, hf = conn()
+hog.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096); hog.settimeout(1.0)
+cmd = b'{\"execute\":\"query-status\"}\n'; sent = 0
+for i in range(100000):
+    try:
+        n = hog.send(cmd)
+    except socket.timeout:
+        break
+    if n != len(cmd): break
+    sent += 1
+assert sent < 100000, 'the server kept reading a client that reads nothing'
+s, f = conn()
+s.sendall(b'{\"execute\":\"query-status\"}\n'); assert 'return' in json.loads(f.readline())
+hog.settimeout(20); got = 0
+while got < sent:
+    line = hf.readline()
+    if not line: break
+    m = json.loads(line)
+    got += 'return' in m
+print('%d %d' % (sent, got))
+s.sendall(b'{\"execute\":\"quit\"}\n')") || fail "QMP beside a client that reads nothing: $out"
+	set -- $out
+	[ "$2" -ge "$1" ] || fail "the hog got $2 answers of $1: dropped"
+	pass "qmp-hog: $1 commands never read; another client served meanwhile; the hog then got all $2 answers" ;;
 unix-paths)
 	python3 -c "
 import os, socket, sys, time
