@@ -121,7 +121,7 @@ void gw_session_free(struct gw_session *s)
 	gw_tls_ctx_free(s->tls_ctx);
 	if (s->listen_fd >= 0 && s->url.ops) {
 		s->url.ops->sock->close(s->listen_fd);
-		s->url.ops->unlisten(s->url.addr);
+		s->url.ops->unlisten(s->url.addr, &s->url.lid);
 	}
 	gw_conn_close(&s->ctl);
 	gw_conn_close(&s->preempt);
@@ -427,7 +427,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	ret = tls_prepare(s, GW_TLS_SERVER, why, sizeof(why));
 	if (ret)
 		return refuse(s, why);
-	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
+	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url), &s->url.lid);
 	if (fd < 0) {
 		if (fd == -EEXIST)
 			snprintf(why, sizeof(why), "%s: the path exists and is not a socket: refusing to replace it", url);
@@ -461,7 +461,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	gw_session_stop_admit(s);
 fail:
 	s->url.ops->sock->close(fd);
-	s->url.ops->unlisten(s->url.addr);
+	s->url.ops->unlisten(s->url.addr, &s->url.lid);
 	s->listen_fd = -1;
 	return ret;
 }

@@ -194,13 +194,15 @@ static json_t *handle_events(struct run_state *rs, const struct api_request *req
 
 	if (req->nr_args)
 		return api_error("events takes no arguments");
+	if (!run_events_stream_room(rs->events))
+		return api_error("too many event streams (at most %d): close one", RUN_EVENTS_STREAMS_MAX);
 	r = api_ok();
 	if (!r || js_set_str(r, "stream", "events") || api_send_json(fd, r)) {
 		json_decref(r);
 		return api_error("out of memory");
 	}
 	json_decref(r);
-	shutdown(fd, SHUT_RD);
+	shutdown(fd, SHUT_RD);	/* from now on only its hang-up wakes the hub's watcher */
 	if (run_events_add_stream(rs->events, fd))
 		close(fd);
 	return NULL;
