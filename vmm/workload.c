@@ -103,10 +103,75 @@ static bool has_ws(const struct vmm_workload *wl)
 	return wl->kind == VMM_WL_DIRTY || wl->kind == VMM_WL_VERIFY || wl->kind == VMM_WL_BALLOON;
 }
 
+/* The workload's name and its defaults. 0, or -EINVAL with a reason. */
+static int parse_kind(const char *name, struct vmm_workload *wl, char *err, size_t err_len)
+{
+	if (strcmp(name, "idle") == 0) {
+		wl->kind = VMM_WL_IDLE;
+	} else if (strcmp(name, "dirty") == 0) {
+		wl->kind = VMM_WL_DIRTY;
+		wl->ws_bytes = DIRTY_DEFAULT_WS_BYTES;
+		wl->pattern_page = true;
+	} else if (strcmp(name, "verify") == 0) {
+		wl->kind = VMM_WL_VERIFY;
+	} else if (strcmp(name, "balloon") == 0) {
+		wl->kind = VMM_WL_BALLOON;
+		wl->window_pages = BALLOON_DEFAULT_WINDOW;
+	} else if (strcmp(name, "l2fwd") == 0) {
+		wl->kind = VMM_WL_L2FWD;
+		wl->budget_frames = VMM_WL_FWD_BUDGET_DEFAULT;
+	} else if (strcmp(name, "echo") == 0) {
+		wl->kind = VMM_WL_ECHO;
+	} else {
+		snprintf(err, err_len,
+			 "unknown workload '%s' (idle, dirty, verify, balloon, l2fwd, echo)", name);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The working-set workloads' options: ws, pattern, rate, keep, window. 1 when @key is none of them. */
+static int parse_ws_opt(struct vmm_workload *wl, const char *key, const char *val, char *err,
+			size_t err_len)
+{
+	if (strcmp(key, "ws") == 0 && has_ws(wl)) {
+		if (parse_size(val, &wl->ws_bytes) || wl->ws_bytes < VMM_PAGE_BYTES) {
+			snprintf(err, err_len, "bad working set size '%s'", val);
+			return -EINVAL;
+		}
+		wl->ws_given = true;
+	} else if (strcmp(key, "pattern") == 0 && wl->kind == VMM_WL_DIRTY) {
+		if (strcmp(val, "page") && strcmp(val, "byte")) {
+			snprintf(err, err_len, "bad pattern '%s' (byte, page)", val);
+			return -EINVAL;
+		}
+		wl->pattern_page = strcmp(val, "page") == 0;
+	} else if (strcmp(key, "rate") == 0 && has_ws(wl)) {
+		if (parse_size(val, &wl->rate_pps)) {
+			snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
+			return -EINVAL;
+		}
+	} else if (strcmp(key, "keep") == 0 && wl->kind == VMM_WL_BALLOON) {
+		if (parse_size(val, &wl->keep_bytes) || wl->keep_bytes < VMM_PAGE_BYTES) {
+			snprintf(err, err_len, "bad kept size '%s'", val);
+			return -EINVAL;
+		}
+	} else if (strcmp(key, "window") == 0 && wl->kind == VMM_WL_BALLOON) {
+		if (parse_size(val, &wl->window_pages) || !wl->window_pages || wl->window_pages > 1u << 20) {
+			snprintf(err, err_len, "bad window '%s' (1..1M pages)", val);
+			return -EINVAL;
+		}
+	} else {
+		return 1;
+	}
+	return 0;
+}
+
 int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, size_t err_len)
 {
 	char buf[VMM_WORKLOAD_SPEC_MAX * 2];
 	char *args, *tok, *save = NULL;
+	int ret;
 
 	memset(wl, 0, sizeof(*wl));
 	if (!spec || !*spec)
@@ -119,29 +184,9 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 	args = strchr(buf, ':');
 	if (args)
 		*args++ = '\0';
-	if (strcmp(buf, "idle") == 0) {
-		wl->kind = VMM_WL_IDLE;
-	} else if (strcmp(buf, "dirty") == 0) {
-		wl->kind = VMM_WL_DIRTY;
-		wl->ws_bytes = DIRTY_DEFAULT_WS_BYTES;
-		wl->pattern_page = true;
-	} else if (strcmp(buf, "verify") == 0) {
-		wl->kind = VMM_WL_VERIFY;
-	} else if (strcmp(buf, "balloon") == 0) {
-		wl->kind = VMM_WL_BALLOON;
-		wl->window_pages = BALLOON_DEFAULT_WINDOW;
-	} else if (strcmp(buf, "l2fwd") == 0) {
-		wl->kind = VMM_WL_L2FWD;
-		wl->budget_frames = VMM_WL_FWD_BUDGET_DEFAULT;
-	} else if (strcmp(buf, "echo") == 0) {
-		wl->kind = VMM_WL_ECHO;
-	} else {
-		snprintf(err, err_len,
-			 "unknown workload '%s' (idle, dirty, verify, balloon, l2fwd, echo)", buf);
-		return -EINVAL;
-	}
-	if (!args)
-		return 0;
+	ret = parse_kind(buf, wl, err, err_len);
+	if (ret || !args)
+		return ret;
 	for (tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *val = strchr(tok, '=');
 
@@ -150,49 +195,15 @@ int vmm_workload_parse(const char *spec, struct vmm_workload *wl, char *err, siz
 			return -EINVAL;
 		}
 		*val++ = '\0';
-		if (wl->kind == VMM_WL_L2FWD) {
-			int ret = parse_fwd_opt(wl, tok, val, err, err_len);
-
-			if (ret <= 0) {
-				if (ret)
-					return ret;
-				continue;
-			}
-		}
-		if (strcmp(tok, "ws") == 0 && has_ws(wl)) {
-			if (parse_size(val, &wl->ws_bytes) || wl->ws_bytes < VMM_PAGE_BYTES) {
-				snprintf(err, err_len, "bad working set size '%s'", val);
-				return -EINVAL;
-			}
-			wl->ws_given = true;
-		} else if (strcmp(tok, "pattern") == 0 && wl->kind == VMM_WL_DIRTY) {
-			if (strcmp(val, "page") == 0) {
-				wl->pattern_page = true;
-			} else if (strcmp(val, "byte") == 0) {
-				wl->pattern_page = false;
-			} else {
-				snprintf(err, err_len, "bad pattern '%s' (byte, page)", val);
-				return -EINVAL;
-			}
-		} else if (strcmp(tok, "rate") == 0 && has_ws(wl)) {
-			if (parse_size(val, &wl->rate_pps)) {
-				snprintf(err, err_len, "bad rate '%s' (pages per second)", val);
-				return -EINVAL;
-			}
-		} else if (strcmp(tok, "keep") == 0 && wl->kind == VMM_WL_BALLOON) {
-			if (parse_size(val, &wl->keep_bytes) || wl->keep_bytes < VMM_PAGE_BYTES) {
-				snprintf(err, err_len, "bad kept size '%s'", val);
-				return -EINVAL;
-			}
-		} else if (strcmp(tok, "window") == 0 && wl->kind == VMM_WL_BALLOON) {
-			if (parse_size(val, &wl->window_pages) || !wl->window_pages || wl->window_pages > 1u << 20) {
-				snprintf(err, err_len, "bad window '%s' (1..1M pages)", val);
-				return -EINVAL;
-			}
-		} else {
+		ret = wl->kind == VMM_WL_L2FWD ? parse_fwd_opt(wl, tok, val, err, err_len) : 1;
+		if (ret == 1)
+			ret = parse_ws_opt(wl, tok, val, err, err_len);
+		if (ret == 1) {
 			snprintf(err, err_len, "unknown option '%s' for workload %s", tok, kind_names[wl->kind]);
 			return -EINVAL;
 		}
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
