@@ -5,7 +5,8 @@
  *   idle                 no memory writes; progress ticks about every 1 ms.
  *   dirty[:ws=SIZE,pattern=byte|page,rate=PAGES_PER_SECOND]
  *                        rewrite the working set (default 256M, at most all
- *                        RAM) over and over: one 8-byte word per page (byte)
+ *                        RAM; godwit run refuses a ws= larger than --memory)
+ *                        over and over: one 8-byte word per page (byte)
  *                        or the whole page (page); rate is over all vCPUs,
  *                        0 = full speed. Progress: pages written.
  *                        Checked like verify (same cursor and generation

@@ -160,6 +160,14 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 		cli_usage_error("migrate", "--resume needs --to URL (where the destination's --recover listens)");
 		return CLI_EXIT_USAGE;
 	}
+	if (o->to && !qmp_path) {
+		char why[256];
+
+		if (gw_url_check(o->to, false, why, sizeof(why))) {
+			cli_usage_error("migrate", "--to %s: %s", o->to, why);
+			return CLI_EXIT_USAGE;
+		}
+	}
 	if ((o->timeline || o->detach) && !o->to) {
 		cli_usage_error("migrate", "%s goes with --to URL", o->detach ? "--detach" : "--timeline");
 		return CLI_EXIT_USAGE;

@@ -146,6 +146,14 @@ int run_check(const struct run_opts *o, bool dest, struct vmm_config *cfg, const
 		return CLI_EXIT_USAGE;
 	}
 	run_config_of(o, dest, cfg);
+	if (wl.ws_given && cfg->memory_bytes && wl.ws_bytes > cfg->memory_bytes) {
+		char ws[32], mem[32];
+
+		cli_usage_error("run", "--workload %s: its working set (ws=%s) is larger than the guest's "
+				"--memory %s: give ws=%s or less", o->workload, gw_size_str(ws, sizeof(ws), wl.ws_bytes),
+				gw_size_str(mem, sizeof(mem), cfg->memory_bytes), mem);
+		return CLI_EXIT_USAGE;
+	}
 	snprintf(by, sizeof(by), "--%s%s allocates all of it at start", o->prealloc ? "prealloc" : "fill ",
 		 o->prealloc ? "" : o->fill);
 	if (cfg->memory_bytes && run_memory_check(o, o->prealloc || cfg->fill != VMM_FILL_NONE, by,

@@ -5,7 +5,9 @@
 # makes anything (no VM created, no RAM allocated), with a reason that names
 # what the user typed and what to do:
 #  - bad usage exits 2: a bad --incoming URL (named once), a bad workload
-#    (also with --prealloc: nothing allocated first), a source's option on a
+#    (also with --prealloc: nothing allocated first; a working set larger
+#    than --memory), a bad --to URL (before the API is asked), a negative
+#    QEMU-unit parameter (its unit named), a source's option on a
 #    destination, an option given twice, --on-timeout without a converge
 #    timeout, a workload the chosen backend cannot run;
 #  - a --memory this host cannot hold exits 1 with the host's figures: more
@@ -58,6 +60,9 @@ refused 2 "--incoming: URL 'bogus:x'" run --accel soft --memory 16M --incoming b
 refused 2 "--workload: unknown workload 'bogus'" run --accel soft --memory 16M --workload bogus
 refused 2 "--workload: unknown workload" run --accel soft --memory 256M --prealloc --workload bogus
 refused 2 "--fill is a source's.*leave out --fill" run --incoming "unix:$D/m.sock" --fill mix
+refused 2 "ws=1G\) is larger than the guest's --memory 16M: give ws=16M or less" run --accel soft --memory 16M --workload dirty:ws=1G
+refused 2 "--to foo:1: URL 'foo:1': unknown transport" migrate --api "$D/none.sock" --to foo:1
+refused 2 "max-bandwidth: bad value '-1' \(bytes/s, at least 0\)" run --accel soft --set max-bandwidth=-1
 refused 2 "--workload is a source's" run --incoming "unix:$D/m.sock" --workload verify
 refused 2 "--incoming given twice" run --incoming "unix:$D/a.sock" --incoming "unix:$D/b.sock"
 refused 2 "--accel kvm: the balloon workload .* use --accel soft" run --accel kvm --memory 16M --workload balloon
