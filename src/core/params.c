@@ -71,6 +71,9 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_POSTCOPY_BACKGROUND_NICE] = { "postcopy-background-nice", 0, 19, 0, false,
 		"postcopy: nice of the threads that stream the pages nobody asked for (source pushers, "
 		"destination data receivers), so the guest's vCPUs keep their CPUs; requests are not affected" },
+	[GW_PARAM_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", 0, 1, 0, false,
+		"source: pause the VM and wait for a continue (gw_session_continue, QMP migrate-continue) "
+		"before the final round; the downtime counts from that pause, a cancel resumes the VM" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {
