@@ -3,8 +3,9 @@
  * godwit run --qmp PATH: QEMU's migration commands and events on top of
  * run_ops.c, with QEMU's names, units and reply shapes (docs/qmp.md), so
  * that QEMU tooling can drive a godwit VM. Parameters and capabilities map
- * onto godwit's parameters through qemu_names.c; a capability this build
- * lacks (postcopy-ram) is one entry there and fails with its reason.
+ * onto godwit's parameters through qemu_names.c (a capability a build lacks
+ * is one entry there and fails with its reason); the commands of libvirt's
+ * flow (TLS objects, postcopy, migrate-continue) are in qmp_flow.c.
  *
  * Threads: the commands run on the QMP server's thread; the event sink on
  * whichever thread emits (run_events.h), and it never takes rs->lock.
