@@ -8,8 +8,10 @@
 # kind, error class and member types of QEMU's. Cases that abort: a
 # migrate_cancel at setup, at active and at pre-switchover, and a
 # destination whose credentials come from another CA, each leave the source
-# VM running; live-params changes the downtime limit and the bandwidth of a
-# running migration, which reads them back, and refuses a setup parameter.
+# VM running; live-params changes the downtime limit (from 1 ms, which no
+# round meets, to 60 s) and the bandwidth of a running migration, which reads
+# them back, refuses a setup parameter, and switches over after the change
+# (reaching pre-switchover), never before it.
 # Usage: qmp_libvirt.sh CASE. Waits are bounded (a hang fails), never timed.
 . "$(dirname "$0")/lib.sh"
 case=$1
@@ -34,8 +36,11 @@ postcopy)
 	grep -q ' mig  *pre_switchover round=' "$T/src.log" && grep -q ' mig  *continue waited_us=' "$T/src.log" ||
 		fail "no pre_switchover/continue in the source log" ;;
 live-params)
-	grep -q 'param_set name=downtime-limit-us value=2000000 live=1' "$T/src.log" ||
-		fail "the running migration did not take the downtime limit: $(grep param_set "$T/src.log")" ;;
+	grep -q 'param_set name=downtime-limit-us value=60000000 live=1' "$T/src.log" ||
+		fail "the running migration did not take the downtime limit: $(grep param_set "$T/src.log")"
+	# No switchover before the change (1 ms fits no round), one after it.
+	awk '/param_set name=downtime-limit-us value=60000000 live=1/ { c = 1 } / mig  *pre_switchover / { print c + 0; exit }' \
+		"$T/src.log" | grep -qx 1 || fail "the switchover did not follow the new limit: $(grep -E 'param_set|pre_switchover|round_start' "$T/src.log")" ;;
 *)	"$GODWIT" check --api "$T/src.sock" >/dev/null || fail "source check after $case" ;;
 esac
 pass "libvirt's p2p sequence, case $case"
