@@ -104,6 +104,8 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	/* The downtime counts from this pause, the wait for a continue included. */
 	if (wait && ((ret = vm_pause_now(s, c)) || (ret = pre_switchover_wait(s))))
 		return ret;
+	if (wait)
+		c->t.paused = gw_now_ns();	/* the breakdown's pause part holds the wait */
 	gw_events_hold(s);	/* to the resume: no observer wakes inside the downtime */
 	gw_set_status(s, GW_STATUS_DEVICE);
 	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
