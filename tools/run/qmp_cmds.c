@@ -125,7 +125,7 @@ static enum gw_status status_of(const json_t *st)
 {
 	const char *name = js_str(js_get(st, "status"), "none");
 
-	for (int i = GW_STATUS_NONE; i <= GW_STATUS_PRE_SWITCHOVER; i++)
+	for (int i = GW_STATUS_NONE; strcmp(gw_status_name((enum gw_status)i), "invalid"); i++)
 		if (!strcmp(gw_status_name((enum gw_status)i), name))
 			return (enum gw_status)i;
 	return GW_STATUS_FAILED;
