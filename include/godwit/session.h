@@ -207,6 +207,13 @@ typedef void (*gw_event_fn)(void *opaque, const struct gw_event *ev);
  */
 GW_EXPORT int gw_session_set_event_fn(struct gw_session *s, gw_event_fn fn, void *opaque);
 /*
+ * Source, status GW_STATUS_PRE_SWITCHOVER (GW_PARAM_PAUSE_BEFORE_SWITCHOVER):
+ * go on with the switchover's final round (QEMU's migrate-continue). 0,
+ * -EINVAL (not a source, or not waiting there). gw_session_cancel() at that
+ * point ends the migration and resumes the VM on the source.
+ */
+GW_EXPORT int gw_session_continue(struct gw_session *s);
+/*
  * Postcopy (docs/protocol.md#postcopy). Source, a migration started with
  * GW_PARAM_POSTCOPY: switch to postcopy now, without waiting for precopy to
  * converge (QEMU's migrate-start-postcopy). 0, -EINVAL (postcopy not

@@ -74,6 +74,9 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_PRECOPY_LIMIT_MS] = { "precopy-limit-ms", 0, 2592000000ll, 0, false,
 		"destination: the precopy (HELLO accepted to COMPLETE) must end within this, else the migration "
 		"fails; 0 = 60 s plus 1 s per 64 MiB of the RAM the source announced" },
+	[GW_PARAM_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", 0, 1, 0, false,
+		"source: pause the VM and wait for a continue (gw_session_continue, QMP migrate-continue) "
+		"before the final round; the downtime counts from that pause, a cancel resumes the VM" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {

@@ -487,6 +487,31 @@ int run_start_postcopy(struct run_state *rs, char *err, size_t err_len)
 	return 0;
 }
 
+int run_migrate_blocked(struct run_state *rs, char *err, size_t err_len)
+{
+	int ret;
+
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->dest || rs->migrating ? 0 : migrate_refused(rs, err, err_len);
+	pthread_mutex_unlock(&rs->lock);
+	return ret == -EPERM ? ret : 0;
+}
+
+int run_continue(struct run_state *rs, char *err, size_t err_len)
+{
+	int ret = -EINVAL;
+
+	pthread_mutex_lock(&rs->lock);
+	if (rs->migrating && rs->sess && rs->sess_role == GW_ROLE_SOURCE)
+		ret = gw_session_continue(rs->sess);
+	pthread_mutex_unlock(&rs->lock);
+	if (ret)
+		return refuse(err, err_len, ret, "Migration not in expected state: no outgoing migration "
+			      "waits at pre-switchover (capability pause-before-switchover)");
+	gw_log(GW_LOG_INFO, "cli", "continue_requested", "state=pre-switchover");
+	return 0;
+}
+
 int run_postcopy_reconnect(struct run_state *rs, bool recover, const char *url, char *bound,
 			   size_t bound_len, char *err, size_t err_len)
 {
