@@ -62,17 +62,17 @@ SRC_WRAP="ip netns exec $NFV_SRC" start_src "${vm[@]}" --memory 128M --fill mix 
 if [ "$IT_ACCEL" = kvm ] && ! grep -q "guest=$wl" "$T/src.log"; then
 	skip "this build's KVM VM has no $wl guest"
 fi
-# A first run teaches the switch where the guest's MACs are: frames to an
-# unknown MAC are flooded to every port, and a destination's tap that is
-# already open would keep those copies for its guest, which would send them
-# back after the migration (duplicates made by the wire, not the VM). So the
-# destination opens its taps only once the switch has learned. (With two
-# NICs the source host's bridge floods those first frames to both taps, and
-# l2fwd forwards whatever comes in: this run may count duplicates.)
+# The destination opens its taps before the switch has learned the guest's
+# MACs: the first run's frames are flooded to every port, so the
+# destination's taps hold copies of them, which its NICs must drop at the
+# load (`loaded ... stale_dropped=N`): delivered after the resume, the
+# guest would send them back as duplicates. (With two NICs the source
+# host's bridge floods those first frames to both taps, and l2fwd forwards
+# whatever comes in: the first run may count duplicates of its own.)
+DST_WRAP="ip netns exec $NFV_DST" start_dst "tcp:$NFV_DST_ADDR:0" "${vm[@]}"
 gen warm 1 || fail "gwpktgen: $(cat "$T/warm.log")"
 [ "$(jget "$T/warm.json" "d['received'] > 0 and d['corrupted'] == 0")" = True ] ||
 	fail "frames through the source's guest: $(cat "$T/warm.json")"
-DST_WRAP="ip netns exec $NFV_DST" start_dst "tcp:$NFV_DST_ADDR:0" "${vm[@]}"
 gen during 8 &
 gen_pid=$!
 PIDS+=("$gen_pid")
@@ -96,12 +96,15 @@ migrate|migrate2|echo)
 	[ "$mrc" = 0 ] || fail "migrate exit $mrc: $(cat "$T/mig.json" "$T/mig.err")"
 	[ "$(jget "$T/mig.json" "d['status']")" = completed ] || fail "status $(cat "$T/mig.json")"
 	[ "$(jget "$T/mig.json" "d['verified']")" = True ] || fail "not verified: $(cat "$T/mig.json")"
+	stale=$(grep -o 'loaded dev=[^ ]* carried=[0-9]* stale_dropped=[0-9]*' "$T/dst.log" |
+		awk -F= '{ n += $NF } END { print n + 0 }')
+	[ "$stale" -gt 0 ] || fail "the destination's NICs dropped no flooded copy at the load"
 	p1=$(progress dst)
 	gen after 2 || fail "gwpktgen: $(cat "$T/after.log")"
 	check_run after "frames after the migration"
 	p2=$(progress dst)
 	[ "$p2" -gt "$p1" ] || fail "the destination's guest forwarded nothing ($p1 -> $p2)"
-	pass "frames through the guest across the migration: during $(jget "$T/during.json" "'%d/%d back' % (d['received'], d['sent'])"), after $(jget "$T/after.json" "'%d/%d back' % (d['received'], d['sent'])"), 0 duplicated, 0 corrupted; progress $p1 -> $p2"
+	pass "frames through the guest across the migration: during $(jget "$T/during.json" "'%d/%d back' % (d['received'], d['sent'])"), after $(jget "$T/after.json" "'%d/%d back' % (d['received'], d['sent'])"), 0 duplicated, 0 corrupted, $stale flooded copies dropped at the load; progress $p1 -> $p2"
 	;;
 dst-killed)
 	[ "$mrc" != 0 ] || fail "the migration survived its destination"

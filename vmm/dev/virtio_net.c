@@ -214,6 +214,12 @@ static bool deliver_rx(struct virtio_net *n)
 			if (ret)
 				break;
 			fifo_consume(n, true);
+			if (!n->rx_first_noted) {
+				/* The stamp where frames reach the guest on a destination. */
+				n->rx_first_noted = true;
+				gw_log(GW_LOG_INFO, "virtio-net", "rx_first", "dev=%s len=%u", n->t.name,
+				       (unsigned)(VIRTIO_NET_HDR_BYTES + f->len));
+			}
 		}
 		virtio_mmio_used(&n->t, VIRTIO_NET_RXQ);
 		if (ret < 0) {
@@ -580,6 +586,20 @@ void virtio_net_get_stats(struct virtio_net *n, struct virtio_net_stats *out)
 	pthread_mutex_unlock(&n->lock);
 }
 
+unsigned virtio_net_backend_drain(struct virtio_net *n, unsigned max)
+{
+	unsigned nr = 0;
+
+	while (nr < max) {
+		struct iovec iov = { n->spill, sizeof(n->spill) };
+
+		if (n->be.ops->read_frame(&n->be, &iov, 1) <= 0)
+			break;
+		nr++;
+	}
+	return nr;
+}
+
 void virtio_net_destroy(struct virtio_net *n)
 {
 	unsigned left = 0, not_carried;
@@ -594,13 +614,7 @@ void virtio_net_destroy(struct virtio_net *n)
 		pthread_join(n->thread, NULL);
 	}
 	/* What a successful migration could not carry: after the save, and still in the backend. */
-	while (left < VNET_CLOSE_DRAIN_MAX) {
-		struct iovec iov = { n->spill, sizeof(n->spill) };
-
-		if (n->be.ops->read_frame(&n->be, &iov, 1) <= 0)
-			break;
-		left++;
-	}
+	left = virtio_net_backend_drain(n, VNET_CLOSE_DRAIN_MAX);
 	not_carried = n->saved ? n->count - n->saved_frames : n->count;
 	gw_log(GW_LOG_INFO, "virtio-net", "close", "dev=%s saved=%d backlog_not_carried=%u "
 	       "left_in_backend=%u rx_frames=%" PRIu64 " tx_frames=%" PRIu64 " rx_dropped=%" PRIu64

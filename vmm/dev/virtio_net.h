@@ -90,6 +90,7 @@ struct virtio_net_config {
 struct virtio_net_stats {
 	uint64_t rx_frames, rx_bytes;	/* delivered to the guest (frame bytes, no header) */
 	uint64_t rx_dropped_too_long;	/* longer than the guest's chain or FRAME_MAX */
+	uint64_t rx_dropped_stale;	/* in the backend when a state was loaded (the switch's copies) */
 	uint64_t rx_backlog_full;	/* times the FIFO was full and the backend left unread */
 	uint64_t tx_frames, tx_bytes;	/* sent to the backend */
 	uint64_t tx_dropped;		/* too long, empty, offload asked, backend error */
@@ -154,8 +155,10 @@ void virtio_net_get_stats(struct virtio_net *n, struct virtio_net_stats *out);
 int virtio_net_save_state(struct virtio_net *n, struct gw_state *st);
 /*
  * Check both sections (a missing "-rx" section is refused too), then apply
- * them; nothing applied on refusal. Before start only (the destination):
- * else -EBUSY. 0 or gw_state_reject's value.
+ * them; nothing applied on refusal. Applying first drops (and counts:
+ * rx_dropped_stale) what the backend holds: copies of frames the source
+ * received, which the carry section brings in order. Before start only
+ * (the destination): else -EBUSY. 0 or gw_state_reject's value.
  */
 int virtio_net_load_state(struct virtio_net *n, struct gw_state *st);
 /* The carry section alone, in a buffer (tests, and a VM that sends it later). 0 or -errno. */

@@ -4,12 +4,15 @@
  * writes to the device's backend, beside the guest's, from another thread
  * than the device's I/O thread.
  *
- * The device writes its backend only under the transport's lock (tx_one,
- * within do_tx's hold); so does this, so a raw frame never interleaves with
- * a guest frame. Inside it, n->lock (the order: t.lock before n->lock)
- * for the run state: a frame is written before virtio_net_stop's request,
- * or refused, so a paused source never announces. The backend write is
- * nonblocking: either lock is held for one sendmsg/writev. The backend's fd is open from virtio_net_new to
+ * A backend write is one whole frame (a tap's write, a datagram), so a
+ * raw frame cannot interleave with a guest frame inside it; the
+ * transport's lock is not taken: the I/O thread holds it while it writes
+ * guest RAM, which on a destination that verifies can wait tens of ms on
+ * the digest's write protection, and the first announce must not wait
+ * with it. n->lock orders the write against the run state: a frame is
+ * written before virtio_net_stop's request, or refused, so a paused
+ * source never announces. The backend write is nonblocking: the lock is
+ * held for one sendmsg/writev. The backend's fd is open from virtio_net_new to
  * virtio_net_destroy: callers stop sending before destroy.
  */
 #include <errno.h>
@@ -33,7 +36,6 @@ int virtio_net_send_raw(struct virtio_net *n, const void *frame, size_t len)
 		struct pollfd pfd;
 
 		/* n->lock orders the write against virtio_net_stop: before it, or refused. */
-		virtio_mmio_lock(&n->t);
 		pthread_mutex_lock(&n->lock);
 		st = n->state;
 		if (st == NET_STOP_REQ || st == NET_STOPPED || st == NET_EXIT)
@@ -41,7 +43,6 @@ int virtio_net_send_raw(struct virtio_net *n, const void *frame, size_t len)
 		else
 			w = n->be.ops->write_frame(&n->be, &iov, 1);
 		pthread_mutex_unlock(&n->lock);
-		virtio_mmio_unlock(&n->t);
 		if (w != -EAGAIN)
 			break;
 		/* Bounded: the backend is full, wait a little for room, then give up. */

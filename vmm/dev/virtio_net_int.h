@@ -14,6 +14,7 @@
 
 #define VNET_SPILL_BYTES	(64u << 10)	/* a read's room past FRAME_MAX: the longest tap frame fits */
 #define VNET_CLOSE_DRAIN_MAX	4096u		/* frames counted out of the backend at destroy */
+#define VNET_STALE_DRAIN_MAX	4096u		/* frames dropped from the backend at a load */
 #define VNET_WARN_MAX	8u
 
 /* virtio_net_hdr_v1 (5.1.6) */
@@ -66,6 +67,7 @@ struct virtio_net {
 
 	/* the I/O thread only */
 	bool fifo_full_noted;		/* rx_backlog_full counted for this full spell */
+	bool rx_first_noted;		/* rx_first logged (once per device) */
 	bool tx_blocked;		/* the backend said EAGAIN: wait for POLLOUT */
 	bool backend_dead;		/* POLLHUP/POLLERR: poll it no more */
 	unsigned warned;
@@ -78,6 +80,9 @@ static inline int virtio_net_run_state(struct virtio_net *n)
 {
 	return atomic_load_explicit(&n->state, memory_order_acquire);
 }
+
+/* Read up to @max frames out of the backend, dropping them; how many. */
+unsigned virtio_net_backend_drain(struct virtio_net *n, unsigned max);
 
 /* The net part of the transport's section (virtio_dev_ops save/load; t.lock held). */
 int virtio_net_dev_save(struct virtio_mmio *t, struct gw_wbuf *w);

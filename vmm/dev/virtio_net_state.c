@@ -168,6 +168,7 @@ int virtio_net_save_state(struct virtio_net *n, struct gw_state *st)
 
 int virtio_net_load_state(struct virtio_net *n, struct gw_state *st)
 {
+	unsigned stale;
 	char why[256];
 	uint32_t version;
 	size_t len;
@@ -188,9 +189,18 @@ int virtio_net_load_state(struct virtio_net *n, struct gw_state *st)
 	ret = virtio_mmio_load_state(&n->t, st);
 	if (ret)
 		return ret;
+	/*
+	 * What this tap holds now came while the switch flooded the moved MAC
+	 * to both hosts: each frame's copy reached the source's tap, which
+	 * delivered it to the guest or carried it. Delivering these would
+	 * duplicate them (docs/devices.md, "Frames the switch copied").
+	 */
+	stale = virtio_net_backend_drain(n, VNET_STALE_DRAIN_MAX);
 	pthread_mutex_lock(&n->lock);
 	carry_decode(n, p, len, version, true, why, sizeof(why));
+	n->stats.rx_dropped_stale += stale;
 	pthread_mutex_unlock(&n->lock);
-	gw_log(GW_LOG_INFO, "virtio-net", "loaded", "dev=%s carried=%u", n->t.name, n->count);
+	gw_log(GW_LOG_INFO, "virtio-net", "loaded", "dev=%s carried=%u stale_dropped=%u", n->t.name,
+	       n->count, stale);
 	return 0;
 }

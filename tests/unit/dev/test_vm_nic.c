@@ -11,10 +11,13 @@
  * echoes every frame it receives, the network counts the echoes.
  *
  * Invariants:
- * 1. migrate: after the pause LATE more frames reach the source's
- *    socketpair (the switch has not learned the new port yet), then the
- *    network sends to the destination's. Every frame reaches the guest
- *    once and comes back once (none lost, none duplicated, none corrupt):
+ * 1. migrate: after the pause LATE (or a few more) frames reach the
+ *    source's socketpair (the switch has not learned the new port yet)
+ *    and a copy of each reaches the destination's (the switch floods
+ *    them); once the destination has loaded its state the network sends
+ *    to it. The destination's NIC drops every copy it held at the load
+ *    (counted: rx_dropped_stale). Every frame reaches the guest once and
+ *    comes back once (none lost, none duplicated, none corrupt):
  *    what the source's device had read after its stop is carried, the
  *    rest of the rings migrate with RAM. The RAM digest (source at pause,
  *    destination at resume) is verified.
@@ -91,7 +94,9 @@ static struct {
 	atomic_uint rx_total;
 
 	/* The network thread. */
-	atomic_int phase;		/* 0 to the source, 1 LATE more to it (paused), 2 switched */
+	atomic_int phase;		/* 0 to the source, 1 LATE more to it (paused), 2 switching */
+	atomic_bool dst_loaded;		/* the destination applied its state: phase 2 sends there */
+	unsigned stale_sent;		/* network thread: copies sent to the destination in phase 1 */
 	atomic_int cur;			/* the fd it sends to */
 	unsigned echo_seen[FRAMES];	/* network thread */
 	atomic_uint echoed, sent, echo_bad;
@@ -252,10 +257,12 @@ static void *network_main(void *arg)
 
 		drain(t.ps);
 		drain(t.pd);
-		if (phase == 1 && late == LATE) {
-			if (!t.fail)
-				atomic_store(&t.cur, t.pd);
+		if (phase == 1 && late == LATE)
 			atomic_store(&t.phase, 2);
+		if (phase == 2 && !t.fail && atomic_load(&t.cur) != t.pd) {
+			room = false;	/* the switch learns the new port at the destination's load */
+			if (atomic_load(&t.dst_loaded))
+				atomic_store(&t.cur, t.pd);
 		}
 		if (seq < FRAMES && room) {
 			uint32_t len = netdrv_frame_make(f, seq, FRAME_BYTES);
@@ -263,6 +270,9 @@ static void *network_main(void *arg)
 			if (send(atomic_load(&t.cur), f, len, MSG_DONTWAIT) == (ssize_t)len) {
 				atomic_store(&t.sent, seq + 1);
 				late += phase == 1;
+				if (phase == 1 && !t.fail &&
+				    send(t.pd, f, len, MSG_DONTWAIT) == (ssize_t)len)
+					t.stale_sent++;		/* the flood's copy */
 			}
 		}
 		if (seq == FRAMES && !t_end)
@@ -308,6 +318,15 @@ static int src_resume(void *opaque)
 
 	if (!ret)
 		park(false);	/* a failed migration: the guest runs on here */
+	return ret;
+}
+
+static int dst_load_state(void *opaque, struct gw_state *st)
+{
+	int ret = BE->engine_ops->load_state(opaque, st);
+
+	if (!ret)
+		atomic_store(&t.dst_loaded, true);
 	return ret;
 }
 
@@ -392,6 +411,7 @@ static void run(enum nic_case c)
 	t.src_ops.resume = src_resume;
 	t.dst_ops = *BE->engine_ops;
 	t.dst_ops.resume = dst_resume;
+	t.dst_ops.load_state = dst_load_state;
 	ss = gw_session_new(GW_ROLE_SOURCE, BE->info(t.src), &t.src_ops, t.src);
 	ds = gw_session_new(GW_ROLE_DEST, &none, &t.dst_ops, t.dst);
 	TEST_ASSERT(ss && ds, "sessions");
@@ -476,13 +496,17 @@ static void run(enum nic_case c)
 		TEST_CHECK(ns_src.carried_out == ns_dst.carried_in, "%s: %llu frames carried out, %llu in",
 			   name, (unsigned long long)ns_src.carried_out,
 			   (unsigned long long)ns_dst.carried_in);
+		TEST_CHECK(ns_dst.rx_dropped_stale == t.stale_sent && t.stale_sent >= LATE,
+			   "%s: %u copies flooded to the destination, %llu dropped at its load", name,
+			   t.stale_sent, (unsigned long long)ns_dst.rx_dropped_stale);
 	}
 	TEST_CHECK(t.echoed_at_pause > t.echoed_at_start && t.echoed_at_pause < FRAMES,
 		   "%s: no frame flowed during the migration (%u echoed at its start, %u at the pause)",
 		   name, t.echoed_at_start, t.echoed_at_pause);
 	printf("%s: %u frames each way (%u echoed at the start, %u at the pause), %llu carried, "
-	       "%u announced, downtime %.1f ms, %s\n", name, FRAMES, t.echoed_at_start,
-	       t.echoed_at_pause, (unsigned long long)ns_src.carried_out, atomic_load(&t.announced),
+	       "%llu flooded copies dropped, %u announced, downtime %.1f ms, %s\n", name, FRAMES, t.echoed_at_start,
+	       t.echoed_at_pause, (unsigned long long)ns_src.carried_out,
+	       (unsigned long long)ns_dst.rx_dropped_stale, atomic_load(&t.announced),
 	       st.downtime_ns / 1e6,
 	       fail ? err : gw_verify_name(st.verify));
 out:
