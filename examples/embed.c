@@ -54,6 +54,18 @@ static int vm_load(void *opaque, struct gw_state *st)
 	return 0;
 }
 
+/*
+ * The engine's log lines, one per call, without the newline. By default the
+ * library writes warnings and errors to stderr; a VMM hands them to its own
+ * log instead. gw_log_set_level(GW_LOG_INFO) would add a line per phase and
+ * per round (docs/log-events.md).
+ */
+static void log_sink(void *opaque, enum gw_log_level level, const char *line)
+{
+	(void)opaque;
+	fprintf(stderr, "embed: godwit %s: %s\n", level == GW_LOG_ERROR ? "error" : "warning", line);
+}
+
 static const struct gw_vm_ops ops = {
 	.size = sizeof(struct gw_vm_ops),
 	.pause = vm_pause, .resume = vm_resume, .save_state = vm_save, .load_state = vm_load,
@@ -94,6 +106,7 @@ int main(void)
 	int ret;
 
 	printf("libgodwit %s\n", gw_version());
+	gw_log_set_sink(log_sink, NULL);	/* the level stays the default: warnings and errors */
 	if (gw_dirty_probe(GW_DIRTY_AUTO, NULL, why, sizeof(why))) {
 		printf("skipped: no dirty tracking here: %s\n", why);
 		return 77;

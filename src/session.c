@@ -260,6 +260,11 @@ static int start_thread(struct gw_session *s, void *(*fn)(void *))
 	/* A destination has no migration until a source's HELLO arrives. */
 	s->status = s->role == GW_ROLE_SOURCE ? GW_STATUS_SETUP : GW_STATUS_NONE;
 	s->stats.status = s->status;
+	if (s->role == GW_ROLE_SOURCE) {	/* no round yet: the model knows nothing */
+		s->stats.converging = true;
+		s->stats.converge_state = GW_CONVERGE_UNKNOWN;
+		s->stats.expected_downtime_unknown = true;
+	}
 	s->ev_status = GW_STATUS_NONE;
 	s->go_sent = false;
 	if (s->src) {

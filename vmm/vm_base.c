@@ -90,6 +90,25 @@ void vmm_vm_close_received(const struct gw_vm_info *want)
 			close(want->blocks[i].fd);
 }
 
+void vmm_memory_mismatch(char *reason, size_t reason_len, uint64_t src_bytes, uint64_t here_bytes)
+{
+	char src[16], here[16];
+
+	gw_size_str(src, sizeof(src), src_bytes);
+	snprintf(reason, reason_len, "the source's guest RAM is %s, this destination's VM was made with "
+		 "--memory %s: start it with --memory %s, or without --memory to take the source's size",
+		 src, gw_size_str(here, sizeof(here), here_bytes), src);
+}
+
+void vmm_memory_refused(char *err, size_t err_len, uint64_t bytes, unsigned page_bytes, uint64_t max_bytes)
+{
+	char b[16], p[16], m[16];
+
+	snprintf(err, err_len, "--memory %s: this VM takes a non-zero multiple of %s, at most %s",
+		 gw_size_str(b, sizeof(b), bytes), gw_size_str(p, sizeof(p), page_bytes),
+		 gw_size_str(m, sizeof(m), max_bytes));
+}
+
 /* ---- devices ---- */
 
 /*

@@ -229,6 +229,13 @@ struct gw_ram_block *vmm_vm_ram_block_add(struct vmm_vm *vm, const char *name, u
 void vmm_vm_ram_release(struct vmm_vm *vm);
 /* Close the fds a refused gw_vm_ops.setup_ram received in @want. */
 void vmm_vm_close_received(const struct gw_vm_info *want);
+/*
+ * A destination made with --memory whose guest RAM (@here_bytes) is not the
+ * source's (@src_bytes): the refusal in @reason, sizes as --memory takes them.
+ */
+void vmm_memory_mismatch(char *reason, size_t reason_len, uint64_t src_bytes, uint64_t here_bytes);
+/* --memory @bytes that a backend cannot make (not pages of @page_bytes, or over @max_bytes): @err. */
+void vmm_memory_refused(char *err, size_t err_len, uint64_t bytes, unsigned page_bytes, uint64_t max_bytes);
 
 static inline enum vmm_state vmm_vm_state(const struct vmm_vm *vm)
 {

@@ -35,7 +35,9 @@ typedef void (*gw_log_sink_fn)(void *opaque, enum gw_log_level level, const char
  * Process-wide log settings. The side tag ("src", "dst", "cli", ...) is
  * per thread so that both ends can run in one process (tests): threads
  * started by the engine inherit the side of the session that started them.
- * Defaults: sink = stderr, level = INFO, side = "---".
+ * Defaults: sink = stderr, level = WARN (warnings and errors only: an
+ * embedder that wants the engine's per-round and per-phase lines sets
+ * GW_LOG_INFO), side = "---".
  */
 GW_EXPORT void gw_log_set_sink(gw_log_sink_fn fn, void *opaque);
 GW_EXPORT void gw_log_set_level(enum gw_log_level level);
@@ -60,6 +62,16 @@ GW_EXPORT void gw_log(enum gw_log_level level, const char *subsys, const char *e
  */
 GW_EXPORT const char *gw_log_str(char *buf, size_t size, const char *s);
 #define GW_LOG_STR_MAX(n) (4 * (size_t)(n) + 1)	/* room for @n bytes escaped, and the NUL */
+
+/*
+ * @bytes written as godwit's options take a size, for messages a user
+ * reads: the largest of T, G, M, K that divides it exactly in at most 4
+ * digits ("512M", "1G", "1536K"), else bytes below 1K ("1000"), else one
+ * decimal of the largest unit below it ("15.2G", which the options take
+ * back as a size). Into
+ * @buf (@size bytes, NUL-terminated; 16 hold any value). Returns @buf.
+ */
+GW_EXPORT const char *gw_size_str(char *buf, size_t size, uint64_t bytes);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 GW_EXPORT uint64_t gw_now_ns(void);

@@ -91,11 +91,12 @@ struct gw_round_stats {
 	uint64_t normal_pages, zero_pages, skipped_pages;
 	uint64_t rate_bps;		/* measured transfer rate of this round */
 	uint64_t dirty_rate_pps;	/* pages/s: the harvest after this round's pages over the time since the one before */
-	uint64_t expected_downtime_ns;	/* estimate at round end */
+	uint64_t expected_downtime_ns;	/* estimate at round end; 0 when unknown (below) */
 	uint32_t throttle_pct;		/* auto-converge throttle in force at round end */
 	bool dirty_limit;		/* the dirty limit was in force at round end */
 	uint64_t void_pages;		/* pages written while sent live (PAGES_VOID) */
 	uint64_t stage_ns[GW_STATS_STAGES];	/* source stages of this round, all channels */
+	bool expected_downtime_unknown;	/* no transfer rate measured yet: no estimate */
 };
 
 /* One data channel, from gw_session_channel(). */
@@ -144,6 +145,22 @@ enum gw_verify {
 GW_EXPORT const char *gw_verify_name(enum gw_verify v);	/* "off", "pending", "ok", ... */
 
 /*
+ * What the convergence model says at a round's end (source): the expected
+ * downtime fits the limit, or it falls toward it (at the link's rate, or at
+ * the max-bandwidth cap), or why it does not. gw_stats.converging is true
+ * for the first four.
+ */
+enum gw_converge_state {
+	GW_CONVERGE_FITS = 0,		/* fits the limit (and before the first round) */
+	GW_CONVERGE_UNKNOWN,		/* no transfer rate measured yet */
+	GW_CONVERGE_DRAINING,		/* falls toward the limit at the link's rate */
+	GW_CONVERGE_CAPPED,		/* falls toward it, the link held at max-bandwidth */
+	GW_CONVERGE_OUTRUN,		/* the guest dirties at least as fast as the link moves */
+	GW_CONVERGE_FLAT,		/* the guest writes again what is sent: the dirty set stays */
+	GW_CONVERGE_FIXED_COST,		/* the switchover alone is over the limit */
+};
+
+/*
  * The scalar figures of a migration, from gw_session_stats(). The tables
  * (rounds, channels, vCPUs) have their own calls; their lengths are here.
  */
@@ -180,8 +197,9 @@ struct gw_stats {
 	uint64_t rtt_ns;		/* control connection round trip, smoothed (PING) */
 	uint32_t throttle_pct;		/* cpu-throttle-percentage now */
 	uint64_t dirty_limit_bps;	/* per-vCPU dirty limit in force, 0 = none */
-	bool converging;		/* expected downtime falls toward the limit */
-	char converge_hint[192];	/* why it does not converge and what would help ("" when it does) */
+	bool converging;		/* expected downtime fits or falls toward the limit (converge_state) */
+	char converge_hint[192];	/* why it does not converge and what would help, or how fast it
+					   converges; "" when it fits */
 
 	uint32_t rounds;
 	unsigned nr_rounds_kept;	/* rounds 0..nr_rounds_kept - 1 have a gw_session_round() row */
@@ -238,6 +256,11 @@ struct gw_stats {
 	bool ktls_tx, ktls_rx;		/* the kernel does the TLS record layer (control connection) */
 	char tls_records[8];		/* who does the records: "kernel", "godwit", "openssl" */
 	uint64_t conns_refused;		/* destination: connections refused at admission so far */
+	/* Convergence at the last round's end (source). */
+	enum gw_converge_state converge_state;
+	uint64_t converge_eta_ns;	/* draining or capped: time until the expected downtime fits, from
+					   the rates; 0 otherwise */
+	bool expected_downtime_unknown;	/* no transfer rate measured yet: expected_downtime_ns is 0 */
 };
 
 #ifdef __cplusplus

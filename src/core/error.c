@@ -174,10 +174,12 @@ int gw_failed(struct gw_session *s)
 
 int gw_fail_from_peer(struct gw_session *s, enum gw_phase phase, const struct gw_msg_error *m)
 {
-	char msg[sizeof(s->err.msg)], esc[sizeof(s->err.msg) - 6];	/* whole escapes that fit */
+	/* Whole escapes that fit after the longer prefix. */
+	char msg[sizeof(s->err.msg)], esc[sizeof(s->err.msg) - sizeof("the destination says: ") + 1];
 
 	/* The peer's words: printable ASCII once decoded, and escaped (a '\') like any peer string. */
-	snprintf(msg, sizeof(msg), "peer: %s", gw_log_str(esc, sizeof(esc), m->reason));
+	snprintf(msg, sizeof(msg), "the %s says: %s", s->role == GW_ROLE_SOURCE ? "destination" : "source",
+		 gw_log_str(esc, sizeof(esc), m->reason));
 	return fail(s, phase, gw_wire_err_to_errno(m->code), true, msg);
 }
 
@@ -197,7 +199,8 @@ const char *gw_conn_err_text(int err, const char *who)
 	case -EPROTO: return "malformed frame";
 	case -ERANGE: return "page outside guest RAM";
 	case -EUCLEAN: return "corrupt compressed or XBZRLE payload";
-	case -ETIMEDOUT: return "peer silent past the I/O timeout";
+	case -ETIMEDOUT: return !strcmp(who, "source") ? "the source sent nothing within io-timeout-ms" :
+					      "the destination sent nothing within io-timeout-ms";
 	default: return strerror(-err);
 	}
 }

@@ -196,8 +196,8 @@ static int wait_go_and_resume(struct gw_session *s, struct dst_ctx *d)
 	if (type == GW_MSG_ERROR)
 		return gw_fail_from_peer(s, GW_PHASE_HANDOVER, &m.error);
 	if (type != GW_MSG_GO)
-		return gw_fail(s, GW_PHASE_HANDOVER, -EPROTO, "expected GO, got %s",
-			       gw_frame_type_name((uint16_t)type));
+		return gw_fail(s, GW_PHASE_HANDOVER, -EPROTO, "the source broke the protocol: it sent %s "
+			       "where GO was due", gw_frame_type_name((uint16_t)type));
 	t_go = gw_now_ns();
 	GW_FAULT_POINT(s, GW_FAULT_DST_AFTER_GO, 0);
 	fault_corrupt_page(s);

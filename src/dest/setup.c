@@ -28,17 +28,22 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 	enum gw_codec_id codec;
 
 	if (h->min_version > GW_WIRE_VERSION || h->max_version < GW_WIRE_VERSION) {
-		snprintf(why, why_len, "no common protocol version (source %u..%u, destination %u)",
-			 h->min_version, h->max_version, GW_WIRE_VERSION);
+		snprintf(why, why_len, "no common protocol version (the source speaks %u..%u, this destination "
+			 "%u): run the same godwit release on both ends", h->min_version, h->max_version,
+			 GW_WIRE_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	if (gw_wire_codec_to_id(h->codec, &codec) ||
 	    (codec != GW_CODEC_AUTO && codec != GW_CODEC_NONE && !gw_codec_get(codec))) {
-		snprintf(why, why_len, "codec %u not available here", h->codec);
+		snprintf(why, why_len, "the source compresses with %s, which this destination's build lacks: "
+			 "migrate with another compression (none, zstd, lz4, zlib, isal, auto)",
+			 codec < GW_CODEC__COUNT && gw_codec_name(codec) ? gw_codec_name(codec) : "an unknown codec");
 		return -EOPNOTSUPP;
 	}
 	if ((h->flags & GW_HELLO_LOCAL) && (!s->url.ops->can_pass_fds || s->tls_ctx)) {
-		snprintf(why, why_len, "local migration over %s%s", s->url.ops->scheme, s->tls_ctx ? " with TLS" : "");
+		snprintf(why, why_len, "a local migration passes RAM by file descriptor, which needs a unix: URL "
+			 "without TLS; this destination listens on %s:%s", s->url.ops->scheme,
+			 s->tls_ctx ? " with TLS" : "");
 		return -EPROTO;
 	}
 	if (max_bytes) {
@@ -47,13 +52,19 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 		for (unsigned i = 0; i < h->nr_blocks; i++)
 			total += h->blocks[i].size_bytes;	/* blocks <= 2^52 bytes each (msg.c): no overflow */
 		if (total > max_bytes) {
-			snprintf(why, why_len, "the source's RAM is %llu bytes, this destination takes at most %llu "
-				 "(max-memory-bytes)", (unsigned long long)total, (unsigned long long)max_bytes);
+			char have[16], cap[16];
+
+			snprintf(why, why_len, "the source's RAM is %s (%llu bytes), more than this destination "
+				 "accepts: %s (max-memory-bytes; godwit run: --max-memory, or this host's RAM); "
+				 "give the destination at least %s", gw_size_str(have, sizeof(have), total),
+				 (unsigned long long)total, gw_size_str(cap, sizeof(cap), max_bytes), have);
 			return -ERANGE;
 		}
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && ((h->flags & GW_HELLO_LOCAL) || h->nr_channels >= GW_WIRE_MAX_CHANNELS)) {
-		snprintf(why, why_len, "postcopy with local migration or %u channels", h->nr_channels);
+		snprintf(why, why_len, "postcopy takes at most %u data channels and no local migration; the "
+			 "source asked for %u%s", GW_WIRE_MAX_CHANNELS - 1, h->nr_channels,
+			 (h->flags & GW_HELLO_LOCAL) ? " and a local migration" : "");
 		return -EPROTO;
 	}
 	if ((h->flags & GW_HELLO_POSTCOPY) && !s->ops->postcopy_ram) {
@@ -79,7 +90,8 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 		for (int i = 0; i < *nr_fds; i++)
 			close(fds[i]);
 		*nr_fds = 0;
-		snprintf(why, why_len, "expected FDS with %u descriptors", h->nr_blocks);
+		snprintf(why, why_len, "a local migration passes one file descriptor per RAM block (%u) and "
+			 "they did not arrive: run both ends on this host, over unix:", h->nr_blocks);
 		return -EPROTO;
 	}
 	return 0;
@@ -89,8 +101,8 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
 {
 	if (s->vm.nr_blocks != want->nr_blocks) {
-		snprintf(why, why_len, "RAM layout refused: %u blocks, expected %u", want->nr_blocks,
-			 s->vm.nr_blocks);
+		snprintf(why, why_len, "the source's RAM is %u blocks, this destination's VM has %u: it must "
+			 "be made with the source's RAM layout", want->nr_blocks, s->vm.nr_blocks);
 		return -ERANGE;
 	}
 	for (unsigned i = 0; i < want->nr_blocks; i++) {
@@ -98,10 +110,13 @@ static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, c
 
 		if (strcmp(s->vm.blocks[i].name, want->blocks[i].name) ||
 		    s->vm.blocks[i].size_bytes != want->blocks[i].size_bytes) {
-			snprintf(why, why_len, "RAM layout refused: block %s of %llu bytes, destination has %s of %llu",
+			char a[16], b[16];
+
+			snprintf(why, why_len, "the source's RAM block %s is %s, this destination's %s is %s: "
+				 "its VM must be made with the source's RAM layout",
 				 gw_log_str(name, sizeof(name), want->blocks[i].name),
-				 (unsigned long long)want->blocks[i].size_bytes,
-				 s->vm.blocks[i].name, (unsigned long long)s->vm.blocks[i].size_bytes);
+				 gw_size_str(a, sizeof(a), want->blocks[i].size_bytes), s->vm.blocks[i].name,
+				 gw_size_str(b, sizeof(b), s->vm.blocks[i].size_bytes));
 			return -ERANGE;
 		}
 	}
@@ -195,8 +210,8 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 	ret = s->ops->setup_ram(s->opaque, &want, &got, reason, sizeof(reason));
 	if (ret) {
 		/* The VMM's words may quote the source's block names: escaped as the peer's. */
-		snprintf(why, why_len, "RAM layout refused: %s",
-			 reason[0] ? gw_log_str(esc, sizeof(esc), reason) : strerror(-ret));
+		snprintf(why, why_len, "%s%s", reason[0] ? "" : "this destination's VMM refused the source's "
+			 "RAM layout: ", reason[0] ? gw_log_str(esc, sizeof(esc), reason) : strerror(-ret));
 		return 1;
 	}
 	/* What the VMM built, in its struct's size, becomes the session's layout. */
@@ -247,7 +262,7 @@ static int hello_refused(struct gw_session *s, struct gw_admitted *c, int code, 
 {
 	char reason[GW_WIRE_MAX_REASON];
 
-	snprintf(reason, sizeof(reason), "HELLO refused: %s", why);
+	snprintf(reason, sizeof(reason), "refused before any RAM was sent: %s", why);
 	if (gw_admit_log_allow(s->adm, "hello_refused"))
 		gw_log(GW_LOG_WARN, "mig", "hello_refused", "peer=\"%s\" code=%d reason=\"%s\"", c->peer, code,
 		       why);

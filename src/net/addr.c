@@ -113,3 +113,30 @@ void gw_addr_format(const char *scheme, const struct sockaddr_storage *ss, char 
 		snprintf(out, out_len, "%s:%s:%u", scheme, host, ntohs(s4->sin_port));
 	}
 }
+
+void gw_addr_peer(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl) || ss.ss_family == AF_UNIX) {
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+
+		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) && cl == sizeof(cred))
+			snprintf(buf, len, "local uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
+		else
+			snprintf(buf, len, "local");
+	} else if (ss.ss_family == AF_INET6) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
+		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
+		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
+	}
+}

@@ -268,33 +268,6 @@ uint64_t gw_admit_refused(struct gw_admit *a)
 
 /* ---- openings: the acceptor thread ---- */
 
-static void peer_text(int fd, char *buf, size_t len)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = sizeof(ss);
-	char host[INET6_ADDRSTRLEN] = "?";
-
-	if (getpeername(fd, (struct sockaddr *)&ss, &sl) || ss.ss_family == AF_UNIX) {
-		struct ucred cred;
-		socklen_t cl = sizeof(cred);
-
-		if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) && cl == sizeof(cred))
-			snprintf(buf, len, "local uid %u pid %d", (unsigned)cred.uid, (int)cred.pid);
-		else
-			snprintf(buf, len, "local");
-	} else if (ss.ss_family == AF_INET6) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-
-		inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof(host));
-		snprintf(buf, len, "[%s]:%u", host, ntohs(s6->sin6_port));
-	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-
-		inet_ntop(AF_INET, &s4->sin_addr, host, sizeof(host));
-		snprintf(buf, len, "%s:%u", host, ntohs(s4->sin_port));
-	}
-}
-
 /* Room for one more: evict the opening that sent least, then the oldest. */
 static struct opening *free_slot(struct gw_admit *a)
 {
@@ -337,7 +310,7 @@ static void accept_new(struct gw_admit *a)
 		o->phase = a->tls ? PH_PEEK : PH_HDR;
 		o->events = POLLIN;
 		if (a->sock->kernel)
-			peer_text(fd, o->peer, sizeof(o->peer));
+			gw_addr_peer(fd, o->peer, sizeof(o->peer));
 		else
 			snprintf(o->peer, sizeof(o->peer), "%s", "rsocket");
 	}

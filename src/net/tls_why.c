@@ -180,8 +180,19 @@ static int ssl_failure(struct gw_tls *t)
 		if (t->ctx->role == GW_TLS_CLIENT && t->nr_first == 4 && !memcmp(t->first, "GWM1", 4))
 			snprintf(t->err, sizeof(t->err), "the destination answered without TLS: it was started "
 				 "without --tls-creds or --tls-psk");
+		else if (t->ctx->role == GW_TLS_CLIENT)
+			snprintf(t->err, sizeof(t->err), "the destination does not speak TLS: its answer is "
+				 "neither TLS nor godwit's protocol (an HTTP or other server?); check the URL");
 		else
 			snprintf(t->err, sizeof(t->err), "the %s does not speak TLS", gw_tls_peer_role(t));
+		ERR_clear_error();
+		return -EPROTO;
+	case SSL_R_UNEXPECTED_MESSAGE:
+		/* Our own ClientHello back (record version 3.1, handshake): an echo. */
+		if (t->ctx->role != GW_TLS_CLIENT || t->nr_first < 3 || memcmp(t->first, "\x16\x03\x01", 3))
+			break;
+		snprintf(t->err, sizeof(t->err), "the peer sent back our own TLS hello: it echoes what it "
+			 "receives and is not a godwit destination; check the URL");
 		ERR_clear_error();
 		return -EPROTO;
 	default:

@@ -93,6 +93,8 @@ struct sockaddr_storage;
 int gw_addr_resolve(const char *addr, bool passive, struct addrinfo **res);
 /* "SCHEME:HOST:PORT" (HOST bracketed for IPv6) of a bound address. */
 void gw_addr_format(const char *scheme, const struct sockaddr_storage *ss, char *out, size_t out_len);
+/* Who is at the other end of @fd, in words: "HOST:PORT", "[V6]:PORT", "local uid U pid P" (unix:). */
+void gw_addr_peer(int fd, char *buf, size_t len);
 /* TCP socket options for migration connections (no-op on other sockets). */
 void gw_tcp_tune(int fd);
 /*

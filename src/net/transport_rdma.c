@@ -10,6 +10,11 @@
  * rsockets do not have is unused: TCP_INFO (compress=auto measures the
  * link by the time sends wait), MSG_ZEROCOPY, SCM_RIGHTS.
  *
+ * librdmacm and libibverbs are opened with dlopen the first time an rdma:
+ * URL is used, not linked: libgodwit's users (and `pkg-config --static
+ * --libs godwit`) do not carry rdma-core and its dozens of provider
+ * libraries, and a host without them refuses rdma: with the reason.
+ *
  * Without an RDMA device (this build machine has none) the transport is
  * refused before anything starts, with the reason (usable), on both sides.
  * rsocket fds are rsocket's own numbers, not kernel fds: only the
@@ -17,9 +22,11 @@
  * writes a kernel fd itself) is refused on rdma: before anything connects,
  * with the reason, on both sides.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,14 +34,80 @@
 #include <rdma/rsocket.h>
 #include "net/transport.h"
 
+/*
+ * The calls of librdmacm and libibverbs, resolved once for the process
+ * (rdma_lib_load, under rdma_once); read-only afterwards. A library's
+ * symbols are the process's, not a session's: one table serves them all.
+ */
+static struct {
+	__typeof__(&ibv_get_device_list) get_device_list;
+	__typeof__(&ibv_free_device_list) free_device_list;
+	__typeof__(&rsocket) socket;
+	__typeof__(&rbind) bind;
+	__typeof__(&rlisten) listen;
+	__typeof__(&raccept) accept;
+	__typeof__(&rconnect) connect;
+	__typeof__(&rshutdown) shutdown;
+	__typeof__(&rclose) close;
+	__typeof__(&rsendmsg) sendmsg;
+	__typeof__(&rrecvmsg) recvmsg;
+	__typeof__(&rsetsockopt) setsockopt;
+	__typeof__(&rgetsockname) getsockname;
+	__typeof__(&rpoll) poll;
+	__typeof__(&rfcntl) fcntl;
+	bool ok;
+	char why[256];		/* what is missing, when !ok */
+} rl;
+static pthread_once_t rdma_once = PTHREAD_ONCE_INIT;
+
+#define RDMA_SYM(h, field, name) \
+	(*(void **)&rl.field = dlsym(h, name)) != NULL
+
+static void rdma_lib_load(void)
+{
+	void *verbs = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *cm = verbs ? dlopen("librdmacm.so.1", RTLD_NOW | RTLD_LOCAL) : NULL;
+
+	if (!cm) {
+		snprintf(rl.why, sizeof(rl.why), "rdma: needs rdma-core's libraries and cannot load them (%s); "
+			 "install librdmacm1 and libibverbs1, or use tcp:", dlerror());
+		return;
+	}
+	rl.ok = RDMA_SYM(verbs, get_device_list, "ibv_get_device_list") &&
+		RDMA_SYM(verbs, free_device_list, "ibv_free_device_list") &&
+		RDMA_SYM(cm, socket, "rsocket") && RDMA_SYM(cm, bind, "rbind") &&
+		RDMA_SYM(cm, listen, "rlisten") && RDMA_SYM(cm, accept, "raccept") &&
+		RDMA_SYM(cm, connect, "rconnect") && RDMA_SYM(cm, shutdown, "rshutdown") &&
+		RDMA_SYM(cm, close, "rclose") && RDMA_SYM(cm, sendmsg, "rsendmsg") &&
+		RDMA_SYM(cm, recvmsg, "rrecvmsg") && RDMA_SYM(cm, setsockopt, "rsetsockopt") &&
+		RDMA_SYM(cm, getsockname, "rgetsockname") && RDMA_SYM(cm, poll, "rpoll") &&
+		RDMA_SYM(cm, fcntl, "rfcntl");
+	if (!rl.ok)
+		snprintf(rl.why, sizeof(rl.why), "rdma: librdmacm.so.1 or libibverbs.so.1 lacks a call godwit "
+			 "uses (%s); install a complete rdma-core, or use tcp:", dlerror());
+	/* Loaded for good: the calls above stay valid for the process's life. */
+}
+
+/* 0 once the libraries are loaded, else -ENOPKG. */
+static int rdma_lib(void)
+{
+	pthread_once(&rdma_once, rdma_lib_load);
+	return rl.ok ? 0 : -ENOPKG;
+}
+
 /* An RDMA device must exist for rsocket to do anything. */
 static int rdma_t_usable(char *why, size_t why_len)
 {
+	struct ibv_device **list;
 	int n = 0;
-	struct ibv_device **list = ibv_get_device_list(&n);
 
+	if (rdma_lib()) {
+		snprintf(why, why_len, "%s", rl.why);
+		return -ENOPKG;
+	}
+	list = rl.get_device_list(&n);
 	if (list)
-		ibv_free_device_list(list);
+		rl.free_device_list(list);
 	if (list && n > 0)
 		return 0;
 	snprintf(why, why_len, "rdma: needs an RDMA device and none was found (ibv_get_device_list: %s); "
@@ -47,7 +120,7 @@ static int r_close_keep_errno(int fd)
 {
 	int e = errno;
 
-	rclose(fd);
+	rl.close(fd);
 	errno = e;
 	return -e;
 }
@@ -59,18 +132,20 @@ static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
 	struct addrinfo *res, *ai;
 	int fd = -1, ret, one = 1;
 
-	ret = gw_addr_resolve(addr, true, &res);
+	ret = rdma_lib();
+	if (!ret)
+		ret = gw_addr_resolve(addr, true, &res);
 	if (ret)
 		return ret;
 	ret = -EADDRNOTAVAIL;
 	for (ai = res; ai; ai = ai->ai_next) {
-		fd = rsocket(ai->ai_family, SOCK_STREAM, 0);
+		fd = rl.socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0) {
 			ret = -errno;
 			continue;
 		}
-		rsetsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!rbind(fd, ai->ai_addr, ai->ai_addrlen) && !rlisten(fd, 64))
+		rl.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (!rl.bind(fd, ai->ai_addr, ai->ai_addrlen) && !rl.listen(fd, 64))
 			break;
 		ret = r_close_keep_errno(fd);
 		fd = -1;
@@ -78,7 +153,7 @@ static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
 	freeaddrinfo(res);
 	if (fd < 0)
 		return ret;
-	if (rgetsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+	if (rl.getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
 		gw_addr_format("rdma", &ss, bound, bound_len);
 	return fd;
 }
@@ -88,18 +163,20 @@ static int rdma_t_connect(const char *addr, uint64_t timeout_ms)
 	struct addrinfo *res, *ai;
 	int fd = -1, ret;
 
-	ret = gw_addr_resolve(addr, false, &res);
+	ret = rdma_lib();
+	if (!ret)
+		ret = gw_addr_resolve(addr, false, &res);
 	if (ret)
 		return ret;
 	ret = -ECONNREFUSED;
 	for (ai = res; ai; ai = ai->ai_next) {
 		/* rconnect blocks for at most the RDMA CM's own route and connect timeouts. */
-		fd = rsocket(ai->ai_family, SOCK_STREAM, 0);
+		fd = rl.socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0) {
 			ret = -errno;
 			continue;
 		}
-		if (!rconnect(fd, ai->ai_addr, ai->ai_addrlen))
+		if (!rl.connect(fd, ai->ai_addr, ai->ai_addrlen))
 			break;
 		ret = r_close_keep_errno(fd);
 		fd = -1;
@@ -122,38 +199,48 @@ static ssize_t r_sendmsg(int fd, const struct msghdr *msg, int flags)
 		errno = EOPNOTSUPP;
 		return -1;
 	}
-	return rsendmsg(fd, msg, flags & ~MSG_NOSIGNAL);
+	return rl.sendmsg(fd, msg, flags & ~MSG_NOSIGNAL);
 }
 
 static ssize_t r_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	/* rsocket has no MSG_WAITALL nor close-on-exec cmsgs: io.c loops until its iovec is full. */
 	msg->msg_controllen = 0;
-	return rrecvmsg(fd, msg, flags & ~(MSG_WAITALL | MSG_CMSG_CLOEXEC));
+	return rl.recvmsg(fd, msg, flags & ~(MSG_WAITALL | MSG_CMSG_CLOEXEC));
 }
 
 static int r_setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
-	return rsetsockopt(fd, level, name, val, len);
+	return rl.setsockopt(fd, level, name, val, len);
+}
+
+static int r_shutdown(int fd, int how)
+{
+	return rl.shutdown(fd, how);
+}
+
+static int r_close(int fd)
+{
+	return rl.close(fd);
 }
 
 static int r_accept(int listen_fd)
 {
-	return raccept(listen_fd, NULL, NULL);
+	return rl.accept(listen_fd, NULL, NULL);
 }
 
 static int r_poll(struct pollfd *fds, nfds_t n, int timeout_ms)
 {
-	return rpoll(fds, n, timeout_ms);
+	return rl.poll(fds, n, timeout_ms);
 }
 
 static int r_set_nonblock(int fd, bool on)
 {
-	int flags = rfcntl(fd, F_GETFL);
+	int flags = rl.fcntl(fd, F_GETFL);
 
 	if (flags < 0)
 		return -1;
-	return rfcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
+	return rl.fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK);
 }
 
 static int rdma_t_check(const char *addr, bool listen, char *why, size_t why_len)
@@ -164,8 +251,8 @@ static int rdma_t_check(const char *addr, bool listen, char *why, size_t why_len
 static const struct gw_sock_ops rsocket_ops = {
 	.sendmsg = r_sendmsg,
 	.recvmsg = r_recvmsg,
-	.shutdown = rshutdown,
-	.close = rclose,
+	.shutdown = r_shutdown,
+	.close = r_close,
 	.setsockopt = r_setsockopt,
 	.poll = r_poll,
 	.accept = r_accept,

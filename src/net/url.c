@@ -14,7 +14,7 @@ static int url_parse(const char *url, bool listen, struct gw_url *out, char *why
 
 	memset(out, 0, sizeof(*out));
 	if (!colon) {
-		snprintf(why, why_len, "URL '%s' is not SCHEME:ADDRESS (tcp:HOST:PORT or unix:PATH)",
+		snprintf(why, why_len, "URL '%s' is not SCHEME:ADDRESS (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)",
 			 url ? url : "");
 		return -EINVAL;
 	}
@@ -33,7 +33,7 @@ static int url_parse(const char *url, bool listen, struct gw_url *out, char *why
 		snprintf(out->addr, sizeof(out->addr), "%s", colon + 1);
 		return 0;
 	}
-	snprintf(why, why_len, "URL '%s': unknown transport (tcp:HOST:PORT or unix:PATH)", url);
+	snprintf(why, why_len, "URL '%s': unknown transport (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", url);
 	return -EINVAL;
 }
 

@@ -66,3 +66,25 @@ bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_
 
 	return exp_ns != UINT64_MAX && exp_ns <= limit_us * 1000ull;
 }
+
+enum gw_converge_state gw_converge_judge(const struct gw_converge *c, const struct gw_converge_view *v,
+					 uint64_t *eta_ns)
+{
+	uint64_t exp_ns = gw_converge_expected_ns(c, v->dirty_pages);
+	double left;
+
+	*eta_ns = 0;
+	if (exp_ns != UINT64_MAX && exp_ns <= v->limit_ns)
+		return GW_CONVERGE_FITS;
+	if (c->fixed_cost_ns > v->limit_ns)
+		return GW_CONVERGE_FIXED_COST;
+	if (!c->rate_bps || exp_ns == UINT64_MAX)
+		return GW_CONVERGE_UNKNOWN;
+	if (v->dirty_bps >= c->rate_bps)
+		return GW_CONVERGE_OUTRUN;
+	if (v->sent_pages && v->fell_pages * 10 < v->sent_pages)
+		return GW_CONVERGE_FLAT;
+	left = 1.0 - (double)v->dirty_bps / (double)c->rate_bps;
+	*eta_ns = (uint64_t)((double)(exp_ns - v->limit_ns) / left);
+	return v->cap_bps && c->rate_bps * 10 >= v->cap_bps * 9 ? GW_CONVERGE_CAPPED : GW_CONVERGE_DRAINING;
+}

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <godwit/stats.h>
 
 struct gw_converge {
 	uint64_t rate_bps;		/* smoothed transfer rate, bytes/s; 0 = unknown */
@@ -33,5 +34,33 @@ void gw_converge_round(struct gw_converge *c, uint64_t bytes, uint64_t ns, uint6
 uint64_t gw_converge_expected_ns(const struct gw_converge *c, uint64_t dirty_pages);
 /* True when the expected downtime fits @limit_us. */
 bool gw_converge_fits(const struct gw_converge *c, uint64_t dirty_pages, uint64_t limit_us);
+
+/* Fits, or falls toward the limit (or no rate to say otherwise yet). */
+static inline bool gw_converging(enum gw_converge_state st)
+{
+	return st <= GW_CONVERGE_CAPPED;
+}
+
+/* What a round's end shows the verdict (gw_converge_judge). */
+struct gw_converge_view {
+	uint64_t dirty_pages;		/* still to send */
+	uint64_t dirty_bps;		/* the guest's dirty rate, page bytes/s */
+	uint64_t limit_ns;		/* downtime-limit */
+	uint64_t cap_bps;		/* max-bandwidth, 0 = none */
+	uint64_t sent_pages;		/* sent in the last three rounds; 0 = fewer rounds yet */
+	uint64_t fell_pages;		/* how far the dirty set fell over them (0 if it grew) */
+};
+
+/*
+ * The verdict, the first that applies: fits; the fixed cost alone is over
+ * the limit; no rate yet (unknown); the guest dirties at least as fast as
+ * the link moves (outrun); the dirty set fell by less than a tenth of what
+ * the last three rounds sent (flat: the guest writes again what is sent);
+ * else it converges, capped when the link runs at nine tenths of the cap
+ * or more. Converging, *@eta_ns is the time until the expected downtime
+ * fits: it falls by 1 - dirty/rate ns a ns. Otherwise *@eta_ns is 0.
+ */
+enum gw_converge_state gw_converge_judge(const struct gw_converge *c, const struct gw_converge_view *v,
+					 uint64_t *eta_ns);
 
 #endif

@@ -105,7 +105,9 @@ static enum gw_src_outcome no_resumed(struct gw_session *s, struct src_ctx *c, i
 	pthread_mutex_lock(&s->lock);
 	gw_error_set_locked(s, GW_PHASE_HANDOVER, err,
 			    "GO sent but RESUMED not received (%s): the VM may run on the destination; "
-			    "the source stays paused: ask the destination", strerror(-err));
+			    "the source stays paused: ask the destination (godwit status on its API), then "
+			    "resolve here: godwit migrate --resolve destination if it runs the VM, else "
+			    "--resolve source", strerror(-err));
 	pthread_mutex_unlock(&s->lock);
 	gw_log(GW_LOG_ERROR, "mig", "outcome_unknown",
 	       "reason=\"no RESUMED after GO: source stays paused, ask the destination\"");

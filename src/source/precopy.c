@@ -309,6 +309,7 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 			.rate_bps = ns ? (uint64_t)((__uint128_t)bytes * 1000000000ull / ns) : 0,
 			.dirty_rate_pps = rate_pps,
 			.expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns,
+			.expected_downtime_unknown = exp_ns == UINT64_MAX,
 			.throttle_pct = c->thr.pct, .dirty_limit = c->thr.dirty_limit_on,
 			.void_pages = m1->void_pages - m0->void_pages,
 		};
@@ -378,40 +379,72 @@ static void update_fixed_cost(struct gw_session *s, struct src_ctx *c)
 	c->conv.fixed_cost_ns = SWITCH_WORK_NS + c->harvest_ns + 2 * c->rtt_ns;
 }
 
-/* Why the expected downtime does not fit, and what would help (c->hint). */
-static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bytes_per_s)
+/*
+ * The model's view of this round's end: the dirty set's fall over the last
+ * three rounds against what they sent (c->dirty_hist_pages, sent_hist_pages).
+ */
+static struct gw_converge_view converge_view(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bps,
+					     uint64_t sent_pages)
 {
-	uint64_t limit_ns = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US) * 1000;
+	struct gw_converge_view v = {
+		.dirty_pages = c->dirty_pages, .dirty_bps = dirty_bps,
+		.limit_ns = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US) * 1000,
+		.cap_bps = (uint64_t)gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
+	};
+
+	if (c->hist_rounds == 3) {
+		v.sent_pages = c->sent_hist_pages[0] + c->sent_hist_pages[1] + sent_pages;
+		v.fell_pages = c->dirty_hist_pages[2] > c->dirty_pages ? c->dirty_hist_pages[2] - c->dirty_pages : 0;
+	}
+	memmove(c->dirty_hist_pages + 1, c->dirty_hist_pages, 2 * sizeof(c->dirty_hist_pages[0]));
+	memmove(c->sent_hist_pages + 1, c->sent_hist_pages, 2 * sizeof(c->sent_hist_pages[0]));
+	c->dirty_hist_pages[0] = c->dirty_pages;
+	c->sent_hist_pages[0] = sent_pages;
+	if (c->hist_rounds < 3)
+		c->hist_rounds++;
+	return v;
+}
+
+/* The verdict (c->verdict) and, unless it fits, what it means in words and what would help (c->hint). */
+static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bps, uint64_t sent_pages)
+{
+	struct gw_converge_view v = converge_view(s, c, dirty_bps, sent_pages);
 	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
-	bool fits = gw_converge_fits(&c->conv, c->dirty_pages, limit_ns / 1000);
-	/* Three rounds over the limit without falling by a tenth: stuck whatever the rates say. */
-	bool flat = c->exp_hist_ns[2] && exp_ns != UINT64_MAX && exp_ns > limit_ns &&
-		    exp_ns * 10 >= c->exp_hist_ns[2] * 9;
+	double limit_ms = v.limit_ns / 1e6, exp_ms = exp_ns / 1e6, mib = 1048576.0;
 	const char *help = c->thr.pct || c->thr.dirty_limit_on ? "a higher throttle, or postcopy" :
 			   "auto-converge, a dirty limit or postcopy";
 	char hint[sizeof(c->hint)] = "";
 
-	if (fits)
-		;
-	else if (c->conv.fixed_cost_ns > limit_ns)
+	c->verdict = gw_converge_judge(&c->conv, &v, &c->verdict_eta_ns);
+	switch (c->verdict) {
+	case GW_CONVERGE_FIXED_COST:
 		snprintf(hint, sizeof(hint), "the switchover alone takes %.1f ms (a harvest of %.1f ms, two "
 			 "round trips of %.1f ms), over the %.1f ms limit: raise downtime-limit",
-			 c->conv.fixed_cost_ns / 1e6, c->harvest_ns / 1e6, c->rtt_ns / 1e6, limit_ns / 1e6);
-	else if (c->conv.rate_bps && dirty_bytes_per_s >= c->conv.rate_bps)
-		snprintf(hint, sizeof(hint), "the guest dirties %.1f MB/s, the link moves %.1f MB/s: "
-			 "enable %s, or raise downtime-limit", dirty_bytes_per_s / 1e6, c->conv.rate_bps / 1e6, help);
-	else if (flat)
-		snprintf(hint, sizeof(hint), "the expected downtime stays at %.1f ms for three rounds, over the "
-			 "%.1f ms limit: enable %s, or raise downtime-limit", exp_ns / 1e6, limit_ns / 1e6, help);
-	else
-		snprintf(hint, sizeof(hint), "converging: expected downtime %.1f ms, limit %.1f ms",
-			 exp_ns / 1e6, limit_ns / 1e6);
-	c->exp_hist_ns[2] = c->exp_hist_ns[1];
-	c->exp_hist_ns[1] = c->exp_hist_ns[0];
-	c->exp_hist_ns[0] = exp_ns == UINT64_MAX ? 0 : exp_ns;
-	if (strcmp(hint, c->hint) && hint[0] && strncmp(hint, "converging", 10))
+			 c->conv.fixed_cost_ns / 1e6, c->harvest_ns / 1e6, c->rtt_ns / 1e6, limit_ms);
+		break;
+	case GW_CONVERGE_OUTRUN:
+		snprintf(hint, sizeof(hint), "the guest dirties %.1f MiB/s, the link moves %.1f MiB/s: "
+			 "enable %s, or raise downtime-limit", dirty_bps / mib, c->conv.rate_bps / mib, help);
+		break;
+	case GW_CONVERGE_FLAT:
+		snprintf(hint, sizeof(hint), "the guest writes again what is sent (%llu pages left after three "
+			 "rounds sent %llu): enable %s, or raise downtime-limit",
+			 (unsigned long long)c->dirty_pages, (unsigned long long)v.sent_pages, help);
+		break;
+	case GW_CONVERGE_DRAINING:
+	case GW_CONVERGE_CAPPED:
+		snprintf(hint, sizeof(hint), "converging at %s %.1f MiB/s (the guest dirties %.1f MiB/s): "
+			 "expected downtime %.1f ms, limit %.1f ms, fits in about %.1f s",
+			 c->verdict == GW_CONVERGE_CAPPED ? "the max-bandwidth cap of" : "the link's",
+			 c->conv.rate_bps / mib, dirty_bps / mib, exp_ms, limit_ms, c->verdict_eta_ns / 1e9);
+		break;
+	case GW_CONVERGE_UNKNOWN:
+	case GW_CONVERGE_FITS:
+		break;
+	}
+	if (!gw_converging(c->verdict) && strcmp(hint, c->hint))
 		gw_log(GW_LOG_WARN, "mig", "not_converging", "round=%u reason=\"%s\"", gw_round(s), hint);
-	snprintf(c->hint, sizeof(c->hint), "%s", strncmp(hint, "converging", 10) ? hint : "");
+	snprintf(c->hint, sizeof(c->hint), "%s", hint);
 }
 
 /* Auto-converge and the dirty limit after a round; applied through the VMM. */
@@ -599,7 +632,7 @@ enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c)
 		dirty_ns = c->dirty_interval_ns;	/* the guest wrote these since the last harvest */
 		throttle(s, c, c->harvested_pages * GW_PAGE_BYTES, m1.wire_bytes - m0.wire_bytes);
 		explain(s, c, dirty_ns ? (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 /
-						    (double)dirty_ns) : 0);
+						    (double)dirty_ns) : 0, m1.pages - m0.pages);
 		record_round(s, c, dirty_at_start, &m0, &m1, dirty_ns);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);

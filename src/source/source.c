@@ -61,12 +61,16 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 	st->rtt_ns = s->src->ping_rtt_ns;
 	st->throttle_pct = c->thr.pct;
 	st->dirty_limit_bps = c->thr.dirty_limit_bps;
-	st->converging = !c->hint[0];
+	st->converging = gw_converging(c->verdict);
+	st->converge_state = c->verdict;
+	st->converge_eta_ns = c->verdict_eta_ns;
 	snprintf(st->converge_hint, sizeof(st->converge_hint), "%s", c->hint);
 	st->pages_per_second = now_ns > s->t_start_ns ?
 		(uint64_t)((normal + zero + xbzrle) * 1e9 / (double)(now_ns - s->t_start_ns)) : 0;
-	if (!c->switched_over)
+	if (!c->switched_over) {
 		st->expected_downtime_ns = exp_ns == UINT64_MAX ? 0 : exp_ns;
+		st->expected_downtime_unknown = exp_ns == UINT64_MAX;
+	}
 	st->nr_channels = s->nr_channels;
 	for (unsigned i = 0; s->chans && i < s->nr_channels; i++) {
 		s->stats_chan_bytes[i] = __atomic_load_n(&s->chans[i].conn.bytes_sent, __ATOMIC_RELAXED);
@@ -83,6 +87,35 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 
 /* ---- set-up ---- */
 
+/*
+ * The first answer, to HELLO, was not a godwit destination's: say what the
+ * peer at the URL did, in the user's terms, and what to check.
+ */
+static int hello_ack_fail(struct gw_session *s, int got)
+{
+	static const char check[] = "check the URL (a destination prints the one it listens on, "
+				    "'incoming URL')";
+	const char *url = s->url_str;
+
+	if (got == -ETIMEDOUT)
+		return gw_fail(s, GW_PHASE_SETUP, got, "the peer at %s accepted the connection but did not "
+			       "answer within %lld ms (io-timeout-ms): it is not a godwit destination, or it "
+			       "is stuck; %s", url, (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS), check);
+	if (got == -ECONNRESET)
+		return gw_fail(s, GW_PHASE_SETUP, got, "the peer at %s closed the connection without "
+			       "answering: it is not a godwit destination, or it refused this source "
+			       "without saying why (see its log); %s", url, check);
+	if (got == -EPROTO || got == -EBADMSG)
+		return gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the peer at %s is not a godwit destination: "
+			       "its answer is not a godwit frame (an HTTP or other server?); %s", url, check);
+	if (got < 0)
+		return gw_fail(s, GW_PHASE_SETUP, got, "waiting for the destination at %s to answer: %s",
+			       url, strerror(-got));
+	return gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the peer at %s is not a godwit destination: it "
+		       "answered with %s%s, not HELLO_ACK; %s", url, gw_frame_type_name((uint16_t)got),
+		       got == GW_MSG_HELLO ? " (it echoes what it receives)" : "", check);
+}
+
 /* Receive one message of @type on a connection nobody else reads yet. */
 static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, union gw_msg *m,
 		       enum gw_phase phase)
@@ -94,14 +127,16 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 	gw_log_str(esc, sizeof(esc), why);	/* a TLS refusal may name the destination's certificate */
 	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
 		return gw_fail(s, phase, got, "waiting for %s: %s", gw_frame_type_name(type), esc);
+	if (type == GW_MSG_HELLO_ACK && got != GW_MSG_ERROR && got != type)
+		return hello_ack_fail(s, got);
 	if (got < 0)
 		return gw_fail(s, phase, got, "waiting for %s: %s%s%s", gw_frame_type_name(type),
 			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", esc);
 	if (got == GW_MSG_ERROR)
 		return gw_fail_from_peer(s, phase, &m->error);
 	if (got != type)
-		return gw_fail(s, phase, -EPROTO, "expected %s, got %s",
-			       gw_frame_type_name(type), gw_frame_type_name((uint16_t)got));
+		return gw_fail(s, phase, -EPROTO, "the destination broke the protocol: it sent %s where %s "
+			       "was due", gw_frame_type_name((uint16_t)got), gw_frame_type_name(type));
 	return 0;
 }
 
@@ -228,8 +263,10 @@ static int handshake(struct gw_session *s)
 	if (ret)
 		goto out;
 	if (ack.hello_ack.version != GW_WIRE_VERSION || ack.hello_ack.flags != hello->flags) {
-		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "HELLO_ACK invalid (version %u flags 0x%x)",
-			      ack.hello_ack.version, ack.hello_ack.flags);
+		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the destination accepted with protocol version %u "
+			      "and options 0x%x, not the %u and 0x%x this source asked for: run the same godwit "
+			      "release on both ends", ack.hello_ack.version, ack.hello_ack.flags,
+			      GW_WIRE_VERSION, hello->flags);
 		goto out;
 	}
 	memcpy(s->challenge, ack.hello_ack.challenge, sizeof(s->challenge));
@@ -517,6 +554,7 @@ static int src_ctx_init(struct gw_session *s, struct src_ctx *c)
 	gw_state_init(&c->state);
 	gw_cpu_times(&c->cpu_user0_ns, &c->cpu_sys0_ns);
 	gw_converge_init(&c->conv, GW_PAGE_BYTES);
+	c->verdict = GW_CONVERGE_UNKNOWN;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {
 		uint64_t pages = s->vm.blocks[i].size_bytes / GW_PAGE_BYTES;
 

@@ -127,8 +127,12 @@ struct src_ctx {
 	struct src_times t;
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
-	char hint[192];			/* why precopy does not converge, "" when it does */
-	uint64_t exp_hist_ns[3];	/* expected downtime of the last three rounds, newest first */
+	char hint[192];			/* the verdict in words, "" when it fits (explain) */
+	enum gw_converge_state verdict;	/* the model's verdict at the last round's end */
+	uint64_t verdict_eta_ns;	/* converging: time until it fits, from the rates */
+	uint64_t dirty_hist_pages[3];	/* dirty set after each of the last three harvests, newest first */
+	uint64_t sent_hist_pages[3];	/* pages sent in each of those rounds */
+	unsigned hist_rounds;		/* rounds in the history (at most 3) */
 	uint64_t pc_best_exp_ns;	/* postcopy auto: lowest expected downtime so far */
 	unsigned pc_flat_rounds;	/* postcopy auto: rounds since it last fell by a tenth */
 };

@@ -34,12 +34,16 @@ static void stderr_sink(void *opaque, enum gw_log_level level, const char *line)
 		return;
 }
 
-/* Process-wide settings: written at start-up by the embedding program. */
+/*
+ * Process-wide settings: written at start-up by the embedding program.
+ * Quiet by default (warnings and errors): a program that embeds the engine
+ * asks for the per-round lines with gw_log_set_level(GW_LOG_INFO).
+ */
 static struct {
 	gw_log_sink_fn sink;
 	void *opaque;
 	int level;
-} log_cfg = { stderr_sink, NULL, GW_LOG_INFO };
+} log_cfg = { stderr_sink, NULL, GW_LOG_WARN };
 
 static __thread char log_side[4] = "---";
 
@@ -97,4 +101,27 @@ void gw_log(enum gw_log_level level, const char *subsys, const char *event,
 		out = clean;
 	}
 	__atomic_load_n(&log_cfg.sink, __ATOMIC_ACQUIRE)(log_cfg.opaque, level, out);
+}
+
+const char *gw_size_str(char *buf, size_t size, uint64_t bytes)
+{
+	static const char units[] = "KMGT";
+	int u = 3;
+
+	if (!buf || !size)
+		return buf;
+	/* Exact in a unit, in at most 4 digits ("1536K", not "15954672K"). */
+	while (u >= 0 && (bytes < (1ull << (10 * (u + 1))) || bytes % (1ull << (10 * (u + 1))) ||
+			  bytes >> (10 * (u + 1)) > 9999))
+		u--;
+	if (u >= 0)
+		snprintf(buf, size, "%llu%c", (unsigned long long)(bytes >> (10 * (u + 1))), units[u]);
+	else if (bytes < 1024)
+		snprintf(buf, size, "%llu", (unsigned long long)bytes);
+	else {
+		for (u = 3; bytes < (1ull << (10 * (u + 1))); u--)
+			;
+		snprintf(buf, size, "%.1f%c", (double)bytes / (double)(1ull << (10 * (u + 1))), units[u]);
+	}
+	return buf;
 }

@@ -1,12 +1,15 @@
 #!/bin/bash
 # Invariant: `meson install` puts the library (shared and static), the public
 # headers, the pkg-config file, the godwit binary, the man pages godwit(1)
-# and libgodwit(3), the docs and the embedding example under the prefix;
+# and libgodwit(3), the README with docs/ beside it (every page a link of
+# theirs or godwit(1) names) and the embedding example under the prefix;
+# `pkg-config --static --libs godwit` names none of rdma-core and links;
 # `pkg-config --cflags --libs godwit` then builds a program that includes
 # <godwit/godwit.h> against the installed library, and it runs and prints
 # gw_version(), equal to the headers' GW_VERSION_STRING; the example of
 # libgodwit(3) (examples/embed.c, as installed) builds the same way and
-# migrates its 16 MiB (or says this host cannot track dirty pages); the
+# migrates its 16 MiB (or says this host cannot track dirty pages) without
+# an engine INFO line (the library's default level is WARN); the
 # installed `godwit version` runs and man can read both pages. The shared
 # library exports the gw_ API and nothing else. A caller built against the
 # first version of the growable ABI (tests/install/abi_ver0.c, its structs
@@ -29,9 +32,19 @@ root=$D/root$prefix
 case $libdir in /*) lib=$D/root$libdir ;; *) lib=$root/$libdir ;; esac
 for f in "$root/bin/godwit" "$lib/libgodwit.so" "$lib/libgodwit.a" "$lib/pkgconfig/godwit.pc" \
 	 "$root/include/godwit/godwit.h" "$root/include/godwit/version.h" \
-	 "$root/share/doc/godwit/architecture.md" "$root/share/doc/godwit/examples/embed.c" \
+	 "$root/share/doc/godwit/README.md" "$root/share/doc/godwit/examples/embed.c" \
 	 "$root/share/man/man1/godwit.1" "$root/share/man/man3/libgodwit.3"; do
 	[ -e "$f" ] || fail "not installed: ${f#"$D"/root}"
+done
+# Every page the installed README, docs and godwit(1) point to is installed, where the link says.
+doc=$root/share/doc/godwit
+for md in "$doc/README.md" "$doc"/docs/*.md; do
+	for target in $(grep -o '](\([^)#:]*\)' "$md" | sed 's/^](//' | sort -u); do
+		[ -e "$(dirname "$md")/$target" ] || fail "${md#"$doc"/} links to $target, not installed"
+	done
+done
+for page in $(cat "$src"/docs/man/*.scd | grep -o '[a-z-]*\.md' | sort -u); do
+	[ -e "$doc/docs/$page" ] || fail "a man page names $page, not installed in share/doc/godwit/docs"
 done
 # Only the API leaves the shared library.
 others=$(nm -D --defined-only "$lib/libgodwit.so" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^gw_' | grep -v '^_' || true)
@@ -44,6 +57,16 @@ export PKG_CONFIG_PATH=$lib/pkgconfig
 flags=$(pkg-config --define-variable=prefix="$root" --cflags --libs godwit) || fail "pkg-config godwit"
 cc -o "$D/hello" "$src/tests/install/hello.c" $flags || fail "building against the installed library ($flags)"
 out=$(LD_LIBRARY_PATH=$lib "$D/hello") || fail "hello: $out"
+# A private prefix as the README shows it: an rpath, and no LD_LIBRARY_PATH.
+cc -o "$D/hello-rpath" "$src/tests/install/hello.c" $flags -Wl,-rpath,"$lib" || fail "linking with an rpath"
+env -u LD_LIBRARY_PATH "$D/hello-rpath" >/dev/null || fail "the program linked with -Wl,-rpath does not run"
+# A static link needs none of rdma-core (its libraries are opened when rdma: is used).
+static=$(pkg-config --define-variable=prefix="$root" --static --libs godwit) || fail "pkg-config --static"
+case $static in *rdma*|*verbs*|*-lnl-*) fail "pkg-config --static --libs godwit pulls rdma-core: $static" ;; esac
+cc -static-libgcc -o "$D/hello-static" "$src/tests/install/hello.c" \
+	$(pkg-config --define-variable=prefix="$root" --cflags godwit) "$lib/libgodwit.a" \
+	$(echo "$static" | sed 's/-lgodwit//') || fail "linking libgodwit.a with --static --libs ($static)"
+"$D/hello-static" >/dev/null || fail "the program linked with libgodwit.a does not run"
 echo "$out"
 # The example of libgodwit(3), as installed, built and run the same way.
 cc -o "$D/embed" "$root/share/doc/godwit/examples/embed.c" $flags ||
@@ -51,7 +74,9 @@ cc -o "$D/embed" "$root/share/doc/godwit/examples/embed.c" $flags ||
 LD_LIBRARY_PATH=$lib "$D/embed" >"$D/embed.out" 2>&1
 rc=$?
 case $rc in
-0) grep -q "equal" "$D/embed.out" || fail "embed: $(cat "$D/embed.out")" ;;
+0) grep -q "equal" "$D/embed.out" || fail "embed: $(cat "$D/embed.out")"
+   # Quiet by default: a migration that works logs nothing but through the example's sink.
+   ! grep -E ' (INFO|DEBUG) ' "$D/embed.out" || fail "embed printed the engine's INFO lines" ;;
 77) echo "embed: $(tail -1 "$D/embed.out") (built; not run here)" ;;
 *) fail "embed exited $rc: $(tail -5 "$D/embed.out")" ;;
 esac

@@ -62,6 +62,10 @@ converge-timeout)
 	# however fast the machine (a 1 ms limit is not enough: a guest starved of
 	# CPU for a round dirties nothing, and nothing dirty switches over at once).
 	mig_args=(--max-bandwidth 64M --converge-timeout 300 --on-timeout cancel) ;;
+converge-timeout-set)
+	# The same timeout by the parameter's name, no policy given: one
+	# parameter, one behaviour (converge-policy's default is cancel).
+	mig_args=(--max-bandwidth 64M --set converge-timeout-ms=300) ;;
 layout)
 	# a destination given less RAM than the source has: refused, it keeps waiting
 	dst_args=(--memory 256M) ;;
@@ -110,6 +114,9 @@ if [ "$case" = dst-corrupt-page ]; then
 	pass "$case: mismatch caught after resume, source copy kept and resumed by --resolve"
 fi
 [ -n "$reason" ] || fail "no reason given"
+case $case in converge-timeout*)
+	case $reason in *"did not converge within 300 ms"*) ;; *) fail "reason: $reason" ;; esac ;;
+esac
 if [ "$expect" = unknown ]; then
 	[ "$(jget "$T/src.json" "d.get('vm-status')")" = paused ] || fail "source must stay paused after GO without RESUMED"
 	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" >/dev/null 2>&1 && fail "migrated again after an unknown outcome"

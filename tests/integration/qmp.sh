@@ -10,7 +10,12 @@
 # Case "qemu": the same session played against qemu-system-x86_64 -qmp
 # gives replies of the same shape for every command both have
 # (qmp/compare.py); skipped (77) when QEMU is not installed.
-# Usage: qmp.sh godwit|qemu. Waits are bounded (a hang fails), never timed.
+# Case "cli": godwit migrate --qmp and godwit status --qmp say only what QMP
+# tells: the source's state it stays in (postmigrate, not the paused moment
+# before), the downtime as query-migrate gives it (no estimate godwit did not
+# make, no expected downtime QMP no longer gives), no accelerator QMP does
+# not name, and a destination whose VM runs has completed, with no rounds.
+# Usage: qmp.sh godwit|qemu|cli. Waits are bounded (a hang fails), never timed.
 . "$(dirname "$0")/lib.sh"
 case=$1
 Q_DIR=$(dirname "$0")/qmp
@@ -144,6 +149,25 @@ PY
 	# godwit status --qmp reads QMP back into godwit's report.
 	"$GODWIT" status --qmp "$T/src.qmp" | grep -q "^status: *completed" || fail "status --qmp"
 	pass "QMP session, parameters, capabilities and a migration with events"
+	;;
+cli)
+	start_dst "unix:$T/mig.sock" --memory 64M --qmp "$T/dst.qmp"
+	start_src --memory 64M --fill mix --workload verify:rate=1000 --qmp "$T/src.qmp"
+	"$GODWIT" migrate --qmp "$T/src.qmp" --to "$DST_URL" --progress never >"$T/mig.txt" 2>"$T/mig.err" ||
+		fail "migrate --qmp exit $?: $(cat "$T/mig.err" "$T/mig.txt")"
+	grep -q '^source vm: *postmigrate$' "$T/mig.txt" || fail "source vm: $(cat "$T/mig.txt")"
+	grep -q '^downtime: .*(as query-migrate gives it)$' "$T/mig.txt" || fail "downtime line: $(cat "$T/mig.txt")"
+	grep -q 'RESUMED minus RTT\|expected 0.000' "$T/mig.txt" && fail "said what QMP did not: $(cat "$T/mig.txt")"
+	for _ in $(seq 1 100); do
+		[ "$("$GODWIT" status --api "$T/dst.sock" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["vm-status"])')" = running ] && break
+		sleep 0.1
+	done
+	"$GODWIT" status --qmp "$T/dst.qmp" >"$T/dst.txt" || fail "status --qmp on the destination"
+	grep -q '^vm-status: *running (destination)$' "$T/dst.txt" || fail "destination vm-status: $(cat "$T/dst.txt")"
+	grep -q '^status: *completed (destination)$' "$T/dst.txt" || fail "destination status: $(cat "$T/dst.txt")"
+	grep -q 'accel ?\|round 0\|ETA' "$T/dst.txt" && fail "destination said what QMP did not: $(cat "$T/dst.txt")"
+	"$GODWIT" status --qmp "$T/src.qmp" | grep -q '^vm-status: *postmigrate (source)$' || fail "source status --qmp"
+	pass "migrate --qmp and status --qmp: postmigrate, QMP's downtime, a running destination completed"
 	;;
 qemu)
 	QEMU=$(command -v qemu-system-x86_64) || skip "qemu-system-x86_64 is not installed (Debian's qemu-system-x86)"

@@ -84,6 +84,7 @@ void kvm_test_require(void)
 
 	log_verbose = getenv("GW_TEST_VERBOSE") != NULL;
 	gw_log_set_sink(sink, NULL);
+	gw_log_set_level(GW_LOG_INFO);	/* the events looked for are INFO */
 	if (vmm_kvm.probe(why, sizeof(why)) != 0)
 		test_skip("%s", why[0] ? why : "/dev/kvm unusable");
 }

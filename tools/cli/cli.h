@@ -76,6 +76,9 @@ enum cli_opt {
 	OPT_MAX_MEMORY,
 	OPT_TLS,
 	OPT_NIC,
+	OPT_HOST,			/* tls-certs --host NAME */
+	OPT_CLIENT_NAME,		/* tls-certs --client-name NAME */
+	OPT_DAYS,			/* tls-certs --days N */
 };
 
 #define CLI_OPT_HELP { "help", no_argument, NULL, OPT_HELP }
@@ -127,7 +130,6 @@ void run_opts_init(struct run_opts *o);
 struct migrate_opts {
 	const char *to;
 	struct cli_params params;
-	bool converge_timeout_given, on_timeout_given;
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
 	const char *incoming;		/* --incoming URL (a deferred destination) */
@@ -144,8 +146,6 @@ struct migrate_opts {
  */
 int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd);
 int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd);
-/* Called after parsing: --converge-timeout without --on-timeout means cancel. */
-void migrate_opts_finish(struct migrate_opts *o);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'
@@ -167,6 +167,7 @@ int cmd_migrate(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_tls_certs(int argc, char **argv);
 int cmd_quit(int argc, char **argv);
 int cmd_params(int argc, char **argv);
 int cmd_events(int argc, char **argv);

@@ -215,7 +215,6 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		cli_usage_error("demo", "--to: bad URL '%s'", d->listen_url);
 		return CLI_EXIT_USAGE;
 	}
-	migrate_opts_finish(&d->mo);
 	d->verify_on = param_or(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
 	d->local = param_or(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
 	if (d->tls_gen && (d->mo.params.str_set[GW_SPARAM_TLS_CREDS] || d->mo.params.str_set[GW_SPARAM_TLS_PSK])) {

@@ -159,7 +159,6 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	}
 	*path = api ? api : qmp_path;
 	*qmp = qmp_path != NULL;
-	migrate_opts_finish(o);
 	return -1;
 }
 

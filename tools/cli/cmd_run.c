@@ -365,8 +365,7 @@ int cmd_run(int argc, char **argv)
 		return CLI_EXIT_FAIL;
 	}
 	gw_log_set_side(rs.dest ? "dst" : "src");
-	if (o.log_level)
-		set_log_level(o.log_level);
+	set_log_level(o.log_level ? o.log_level : "info");	/* the library's own default is warn */
 	ret = CLI_EXIT_FAIL;
 	rs.be = choose_backend(o.accel);
 	if (!rs.be || create_vm(&rs, &o, &cfg)) {

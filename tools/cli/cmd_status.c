@@ -102,8 +102,9 @@ static void print_status(const json_t *st)
 	struct report_extra x;
 	char line[400];
 
-	printf("vm-status:         %s (%s, accel %s)\n", js_str(js_get(st, "vm-status"), "?"), role,
-	       js_str(js_get(st, "accel"), "?"));
+	/* QMP names no accelerator: none is shown rather than "?". */
+	printf("vm-status:         %s (%s%s%s)\n", js_str(js_get(st, "vm-status"), "?"), role,
+	       js_get(st, "accel") ? ", accel " : "", js_str(js_get(st, "accel"), ""));
 	if (js_get(st, "workload"))
 		printf("workload:          %s, progress %.0f\n", js_str(js_get(st, "workload"), "?"),
 		       js_num(js_get(st, "guest-progress-count"), 0));
@@ -124,7 +125,7 @@ static void print_status(const json_t *st)
 		cli_progress_line(st, line, sizeof(line));
 		printf("migration:         %s\n", line);
 		if (hint[0])
-			printf("why:               %s\n", hint);
+			printf("%-19s%s\n", js_bool(js_get(st, "converging"), true) ? "how:" : "why:", hint);
 	}
 }
 

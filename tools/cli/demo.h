@@ -60,7 +60,20 @@ void demo_vm_status_now(struct child *c, char *buf, size_t len);
 /* DIR/NAME.log for writing, or -1 with the error printed. */
 int demo_open_log(const char *dir, const char *name);
 
-/* demo_tls.c: a throw-away CA, destination and source certificates in @dir (QEMU's layout). 0 or -1 with @err. */
+/* demo_tls.c: a test CA, the destination's and the source's certificates in one directory. */
+#define TLS_CERTS_LOCAL_SAN "DNS:localhost,IP:127.0.0.1,IP:::1"	/* every server certificate's */
+#define TLS_CERTS_SAN_MAX 1024
+struct tls_certs_spec {
+	const char *dir;		/* made 0700 if missing */
+	const char *days;		/* validity, a decimal number of days */
+	const char *ca_cn;		/* the CA's subject CN */
+	const char *server_cn;		/* the destination's certificate: CN ... */
+	const char *server_san;		/* ... and subjectAltName (openssl's syntax, < TLS_CERTS_SAN_MAX) */
+	const char *client_cn;		/* the source's certificate: CN, and a DNS name the same */
+};
+/* The files in @sp->dir (QEMU's layout; the CA's key removed). 0 or -1 with @err. */
+int tls_certs_make(const struct tls_certs_spec *sp, char *err, size_t err_len);
+/* godwit demo --tls: tls_certs_make for this host, valid one day. */
 int demo_tls_creds(const char *dir, char *err, size_t err_len);
 /* Remove what demo_tls_creds made. */
 void demo_tls_remove(const char *dir);

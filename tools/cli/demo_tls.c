@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * godwit demo --tls: a throw-away CA and certificates for both ends, made
- * with the openssl command into the demo's private directory, in QEMU's
- * x509 layout (one directory holds the destination's and the source's).
- * The CA's key is deleted once both certificates are signed.
+ * A test CA and certificates for both ends, made with the openssl command
+ * into one directory in QEMU's x509 layout (the destination's and the
+ * source's files side by side): `godwit tls-certs DIR` and `godwit demo
+ * --tls` (throw-away, in the demo's private directory). The CA's key is
+ * deleted once both certificates are signed: nothing else can be signed
+ * with it.
  */
 #include "cli/demo.h"
 
@@ -16,8 +18,6 @@
 #include <unistd.h>
 
 extern char **environ;
-
-#define TLS_DAYS "1"
 
 /* Run openssl with @argv (NULL-terminated), its output discarded. 0 or -1 with @err. */
 static int openssl_run(char *const argv[], char *err, size_t err_len)
@@ -52,7 +52,8 @@ static char *path(char *buf, size_t len, const char *dir, const char *name)
 }
 
 /* A key and a certificate @role-{key,cert}.pem for @cn with @san, signed by the CA in @dir. */
-static int leaf(const char *dir, const char *role, const char *cn, const char *san, char *err, size_t err_len)
+static int leaf(const char *dir, const char *role, const char *cn, const char *san, const char *days,
+		char *err, size_t err_len)
 {
 	char key[PATH_MAX], csr[PATH_MAX], cert[PATH_MAX], ext[PATH_MAX], ca[PATH_MAX], cakey[PATH_MAX];
 	char subj[160], kname[32], cname[32], ename[32];
@@ -78,7 +79,7 @@ static int leaf(const char *dir, const char *role, const char *cn, const char *s
 		char *req[] = { "openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
 				"-nodes", "-keyout", key, "-out", csr, "-subj", subj, NULL };
 		char *sign[] = { "openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey,
-				 "-CAcreateserial", "-days", TLS_DAYS, "-extfile", ext, "-out", cert, NULL };
+				 "-CAcreateserial", "-days", (char *)days, "-extfile", ext, "-out", cert, NULL };
 
 		ret = openssl_run(req, err, err_len);
 		if (!ret)
@@ -89,28 +90,40 @@ static int leaf(const char *dir, const char *role, const char *cn, const char *s
 	return ret;
 }
 
-int demo_tls_creds(const char *dir, char *err, size_t err_len)
+int tls_certs_make(const struct tls_certs_spec *sp, char *err, size_t err_len)
 {
-	char ca[PATH_MAX], cakey[PATH_MAX], serial[PATH_MAX];
+	char ca[PATH_MAX], cakey[PATH_MAX], serial[PATH_MAX], subj[160], san[TLS_CERTS_SAN_MAX + 16];
 	char *req[] = { "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-			"-nodes", "-keyout", path(cakey, sizeof(cakey), dir, "ca-key.pem"),
-			"-out", path(ca, sizeof(ca), dir, "ca-cert.pem"), "-days", TLS_DAYS,
-			"-subj", "/CN=godwit demo CA (throw-away)", NULL };
+			"-nodes", "-keyout", path(cakey, sizeof(cakey), sp->dir, "ca-key.pem"),
+			"-out", path(ca, sizeof(ca), sp->dir, "ca-cert.pem"), "-days", (char *)sp->days,
+			"-subj", subj, NULL };
 	int ret;
 
-	if (mkdir(dir, 0700) && errno != EEXIST) {
-		snprintf(err, err_len, "cannot create %s: %s", dir, strerror(errno));
+	snprintf(subj, sizeof(subj), "/CN=%s", sp->ca_cn);
+	snprintf(san, sizeof(san), "DNS:%s", sp->client_cn);
+	if (mkdir(sp->dir, 0700) && errno != EEXIST) {
+		snprintf(err, err_len, "cannot create %s: %s", sp->dir, strerror(errno));
 		return -1;
 	}
 	ret = openssl_run(req, err, err_len);
 	if (!ret)
-		ret = leaf(dir, "server", "localhost", "DNS:localhost,IP:127.0.0.1,IP:::1", err, err_len);
+		ret = leaf(sp->dir, "server", sp->server_cn, sp->server_san, sp->days, err, err_len);
 	if (!ret)
-		ret = leaf(dir, "client", "godwit-demo-source", "DNS:godwit-demo-source", err, err_len);
+		ret = leaf(sp->dir, "client", sp->client_cn, san, sp->days, err, err_len);
 	/* Nothing is ever signed with it again. */
 	unlink(cakey);
-	unlink(path(serial, sizeof(serial), dir, "ca-cert.srl"));
+	unlink(path(serial, sizeof(serial), sp->dir, "ca-cert.srl"));
 	return ret;
+}
+
+int demo_tls_creds(const char *dir, char *err, size_t err_len)
+{
+	const struct tls_certs_spec sp = {
+		.dir = dir, .days = "1", .ca_cn = "godwit demo CA (throw-away)", .server_cn = "localhost",
+		.server_san = TLS_CERTS_LOCAL_SAN, .client_cn = "godwit-demo-source",
+	};
+
+	return tls_certs_make(&sp, err, err_len);
 }
 
 void demo_tls_remove(const char *dir)

@@ -11,6 +11,7 @@
  *   godwit params   the parameter table, or a running VM's parameters
  *   godwit check    run the workload's verification now
  *   godwit demo     both ends on this host, one migration, one report
+ *   godwit tls-certs  a test CA and certificates for --tls-creds
  *   godwit quit     stop a running VM process
  *   godwit version  the version
  *
@@ -34,11 +35,12 @@ static void usage(FILE *out)
 		"  params    the migration parameters (with --api: a running VM's values)\n"
 		"  check     verify the guest workload's memory now\n"
 		"  demo      run both ends on this host and migrate once\n"
+		"  tls-certs make a test CA and certificates for --tls-creds in a directory\n"
 		"  quit      stop a running VM process\n"
 		"  version   print the version\n"
 		"\n"
 		"Sizes accept K/M/G/T suffixes (powers of 1024); rates are bytes per second.\n"
-		"URLs: tcp:HOST:PORT, unix:PATH.\n"
+		"URLs: tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT.\n"
 		"Exit status: 0 success, 1 failure, 2 bad command line (each command says more).\n");
 }
 
@@ -55,6 +57,7 @@ int main(int argc, char **argv)
 		{ "params", cmd_params },
 		{ "check", cmd_check },
 		{ "demo", cmd_demo },
+		{ "tls-certs", cmd_tls_certs },
 		{ "quit", cmd_quit },
 		{ "version", cmd_version },
 	};

@@ -87,8 +87,8 @@ static int put_checked(struct cli_params *ps, enum gw_param p, int64_t value,
 		return -1;
 	}
 	if (value < pi->min || value > pi->max) {
-		cli_usage_error(cmd, "%s: %s=%" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
-				opt, pi->name, value, pi->min, pi->max);
+		cli_usage_error(cmd, "%s: out of range: it sets %s, which takes %" PRId64 " to %" PRId64
+				" (this is %" PRId64 ")", opt, pi->name, pi->min, pi->max, value);
 		return -1;
 	}
 	if (cli_params_put(ps, p, value)) {
@@ -216,7 +216,7 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 		return 0;
 	case OPT_INCOMING:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or defer)", arg);
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or defer)", arg);
 			return -1;
 		}
 		o->incoming_url = arg;
@@ -317,7 +317,6 @@ static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char 
 		cli_usage_error(cmd, "--on-timeout: expected cancel, force or keep-going, got '%s'", arg);
 		return -1;
 	}
-	o->on_timeout_given = true;
 	return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
 }
 
@@ -422,8 +421,6 @@ static int migrate_param_opt_apply(struct migrate_opts *o, int id, const char *a
 			continue;
 		if (param_opt_value(po, arg, cmd, &v))
 			return -1;
-		if (id == OPT_CONVERGE_TIMEOUT)
-			o->converge_timeout_given = true;	/* migrate_opts_finish reads it */
 		return put_checked(&o->params, po->p, v, cmd, po->opt);
 	}
 	switch (id) {
@@ -457,7 +454,7 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	switch (id) {
 	case OPT_TO:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
 		o->to = arg;
@@ -478,7 +475,7 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		return 0;
 	case OPT_INCOMING_URL:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
 		o->incoming = arg;
@@ -491,7 +488,7 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 		return 0;
 	case OPT_RECOVER:
 		if (!*arg || strpbrk(arg, " \t\n")) {
-			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT or unix:PATH)", arg);
+			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
 		o->recover = arg;
@@ -506,13 +503,6 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	default:
 		return migrate_param_opt_apply(o, id, arg, cmd);
 	}
-}
-
-void migrate_opts_finish(struct migrate_opts *o)
-{
-	/* A timeout that keeps going would do nothing: the user meant to stop. */
-	if (o->converge_timeout_given && !o->on_timeout_given)
-		cli_params_put(&o->params, GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_CANCEL);
 }
 
 /* "1000..600000000" ("0.." without a bound), or the value names of parameter @p. */
@@ -534,7 +524,7 @@ void cli_print_params(FILE *out)
 
 	fprintf(out, "Parameters (--set NAME=VALUE; 'live' ones may change while migrating;\n"
 		"a QEMU name is an alias whose value is in QEMU's unit):\n");
-	fprintf(out, "  %-26s %-5s %-24s %-10s %s\n", "name", "when", "values", "default", "QEMU name");
+	fprintf(out, "  %-26s %-5s %-30s %-11s %s\n", "name", "when", "values", "default", "QEMU name");
 	for (p = 0; p < GW_PARAM__COUNT; p++) {
 		const struct gw_param_info *pi = gw_param_info((enum gw_param)p);
 		const struct qemu_param *q = qemu_param_of((enum gw_param)p);
@@ -548,7 +538,7 @@ void cli_print_params(FILE *out)
 			snprintf(def, sizeof(def), "%s", dn);
 		else
 			snprintf(def, sizeof(def), "%" PRId64, pi->def);
-		fprintf(out, "  %-26s %-5s %-24s %-10s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
+		fprintf(out, "  %-26s %-5s %-30s %-11s %s%s%s%s\n", pi->name, pi->live ? "live" : "setup",
 			values, def, q ? q->name : "-", q && q->unit[0] ? " (" : "",
 			q && q->unit[0] ? q->unit : "", q && q->unit[0] ? ")" : "");
 		fprintf(out, "      %s\n", pi->help ? pi->help : "");

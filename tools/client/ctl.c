@@ -17,11 +17,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/*
+ * A source whose migration completed is paused (QEMU: finish-migrate) for
+ * a moment before postmigrate: its status is not settled for at most this
+ * many polls, so that the report names the state it stays in.
+ */
+#define QMP_SETTLE_POLLS 50
+
 struct cli_ctl {
 	bool qmp;
 	char path[PATH_MAX];
 	char name[PATH_MAX + 32];
 	struct qmpc *q;			/* QMP: the connection */
+	unsigned unsettled_polls;	/* QMP: completed, the source not postmigrate yet */
 };
 
 struct cli_ctl *cli_ctl_open(const char *path, bool qmp, char *err, size_t err_len)
@@ -91,6 +99,8 @@ static int qmp_status(struct cli_ctl *c, json_t **out, char *err, size_t err_len
 	};
 	json_t *mig = NULL, *run = NULL, *o;
 	char url[PATH_MAX + 16];
+	const char *vs;
+	bool source;
 	int r;
 
 	r = qmpc_execute(c->q, "query-migrate", NULL, &mig, err, err_len);
@@ -107,11 +117,15 @@ static int qmp_status(struct cli_ctl *c, json_t **out, char *err, size_t err_len
 	for (const char *const *k = copied; *k; k++)
 		if (js_get(mig, *k))
 			json_object_set(o, *k, js_get(mig, *k));
-	js_set_str(o, "role", url[0] || !strcmp(js_str(js_get(run, "status"), ""), "inmigrate") ?
-		   "destination" : "source");
-	js_set_str(o, "vm-status", vm_status_of(js_str(js_get(run, "status"), "?")));
+	source = !url[0] && strcmp(js_str(js_get(run, "status"), ""), "inmigrate");
+	vs = vm_status_of(js_str(js_get(run, "status"), "?"));
+	js_set_str(o, "role", source ? "source" : "destination");
+	js_set_str(o, "vm-status", vs);
 	if (url[0])
 		js_set_str(o, "incoming-url", url);
+	if (source && cli_status_is(o, GW_STATUS_COMPLETED) &&
+	    (!strcmp(vs, "paused") || !strcmp(vs, "finish-migrate")) && c->unsettled_polls++ < QMP_SETTLE_POLLS)
+		json_object_set_new(o, "settled", json_false());
 	json_decref(mig);
 	json_decref(run);
 	*out = o;

@@ -4,7 +4,8 @@
  * status polled every CLI_POLL_INTERVAL_MS, and from it
  *  - the progress line: phase, round (numbered as in the report's round
  *    table), percent of RAM sent, what remains (falling as pages go),
- *    link rate, dirty rate, expected downtime, an ETA, the throttle. On a
+ *    link rate, dirty rate, expected downtime, an ETA, the throttle, the
+ *    convergence model's verdict (a destination: what it received). On a
  *    terminal one line redrawn; elsewhere (--progress=always) a plain line
  *    per second and per round;
  *  - the --timeline CSV: one row per poll and one per round (the round
@@ -121,13 +122,69 @@ static double link_bps(const json_t *st)
 	return num(st, "ram.mbps") * 1e6 / 8;
 }
 
+/*
+ * The model's verdict (converge-state): converging at the link's rate or at
+ * the max-bandwidth cap, or why not; "" when it fits or is not known yet.
+ * Without a verdict (QEMU) only "converging": false says something.
+ */
+static const char *converge_label(const json_t *st)
+{
+	static const struct { const char *state, *label; } labels[] = {
+		{ "draining", ", converging at the link's rate" },
+		{ "capped", ", converging at the max-bandwidth cap" },
+		{ "outrun", ", NOT converging: the guest dirties faster than the link moves" },
+		{ "flat", ", NOT converging: the guest writes again what is sent" },
+		{ "fixed-cost", ", NOT converging: the switchover alone is over the limit" },
+	};
+	const char *state = js_str(js_get(st, "converge-state"), NULL);
+
+	if (!state)
+		return js_bool(js_get(st, "converging"), true) ? "" : ", NOT converging";
+	for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]); i++)
+		if (!strcmp(state, labels[i].state))
+			return labels[i].label;
+	return "";
+}
+
+/* Converging toward the limit, the model's time until it fits (converge-eta); else -1. */
+static double converge_eta_s(const json_t *st)
+{
+	const char *state = js_str(js_get(st, "converge-state"), "");
+
+	if (strcmp(state, "draining") && strcmp(state, "capped"))
+		return -1;
+	return js_get(st, "converge-eta") ? num(st, "converge-eta") / 1000.0 : -1;
+}
+
+/* @o's expected downtime in ms with @decimals and @unit, or @unknown where no rate gave one yet. */
+static void expected_text(const json_t *o, int decimals, const char *unit, const char *unknown,
+			  char *buf, size_t len)
+{
+	if (!js_bool(js_get(o, "expected-downtime-known"), true))
+		snprintf(buf, len, "%s", unknown);
+	else
+		snprintf(buf, len, "%.*f%s", decimals, js_num(js_get(o, "expected-downtime"), 0), unit);
+}
+
+/* A destination has no rounds: what it received, and whether its VM runs yet. */
+static void dest_line(const json_t *st, const char *status, char *buf, size_t len)
+{
+	char got[32], total[32];
+
+	human_bytes(num(st, "ram.transferred"), got, sizeof(got));
+	human_bytes(num(st, "ram.total"), total, sizeof(total));
+	snprintf(buf, len, "%s (destination): %s received of %s RAM, %.1f MiB/s%s", status, got, total,
+		 num(st, "ram.mbps") * 1e6 / 8 / 1048576.0,
+		 !strcmp(js_str(js_get(st, "vm-status"), ""), "running") ? ", the VM runs here" : "");
+}
+
 static void line_text(struct progress *p, const json_t *st, char *buf, size_t len)
 {
 	double total = num(st, "ram.total"), remaining = num(st, "ram.remaining");
 	double pct = total > 0 ? 100.0 * (total - remaining) / total : 0;
 	bool converging = js_bool(js_get(st, "converging"), true);
 	const char *status = js_str(js_get(st, "status"), "?");
-	char rem[32], sent[32], eta[32];
+	char rem[32], sent[32], eta[32], expd[32];
 	size_t at;
 
 	if (!strcmp(status, "setup")) {
@@ -152,27 +209,34 @@ static void line_text(struct progress *p, const json_t *st, char *buf, size_t le
 				 "then --resume --to URL here", js_str(js_path(st, "postcopy.reason"), "link lost"));
 		return;
 	}
+	if (!strcmp(js_str(js_get(st, "role"), "source"), "destination")) {
+		dest_line(st, status, buf, len);
+		return;
+	}
 	human_bytes(remaining, rem, sizeof(rem));
 	human_bytes(num(st, "ram.transferred"), sent, sizeof(sent));
+	expected_text(st, 1, " ms", "?", expd, sizeof(expd));
 	if (!strcmp(status, "active") && !converging && current_round(st) > 0)
 		snprintf(eta, sizeof(eta), "none");
+	else if (!strcmp(status, "active") && converge_eta_s(st) >= 0)
+		human_time(converge_eta_s(st), eta, sizeof(eta));
 	else if (p->drain_bps > 0)
 		human_time(remaining / p->drain_bps, eta, sizeof(eta));
 	else
 		snprintf(eta, sizeof(eta), "?");
 	at = (size_t)snprintf(buf, len,
 			      "%s round %lld: %.1f%%, %s left, %s sent, link %.0f MiB/s, "
-			      "dirtied %.1f MiB/s, expected downtime %.1f ms, ETA %s",
+			      "dirtied %.1f MiB/s, expected downtime %s, ETA %s",
 			      status, current_round(st), pct, rem, sent, link_bps(st) / 1048576.0,
 			      num(st, "ram.dirty-pages-rate") * GW_PAGE_BYTES / 1048576.0,
-			      num(st, "expected-downtime"), eta);
+			      expd, eta);
 	if (at < len && num(st, "cpu-throttle-percentage") > 0)
 		at += (size_t)snprintf(buf + at, len - at, ", throttle %.0f%%",
 				       num(st, "cpu-throttle-percentage"));
 	if (at < len && num(st, "dirty-limit-rate") > 0)
 		at += (size_t)snprintf(buf + at, len - at, ", dirty limit on");
-	if (at < len && !converging && strcmp(status, "setup"))
-		snprintf(buf + at, len - at, ", NOT converging");
+	if (at < len && strcmp(status, "active") == 0)
+		snprintf(buf + at, len - at, "%s", converge_label(st));
 }
 
 static void show(struct progress *p, const json_t *st)
@@ -229,10 +293,12 @@ static void timeline_header(FILE *f)
 		"dirty_rate_bps,expected_downtime_ms,throttle_pct\n");
 }
 
+/* expected_downtime_ms is empty where no rate gave one. */
 static void timeline_sample(struct progress *p, const json_t *st)
 {
 	const json_t *table = js_get(st, "round-table");
 	size_t n = json_array_size(table);
+	char expd[32];
 
 	if (!p->timeline)
 		return;
@@ -245,18 +311,19 @@ static void timeline_sample(struct progress *p, const json_t *st)
 			r = json_array_get(table, i);
 			t += js_num(js_get(r, "duration"), 0);
 		}
-		fprintf(p->timeline, "%.3f,round,active,%.0f,,%.0f,%.0f,%.0f,%.3f,%.0f\n", t,
+		expected_text(r, 3, "", "", expd, sizeof(expd));
+		fprintf(p->timeline, "%.3f,round,active,%.0f,,%.0f,%.0f,%.0f,%s,%.0f\n", t,
 			js_num(js_get(r, "round"), 0), js_num(js_get(r, "sent-bytes"), 0),
 			js_num(js_get(r, "rate-bps"), 0),
-			js_num(js_get(r, "dirty-rate-pps"), 0) * GW_PAGE_BYTES,
-			js_num(js_get(r, "expected-downtime"), 0),
+			js_num(js_get(r, "dirty-rate-pps"), 0) * GW_PAGE_BYTES, expd,
 			js_num(js_get(r, "cpu-throttle-percentage"), 0));
 		p->rounds_written++;
 	}
-	fprintf(p->timeline, "%.3f,sample,%s,%lld,%.0f,%.0f,%.0f,%.0f,%.3f,%.0f\n",
+	expected_text(st, 3, "", "", expd, sizeof(expd));
+	fprintf(p->timeline, "%.3f,sample,%s,%lld,%.0f,%.0f,%.0f,%.0f,%s,%.0f\n",
 		num(st, "total-time"), js_str(js_get(st, "status"), "?"), current_round(st),
 		num(st, "ram.remaining"), num(st, "ram.transferred"), link_bps(st),
-		num(st, "ram.dirty-pages-rate") * GW_PAGE_BYTES, num(st, "expected-downtime"),
+		num(st, "ram.dirty-pages-rate") * GW_PAGE_BYTES, expd,
 		num(st, "cpu-throttle-percentage"));
 	fflush(p->timeline);
 }

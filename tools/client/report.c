@@ -42,7 +42,8 @@ static const char *const known_top[] = {
 	"compress", "role", "vm-status", "workload", "guest-progress-count", "verify-check",
 	"incoming-url", "verified", "guest-progress", "source-vm-status", "destination-vm-status",
 	"destination-verify-check", "verified-detail", "guest-progress-samples", "cpu-throttle-percentage",
-	"dirty-limit-rate", "rtt", "converging", "converge-hint", "settled", "logs", "postcopy",
+	"dirty-limit-rate", "rtt", "converging", "converge-hint", "converge-state", "converge-eta",
+	"expected-downtime-known", "settled", "logs", "postcopy",
 	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused",
 	"downtime-measured", "verify", "verify-time", "verify-faults", "stage-time", "stage-ns-per-page",
 	"live-pages", "void-pages", "direct-pages", "zerocopy-sends", "zerocopy-copied", NULL,
@@ -179,30 +180,48 @@ static void print_breakdown(FILE *out, const json_t *b)
 	fputs(" ms\n", out);
 }
 
-static void print_rounds(FILE *out, const json_t *table)
+/*
+ * The round table, "?" where no rate gave an expected downtime. The engine
+ * keeps the first rows only: fewer rows than @rounds says so.
+ */
+static void print_rounds(FILE *out, const json_t *table, double rounds)
 {
 	const json_t *r;
-	char b[32];
+	char b[32], exp[32];
 	size_t i;
 
 	if (!json_array_size(table))
 		return;
 	fprintf(out, "  %5s %12s %12s %12s %11s %12s %16s %9s\n", "round", "duration-ms",
 		"dirty-pages", "sent", "rate-MiB/s", "dirty-MiB/s", "exp-downtime-ms", "throttle");
-	json_array_foreach(table, i, r)
-		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %12.1f %16.3f %8.0f%%%s\n",
+	json_array_foreach(table, i, r) {
+		if (js_bool(js_get(r, "expected-downtime-known"), true))
+			snprintf(exp, sizeof(exp), "%.3f", num(r, "expected-downtime"));
+		else
+			snprintf(exp, sizeof(exp), "?");
+		fprintf(out, "  %5.0f %12.3f %12.0f %12s %11.1f %12.1f %16s %8.0f%%%s\n",
 			num(r, "round"), num(r, "duration"), num(r, "dirty-pages"),
 			cli_fmt_bytes((uint64_t)num(r, "sent-bytes"), b, sizeof(b)),
 			num(r, "rate-bps") / 1048576.0,
-			num(r, "dirty-rate-pps") * GW_PAGE_BYTES / 1048576.0, num(r, "expected-downtime"),
+			num(r, "dirty-rate-pps") * GW_PAGE_BYTES / 1048576.0, exp,
 			num(r, "cpu-throttle-percentage"),
 			js_bool(js_get(r, "dirty-limit"), false) ? " +dirty-limit" : "");
+	}
+	if (rounds > (double)json_array_size(table))
+		fprintf(out, "  (rounds %zu-%.0f not shown: the table keeps the first %zu rounds)\n",
+			json_array_size(table), rounds - 1, json_array_size(table));
 }
 
-/* Throttle, dirty limit, round trip; why it does not converge, if so. Source only. */
+/*
+ * Throttle, dirty limit, round trip; the model's verdict at the last round
+ * (fits the limit, converging, not converging) and the words for it: why
+ * not, or how fast. Source only.
+ */
 static void print_convergence(FILE *out, const json_t *st)
 {
 	const char *hint = js_str(js_get(st, "converge-hint"), "");
+	bool converging = js_bool(js_get(st, "converging"), true);
+	const char *state = js_str(js_get(st, "converge-state"), "");
 	char b[32];
 
 	if (!js_get(st, "cpu-throttle-percentage") || !js_get(st, "rtt"))
@@ -211,9 +230,29 @@ static void print_convergence(FILE *out, const json_t *st)
 		num(st, "cpu-throttle-percentage"),
 		num(st, "dirty-limit-rate") > 0 ?
 		cli_fmt_bytes((uint64_t)num(st, "dirty-limit-rate"), b, sizeof(b)) : "off",
-		num(st, "rtt"), js_bool(js_get(st, "converging"), true) ? "converging" : "not converging");
+		num(st, "rtt"), !converging ? "not converging" : !strcmp(state, "fits") ? "fits the limit" :
+		!strcmp(state, "unknown") ? "no rate measured" : "converging");
 	if (hint[0])
-		fprintf(out, "%-19s%s\n", "  why:", hint);
+		fprintf(out, "%-19s%s\n", converging ? "  how:" : "  why:", hint);
+}
+
+/*
+ * The downtime, what the model expected ("unknown" without a rate; QEMU
+ * gives none once completed) and how it was measured: godwit says whether
+ * both ends shared one clock; over QMP it is the server's own figure.
+ */
+static void print_downtime(FILE *out, const json_t *st, double downtime_ms)
+{
+	const json_t *measured = js_get(st, "downtime-measured");
+	char exp[48] = "";
+
+	if (!js_bool(js_get(st, "expected-downtime-known"), true))
+		snprintf(exp, sizeof(exp), "expected: unknown; ");
+	else if (js_get(st, "expected-downtime"))
+		snprintf(exp, sizeof(exp), "expected %.3f ms; ", num(st, "expected-downtime"));
+	fprintf(out, "%-19s%.3f ms (%s%s)\n", "downtime:", downtime_ms, exp,
+		!measured ? "as query-migrate gives it" : json_is_true(measured) ?
+		"pause to resume on one clock" : "resume estimated as RESUMED minus RTT/2");
 }
 
 /* Postcopy: how long the state was split, the faults and what they cost. */
@@ -408,10 +447,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 		fputc('\n', out);
 	}
 	if ((v = js_get(st, "downtime")) && completed && !dest)
-		fprintf(out, "%-19s%.3f ms (expected %.3f ms; %s)\n", "downtime:", js_num(v, 0),
-			num(st, "expected-downtime"),
-			js_bool(js_get(st, "downtime-measured"), false) ?
-			"pause to resume on one clock" : "resume estimated as RESUMED minus RTT/2");
+		print_downtime(out, st, js_num(v, 0));
 	if (completed && !dest)
 		print_breakdown(out, js_get(st, "downtime-breakdown"));
 	if (ram && (completed || moved))
@@ -421,7 +457,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 	print_postcopy(out, st);
 	print_rounds_line(out, st, completed);
 	if (completed || moved) {
-		print_rounds(out, js_get(st, "round-table"));
+		print_rounds(out, js_get(st, "round-table"), num(st, "rounds"));
 		print_channels(out, st);
 		print_datapath(out, st);
 		if (num(st, "cpu-user-seconds") + num(st, "cpu-system-seconds") > 0)

@@ -263,6 +263,13 @@ static const struct named_value dirty_limit_start_names[] = {
 	{ "no-converge", GW_DIRTY_LIMIT_ON_NO_CONVERGE }, { "start", GW_DIRTY_LIMIT_FROM_START },
 	{ NULL, 0 },
 };
+static const struct named_value send_path_names[] = {
+	{ "auto", GW_SEND_AUTO }, { "copy", GW_SEND_COPY }, { "zerocopy", GW_SEND_ZEROCOPY },
+	{ "live", GW_SEND_LIVE }, { "pread", GW_SEND_PREAD }, { NULL, 0 },
+};
+static const struct named_value recv_path_names[] = {
+	{ "auto", GW_RECV_AUTO }, { "file", GW_RECV_FILE }, { NULL, 0 },
+};
 
 /*
  * The names an enum or boolean parameter takes, NULL for a number. Every
@@ -279,6 +286,10 @@ static const struct named_value *value_names(enum gw_param p)
 		return policy_names;
 	case GW_PARAM_DIRTY_LIMIT_START:
 		return dirty_limit_start_names;
+	case GW_PARAM_SEND_PATH:
+		return send_path_names;
+	case GW_PARAM_RECV_PATH:
+		return recv_path_names;
 	default:
 		return pi && pi->min == 0 && pi->max == 1 ? bool_names : NULL;
 	}
@@ -329,6 +340,20 @@ void cli_param_value_names(enum gw_param p, char *buf, size_t len)
 		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? "|" : "", t[i].name);
 }
 
+/* "NAME: bad value 'S' (what it takes)": the value names, or a number. -EINVAL. */
+static int bad_value(enum gw_param p, const char *pname, const char *s, char *err, size_t err_len)
+{
+	char names[128];
+
+	cli_param_value_names(p, names, sizeof(names));
+	if (names[0])
+		snprintf(err, err_len, "%s: bad value '%s' (%s, or its number)", pname, s, names);
+	else
+		snprintf(err, err_len, "%s: bad value '%s' (an integer; sizes and rates take K/M/G/T)",
+			 pname, s);
+	return -EINVAL;
+}
+
 int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 			  char *err, size_t err_len)
 {
@@ -359,10 +384,8 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 		/* v set */
 	} else if (*s == '-') {
 		ret = cli_parse_int(s, INT64_MIN, INT64_MAX, &v);
-		if (ret) {
-			snprintf(err, err_len, "%s: bad value '%s'", pname, s);
-			return -EINVAL;
-		}
+		if (ret)
+			return bad_value(p, pname, s, err, err_len);
 	} else {
 		/* Any non-negative integer, with a size suffix where one helps. */
 		ret = cli_parse_size(s, &u);
@@ -370,15 +393,13 @@ int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,
 			snprintf(err, err_len, "%s: value '%s' too large", pname, s);
 			return -ERANGE;
 		}
-		if (ret) {
-			snprintf(err, err_len, "%s: bad value '%s'", pname, s);
-			return -EINVAL;
-		}
+		if (ret)
+			return bad_value(p, pname, s, err, err_len);
 		v = (int64_t)u;
 	}
 	if (v < pi->min || v > pi->max) {
-		snprintf(err, err_len, "%s: %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
-			pname, v, pi->min, pi->max);
+		snprintf(err, err_len, "%s: %" PRId64 " is out of range: it takes %" PRId64 " to %" PRId64
+			 " ('godwit params' lists every parameter's range)", pname, v, pi->min, pi->max);
 		return -ERANGE;
 	}
 	*value = v;
@@ -460,10 +481,12 @@ static int parse_alias_value(const struct qemu_param *q, const char *s, int64_t 
 	}
 	if (ret || (q->scale > 1 && v > INT64_MAX / q->scale) || v * q->scale < pi->min ||
 	    v * q->scale > pi->max) {
-		snprintf(err, err_len, "%s=%s (QEMU's name, %s) is %s=%s%" PRId64 ": out of range [%" PRId64
-			 ", %" PRId64 "]", q->name, s, q->unit[0] ? q->unit : "no unit", pi->name,
-			 ret || (q->scale > 1 && v > INT64_MAX / q->scale) ? ">" : "",
-			 ret ? INT64_MAX : v * q->scale, pi->min, pi->max);
+		int64_t sc = q->scale > 1 ? q->scale : 1;
+
+		snprintf(err, err_len, "%s=%s is out of range: QEMU's %s takes %" PRId64 " to %" PRId64 "%s%s "
+			 "(godwit's %s: %" PRId64 " to %" PRId64 ")", q->name, s, q->name,
+			 (pi->min + sc - 1) / sc, pi->max / sc, q->unit[0] ? " " : "", q->unit, pi->name,
+			 pi->min, pi->max);
 		return -ERANGE;
 	}
 	*value = v * q->scale;

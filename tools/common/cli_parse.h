@@ -46,8 +46,8 @@ int cli_parse_codec(const char *spec, enum gw_codec_id *codec, int64_t *level);
  * The value of parameter @p. Besides integers (size suffixes allowed, e.g.
  * max-bandwidth-bps=100M) it accepts names where the parameter is an enum:
  * compress=zstd, dirty-backend=uffd-wp, converge-policy=force,
- * dirty-limit-start=start, and yes/no/on/off/true/false for the boolean
- * ones. The result is checked against the parameter's bounds.
+ * dirty-limit-start=start, send-path=live, recv-path=file, and
+ * yes/no/on/off/true/false for the boolean ones. The result is checked against the parameter's bounds.
  * 0, -EINVAL (syntax), -ERANGE (bounds). @err receives a one-line reason.
  */
 int cli_parse_param_value(enum gw_param p, const char *s, int64_t *value,

@@ -30,7 +30,7 @@ struct run_opts {
 	const char *qmp_path;
 	const char *incoming_url;	/* URL, or "defer" */
 	struct cli_params params;	/* --set */
-	const char *log_level;		/* NULL = default (info) */
+	const char *log_level;		/* NULL = default (info, set by run) */
 	bool exit_after_migrate;
 	bool max_memory_given;		/* --max-memory */
 	struct virtio_net_nic nics[RUN_MAX_NICS];	/* --nic, in order: NIC i is nics[i] */

@@ -140,6 +140,7 @@ json_t *run_event_json(const struct run_event *ev)
 		r |= js_set_int(o, "remaining", (long long)ev->remaining_bytes);
 		r |= js_set_int(o, "total", (long long)ev->total_bytes);
 		r |= js_set_real(o, "expected-downtime", ev->expected_downtime_ms);
+		r |= js_set_bool(o, "expected-downtime-known", ev->expected_downtime_known);
 	}
 	if (ev->error && ev->error[0])
 		r |= js_set_str(o, "error-desc", ev->error);

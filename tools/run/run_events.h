@@ -37,6 +37,7 @@ struct run_event {
 	uint64_t remaining_bytes;
 	uint64_t total_bytes;
 	double expected_downtime_ms;
+	bool expected_downtime_known;	/* false: no rate yet, expected_downtime_ms is 0 */
 	const char *error;		/* STATUS failed/cancelled: the reason, else "" */
 	uint64_t mono_ns;		/* CLOCK_MONOTONIC */
 };

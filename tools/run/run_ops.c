@@ -54,6 +54,7 @@ static void event_fill(struct run_state *rs, struct gw_session *s, struct run_ev
 	ev->remaining_bytes = st->remaining_bytes;
 	ev->total_bytes = st->ram_total_bytes;
 	ev->expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
+	ev->expected_downtime_known = !st->expected_downtime_unknown;
 	free(st);
 }
 
@@ -203,10 +204,11 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 }
 
 /*
- * A destination never commits more memory than it was given: the RAM of the
- * VM built from --memory (the layout must match it anyway; the KVM VMM adds
- * a block of its own beside the guest's --memory), else --max-memory, else
- * this host's RAM.
+ * A destination never commits more memory than it was given: a VM built
+ * from --memory has its RAM already, and its VMM refuses any other layout
+ * before anything is allocated, in --memory's words (the engine's cap would
+ * speak of the KVM VMM's own block beside the guest's --memory); without
+ * --memory, --max-memory, else this host's RAM.
  */
 int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len)
 {
@@ -214,18 +216,9 @@ int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, s
 	uint64_t cap;
 	int ret;
 
-	if (rs->opts->max_memory_given)
-		return 0;	/* in rs->base, applied with the other parameters */
-	if (rs->opts->memory_given) {
-		const struct gw_vm_info *vi = rs->vm ? rs->be->info(rs->vm) : NULL;
-
-		cap = 0;
-		for (unsigned i = 0; vi && i < vi->nr_blocks; i++)
-			cap += vi->blocks[i].size_bytes;
-		if (cap < rs->opts->memory_bytes)
-			cap = rs->opts->memory_bytes;
-	} else
-		cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+	if (rs->opts->max_memory_given || rs->opts->memory_given)
+		return 0;	/* --max-memory is in rs->base, applied with the other parameters */
+	cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
 	ret = cap ? gw_session_set(s, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)cap) : 0;
 	return ret ? refuse(err, err_len, ret, "cannot set the memory cap: %s", strerror(-ret)) : 0;
 }
@@ -239,7 +232,7 @@ int run_migrate(struct run_state *rs, const char *url, const struct cli_params *
 	int ret;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "migrate needs a URL (tcp:HOST:PORT or unix:PATH)");
+		return refuse(err, err_len, -EINVAL, "migrate needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)");
 	pthread_mutex_lock(&rs->lock);
 	ret = migrate_refused(rs, err, err_len);
 	if (ret)
@@ -383,7 +376,7 @@ int run_incoming(struct run_state *rs, const char *url, bool exit_on_error,
 	int ret;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "incoming needs a URL (tcp:HOST:PORT or unix:PATH)");
+		return refuse(err, err_len, -EINVAL, "incoming needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)");
 	pthread_mutex_lock(&rs->lock);
 	if (!rs->dest) {
 		ret = refuse(err, err_len, -EINVAL, "this VM was not started with --incoming: it is no destination");
@@ -458,7 +451,7 @@ int run_postcopy_reconnect(struct run_state *rs, bool recover, const char *url, 
 	int ret = -EINVAL;
 
 	if (!url || !*url)
-		return refuse(err, err_len, -EINVAL, "%s needs a URL (tcp:HOST:PORT or unix:PATH)",
+		return refuse(err, err_len, -EINVAL, "%s needs a URL (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)",
 			      recover ? "recover" : "resume");
 	pthread_mutex_lock(&rs->lock);
 	if (rs->migrating && rs->sess && rs->sess_role == (recover ? GW_ROLE_DEST : GW_ROLE_SOURCE))

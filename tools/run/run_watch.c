@@ -88,6 +88,7 @@ static void announce_end(struct run_state *rs, enum gw_role role, const struct g
 		ev.remaining_bytes = st->remaining_bytes;
 		ev.total_bytes = st->ram_total_bytes;
 		ev.expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
+		ev.expected_downtime_known = !st->expected_downtime_unknown;
 	}
 	run_events_emit(rs->events, &ev);
 }

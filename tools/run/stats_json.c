@@ -116,6 +116,19 @@ static json_t *breakdown_object(struct builder *b, const struct gw_downtime_brea
 	return o;
 }
 
+/* The model's verdict (enum gw_converge_state), named at this edge. */
+static const char *converge_state_name(enum gw_converge_state st)
+{
+	static const char *const names[] = {
+		[GW_CONVERGE_FITS] = "fits", [GW_CONVERGE_UNKNOWN] = "unknown",
+		[GW_CONVERGE_DRAINING] = "draining", [GW_CONVERGE_CAPPED] = "capped",
+		[GW_CONVERGE_OUTRUN] = "outrun", [GW_CONVERGE_FLAT] = "flat",
+		[GW_CONVERGE_FIXED_COST] = "fixed-cost",
+	};
+
+	return (unsigned)st < sizeof(names) / sizeof(names[0]) && names[st] ? names[st] : "unknown";
+}
+
 /* The round table, a row per gw_session_round() call: @st gives its length. */
 static json_t *round_array(struct builder *b, struct gw_session *s, const struct gw_stats *st)
 {
@@ -134,6 +147,7 @@ static json_t *round_array(struct builder *b, struct gw_session *s, const struct
 		set(b, o, "skipped-pages", u64(r->skipped_pages));
 		set(b, o, "rate-bps", u64(r->rate_bps));
 		set(b, o, "expected-downtime", ms(r->expected_downtime_ns));
+		set(b, o, "expected-downtime-known", json_boolean(!r->expected_downtime_unknown));
 		set(b, o, "dirty-rate-pps", u64(r->dirty_rate_pps));
 		set(b, o, "cpu-throttle-percentage", json_integer(r->throttle_pct));
 		set(b, o, "dirty-limit", json_boolean(r->dirty_limit));
@@ -229,6 +243,7 @@ json_t *stats_json(struct gw_session *s, const struct gw_stats *st)
 	set(&b, root, "setup-time", ms(st->setup_time_ns));
 	set(&b, root, "downtime", ms(st->downtime_ns));
 	set(&b, root, "expected-downtime", ms(st->expected_downtime_ns));
+	set(&b, root, "expected-downtime-known", json_boolean(!st->expected_downtime_unknown));
 	set(&b, root, "ram", ram_object(&b, st));
 	if (st->postcopy)
 		postcopy_members(&b, root, s, st);
@@ -237,6 +252,8 @@ json_t *stats_json(struct gw_session *s, const struct gw_stats *st)
 	set(&b, root, "rtt", ms(st->rtt_ns));
 	set(&b, root, "converging", json_boolean(st->converging));
 	set(&b, root, "converge-hint", js_string(st->converge_hint));
+	set(&b, root, "converge-state", json_string(converge_state_name(st->converge_state)));
+	set(&b, root, "converge-eta", ms(st->converge_eta_ns));
 	set(&b, root, "downtime-breakdown", breakdown_object(&b, &st->downtime));
 	set(&b, root, "downtime-measured", json_boolean(st->downtime_measured));
 	set(&b, root, "rounds", json_integer(st->rounds));

@@ -37,8 +37,7 @@ static int check_config(const struct vmm_config *cfg, char *err, size_t err_len)
 	}
 	if (cfg->memory_bytes % GW_PAGE_BYTES || cfg->memory_bytes > KVM_MAX_RAM_BYTES ||
 	    (!cfg->memory_bytes && !cfg->incoming)) {
-		kvm_why(err, err_len, "memory must be a non-zero multiple of %u bytes, at most %llu",
-			GW_PAGE_BYTES, (unsigned long long)KVM_MAX_RAM_BYTES);
+		vmm_memory_refused(err, err_len, cfg->memory_bytes, GW_PAGE_BYTES, KVM_MAX_RAM_BYTES);
 		return -EINVAL;
 	}
 	if ((unsigned)cfg->fill > VMM_FILL_TEXT) {

@@ -69,23 +69,27 @@ static int check_layout(const struct gw_vm_info *want, char *reason, size_t reas
 	const struct gw_ram_block *s, *r;
 
 	if (!want || want->nr_blocks != 2) {
-		kvm_why(reason, reason_len, "KVM VM needs 2 RAM blocks (sys, ram), source has %u",
-			want ? want->nr_blocks : 0);
+		kvm_why(reason, reason_len, "the source is not a KVM VM (its RAM is %u block%s, a KVM guest's "
+			"is 2: sys and ram): start the destination with --accel soft, or migrate from a "
+			"KVM source", want ? want->nr_blocks : 0, want && want->nr_blocks == 1 ? "" : "s");
 		return -EINVAL;
 	}
 	s = &want->blocks[KVM_BLOCK_SYS];
 	r = &want->blocks[KVM_BLOCK_RAM];
 	if (strncmp(s->name, "sys", sizeof(s->name)) || strncmp(r->name, "ram", sizeof(r->name)) ||
 	    s->gpa != 0 || r->gpa != GW_GUEST_RAM_GPA) {
-		kvm_why(reason, reason_len, "RAM layout is not a KVM guest's (want sys@0, ram@%#llx)",
-			(unsigned long long)GW_GUEST_RAM_GPA);
+		kvm_why(reason, reason_len, "the source is not a KVM VM (its RAM blocks are not sys at 0 and "
+			"ram at %#llx): start the destination with --accel soft, or migrate from a KVM "
+			"source", (unsigned long long)GW_GUEST_RAM_GPA);
 		return -EINVAL;
 	}
 	if (s->page_size_bytes != GW_PAGE_BYTES || r->page_size_bytes != GW_PAGE_BYTES ||
 	    !r->size_bytes || r->size_bytes % GW_PAGE_BYTES || r->size_bytes > KVM_MAX_RAM_BYTES ||
 	    s->size_bytes != kvm_boot_sys_bytes(r->size_bytes)) {
-		kvm_why(reason, reason_len, "RAM blocks of %llu and %llu bytes refused",
-			(unsigned long long)s->size_bytes, (unsigned long long)r->size_bytes);
+		kvm_why(reason, reason_len, "the source's KVM RAM (sys %llu bytes, ram %llu bytes) is not a "
+			"size this KVM VMM runs (a multiple of 4K, at most %lluG)",
+			(unsigned long long)s->size_bytes, (unsigned long long)r->size_bytes,
+			(unsigned long long)(KVM_MAX_RAM_BYTES >> 30));
 		return -EINVAL;
 	}
 	return 0;
@@ -100,10 +104,9 @@ static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *
 	if (vm->base.info.nr_blocks) {
 		for (unsigned i = 0; i < 2 && !ret; i++) {
 			if (vm->base.info.blocks[i].size_bytes != want->blocks[i].size_bytes) {
-				kvm_why(reason, reason_len, "layout mismatch: source %s is %llu bytes, here %llu",
-					want->blocks[i].name,
-					(unsigned long long)want->blocks[i].size_bytes,
-					(unsigned long long)vm->base.info.blocks[i].size_bytes);
+				vmm_memory_mismatch(reason, reason_len,
+						    want->blocks[KVM_BLOCK_RAM].size_bytes,
+						    vm->base.info.blocks[KVM_BLOCK_RAM].size_bytes);
 				return -EINVAL;
 			}
 		}

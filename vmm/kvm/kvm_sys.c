@@ -38,7 +38,10 @@ int kvm_open_dev(char *why, size_t why_len)
 
 	if (fd < 0) {
 		e = errno;
-		kvm_why(why, why_len, "/dev/kvm: %s", strerror(e));
+		kvm_why(why, why_len, "/dev/kvm: %s%s", strerror(e),
+			e == EACCES || e == EPERM ? ": add this user to the kvm group (and log in again), or use "
+			"--accel soft" : e == ENOENT || e == ENXIO || e == ENODEV ? ": load kvm_intel or kvm_amd "
+			"(modprobe), with virtualisation on in the firmware, or use --accel soft" : "");
 		return -e;
 	}
 	ver = ioctl(fd, KVM_GET_API_VERSION, 0);

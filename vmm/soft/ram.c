@@ -208,24 +208,25 @@ static int layout_match(const struct soft_vm *vm, const struct gw_vm_info *want,
 			size_t reason_len)
 {
 	unsigned n = want->nr_blocks;
+	uint64_t src_bytes = 0;
+	bool same = n == vm->base.info.nr_blocks;
 
-	for (unsigned i = 0; i < n || i < vm->base.info.nr_blocks; i++) {
-		const struct gw_ram_block *s = i < n ? &want->blocks[i] : NULL;
-		const struct gw_ram_block *d = i < vm->base.info.nr_blocks ? &vm->base.info.blocks[i] : NULL;
-
-		if (!s || !d) {
-			snprintf(reason, reason_len, "layout mismatch: source has %u RAM blocks, "
-				 "destination %u", n, vm->base.info.nr_blocks);
-			return -EINVAL;
-		}
-		if (strcmp(s->name, d->name) || s->size_bytes != d->size_bytes) {
-			snprintf(reason, reason_len, "layout mismatch: source %s is %" PRIu64
-				 " bytes, destination %s %" PRIu64, s->name, s->size_bytes,
-				 d->name, d->size_bytes);
-			return -EINVAL;
-		}
+	for (unsigned i = 0; i < n; i++) {
+		src_bytes += want->blocks[i].size_bytes;
+		same = same && !strcmp(want->blocks[i].name, vm->base.info.blocks[i].name) &&
+		       want->blocks[i].size_bytes == vm->base.info.blocks[i].size_bytes;
 	}
-	return 0;
+	if (same)
+		return 0;
+	if (n == vm->base.info.nr_blocks && n == 1)	/* a soft source of another --memory */
+		vmm_memory_mismatch(reason, reason_len, src_bytes, vm->base.ram_pages * SOFT_PAGE_BYTES);
+	else
+		snprintf(reason, reason_len, "the source's RAM is %u block%s, this destination's VM (made "
+			 "with --memory) has %u: start it without --memory to take the source's layout%s",
+			 n, n == 1 ? "" : "s", vm->base.info.nr_blocks,
+			 n == 2 && !strcmp(want->blocks[0].name, "sys") ? ", or with --accel kvm (the source "
+			 "is a KVM VM)" : "");
+	return -EINVAL;
 }
 
 /*

@@ -27,8 +27,7 @@ static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 	}
 	if (cfg->memory_bytes % SOFT_PAGE_BYTES || cfg->memory_bytes > SOFT_MAX_RAM_BYTES ||
 	    (!cfg->memory_bytes && !cfg->incoming)) {
-		snprintf(err, err_len, "memory must be a non-zero multiple of %u bytes, at most %llu",
-			 SOFT_PAGE_BYTES, SOFT_MAX_RAM_BYTES);
+		vmm_memory_refused(err, err_len, cfg->memory_bytes, SOFT_PAGE_BYTES, SOFT_MAX_RAM_BYTES);
 		return -EINVAL;
 	}
 	if ((unsigned)cfg->fill > VMM_FILL_TEXT) {

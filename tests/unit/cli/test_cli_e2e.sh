@@ -15,7 +15,9 @@
 #  - a destination dying after "go" leaves the source paused in status
 #    unknown, and it refuses to migrate again;
 #  - --exit-after-migrate makes the source exit 0 after a completed migration;
-#  - bad command lines exit 2.
+#  - bad command lines exit 2;
+#  - converge-policy's default is cancel, so that converge-timeout-ms set by
+#    its name stops a migration as --converge-timeout does.
 # Waits are bounded; no duration is asserted.
 set -u
 G=${1:?usage: test_cli_e2e.sh PATH-TO-godwit PATH-TO-godwit-fi}
@@ -159,4 +161,10 @@ for args in "run --nope" "run --memory 12Q" "migrate --api $D/x" "status" "demo 
 	[ $rc -eq 2 ] || fail "'godwit $args' exited $rc, want 2"
 done
 echo "ok 7 usage errors"
-echo "7 passed, 0 failed"
+
+# 8. One parameter, one behaviour: the timeout's policy defaults to cancel.
+"$G" params --json | python3 -c 'import json, sys; sys.exit(json.load(sys.stdin)["converge-policy"]["default"] != 1)' ||
+	fail "converge-policy's default is not cancel"
+"$G" params | grep -Eq '^  converge-policy +live +[a-z|-]+ +cancel ' || fail "godwit params does not show cancel"
+echo "ok 8 converge-policy default"
+echo "8 passed, 0 failed"

@@ -187,6 +187,17 @@ static void test_params(void)
 	param_ok("converge-policy=force", GW_PARAM_CONVERGE_POLICY, GW_CONVERGE_FORCE);
 	param_ok("verify=no", GW_PARAM_VERIFY, 0);
 	param_ok("local=on", GW_PARAM_LOCAL, 1);
+	/* The names docs/params.md and docs/security.md give. */
+	param_ok("send-path=zerocopy", GW_PARAM_SEND_PATH, GW_SEND_ZEROCOPY);
+	param_ok("send-path=copy", GW_PARAM_SEND_PATH, GW_SEND_COPY);
+	param_ok("send-path=live", GW_PARAM_SEND_PATH, GW_SEND_LIVE);
+	param_ok("send-path=pread", GW_PARAM_SEND_PATH, GW_SEND_PREAD);
+	param_ok("send-path=auto", GW_PARAM_SEND_PATH, GW_SEND_AUTO);
+	param_ok("recv-path=file", GW_PARAM_RECV_PATH, GW_RECV_FILE);
+	param_ok("recv-path=auto", GW_PARAM_RECV_PATH, GW_RECV_AUTO);
+	param_ok("dirty-limit-start=start", GW_PARAM_DIRTY_LIMIT_START, GW_DIRTY_LIMIT_FROM_START);
+	param_bad("recv-path=yes", -EINVAL);	/* an enum of two values is not a boolean */
+	param_bad("send-path=sendfile", -EINVAL);
 	param_bad("no-such-param=1", -ENOENT);
 	param_bad("channels", -EINVAL);
 	param_bad("=3", -EINVAL);
@@ -198,6 +209,35 @@ static void test_params(void)
 	param_bad(buf, -ERANGE);
 	snprintf(buf, sizeof(buf), "channels=%lld", (long long)ch->min - 1);
 	param_bad(buf, -ERANGE);
+}
+
+/* Every value of a parameter with names has one, and that name parses back to the value. */
+static void test_value_names(void)
+{
+	static const enum gw_param named[] = {
+		GW_PARAM_COMPRESS, GW_PARAM_CONVERGE_POLICY, GW_PARAM_DIRTY_BACKEND,
+		GW_PARAM_DIRTY_LIMIT_START, GW_PARAM_SEND_PATH, GW_PARAM_RECV_PATH,
+	};
+	char err[256];
+
+	for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+		const struct gw_param_info *pi = gw_param_info(named[i]);
+		char names[128];
+
+		cli_param_value_names(named[i], names, sizeof(names));
+		TEST_CHECK(names[0], "%s: no value names", pi->name);
+		for (int64_t v = pi->min; v <= pi->max; v++) {
+			const char *n = cli_param_value_name(named[i], v);
+			int64_t back = -1;
+
+			TEST_CHECK(n && strstr(names, n), "%s=%lld has no name in '%s'", pi->name,
+				   (long long)v, names);
+			if (!n)
+				continue;
+			TEST_CHECK(!cli_parse_param_value(named[i], n, &back, err, sizeof(err)) && back == v,
+				   "%s=%s parses to %lld: %s", pi->name, n, (long long)back, err);
+		}
+	}
 }
 
 static void test_fmt(void)
@@ -217,6 +257,7 @@ int main(void)
 	test_ints();
 	test_codecs();
 	test_params();
+	test_value_names();
 	test_fmt();
 	TEST_EXIT();
 }

@@ -314,6 +314,7 @@ static void restart_and_stop(void)
 int main(void)
 {
 	gw_log_set_sink(sink, NULL);
+	gw_log_set_level(GW_LOG_INFO);	/* the events looked for are INFO */
 	frames();
 	delays();
 	params();

@@ -316,6 +316,7 @@ static void hostile_carry(void)
 int main(void)
 {
 	gw_log_set_sink(sink, NULL);
+	gw_log_set_level(GW_LOG_INFO);	/* the line looked for is INFO */
 	rx_shorter_than_header();
 	rx_frame_longer_than_chain();
 	tx_writable_descriptor();

@@ -9,6 +9,13 @@
  * or not, at the destination's own pace once it was measured. A round's rate weighs in
  * proportion to its length, half from 100 ms on; tiny rounds (< 64 KiB)
  * and zero-length rounds do not move it at all.
+ * The verdict (gw_converge_judge): a guest dirtying 1.4 MiB/s behind a link
+ * held at its 20 MiB/s cap converges at the cap, with the time until it
+ * fits from the rates, however slowly the expected downtime falls per
+ * round; the same link uncapped converges at the link's rate; a guest
+ * dirtying as fast as the link moves does not converge (outrun), nor one
+ * whose dirty set falls by less than a tenth of what three rounds sent
+ * (flat); a fixed cost over the limit and an unmeasured rate say so.
  */
 #include <stdint.h>
 #include "source/converge.h"
@@ -22,6 +29,52 @@ TEST_DEFINE_FAILURES;
 static bool near_ns(uint64_t a, uint64_t b, uint64_t tol)
 {
 	return a > b ? a - b <= tol : b - a <= tol;
+}
+
+#define MIB (1ull << 20)
+
+static void judge_cases(void)
+{
+	struct gw_converge c;
+	/* 4 GiB to send at 20 MiB/s: 204.8 s + 2 ms, against a 300 ms limit. */
+	struct gw_converge_view v = { .dirty_pages = 1048576, .dirty_bps = 1468006 /* 1.4 MiB/s */,
+				      .limit_ns = 300 * MS, .cap_bps = 20 * MIB };
+	uint64_t eta_ns, exp_ns, want_ns;
+
+	gw_converge_init(&c, 4096);
+	gw_converge_round(&c, 20 * MIB, 1000 * MS, 5120);
+	exp_ns = gw_converge_expected_ns(&c, v.dirty_pages);
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_CAPPED, "1.4 MiB/s behind a 20 MiB/s cap: capped");
+	/* The expected downtime falls 1 - 1.4/20 ns a ns: (204.802 s - 0.3 s) / 0.93. */
+	want_ns = (uint64_t)((double)(exp_ns - v.limit_ns) / (1.0 - 1468006.0 / (20.0 * MIB)));
+	TEST_CHECK(near_ns(eta_ns, want_ns, MS), "eta %llu ns, want %llu", (unsigned long long)eta_ns,
+		   (unsigned long long)want_ns);
+	/* Three rounds sent 5100 pages, the dirty set fell by 4750: slow per round, not flat. */
+	v.sent_pages = 5100;
+	v.fell_pages = 4750;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_CAPPED, "a slow fall is no flat");
+	v.cap_bps = 0;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_DRAINING && eta_ns == want_ns,
+		   "uncapped: draining at the link's rate");
+	v.cap_bps = 40 * MIB;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_DRAINING, "half the cap: the link, not the cap");
+	v.cap_bps = 20 * MIB;
+	/* The dirty set stays: three rounds sent 5100 pages, it fell by 500. */
+	v.fell_pages = 500;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_FLAT && !eta_ns, "flat");
+	v.fell_pages = 4750;
+	v.dirty_bps = 20 * MIB;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_OUTRUN && !eta_ns, "dirty = link: outrun");
+	v.dirty_bps = 1468006;
+	v.dirty_pages = 1000;	/* 3.9 MiB: 195 ms + 2 ms fits */
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_FITS && !eta_ns, "fits");
+	v.dirty_pages = 1048576;
+	c.fixed_cost_ns = 301 * MS;
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_FIXED_COST, "fixed cost over the limit");
+	gw_converge_init(&c, 4096);
+	TEST_CHECK(gw_converge_judge(&c, &v, &eta_ns) == GW_CONVERGE_UNKNOWN, "no rate: unknown");
+	TEST_CHECK(gw_converging(GW_CONVERGE_CAPPED) && gw_converging(GW_CONVERGE_UNKNOWN) &&
+		   !gw_converging(GW_CONVERGE_OUTRUN) && !gw_converging(GW_CONVERGE_FLAT), "converging states");
 }
 
 int main(void)
@@ -139,5 +192,6 @@ int main(void)
 	TEST_CHECK(c.rate_bps == 1, "slowest rate %llu", (unsigned long long)c.rate_bps);
 	TEST_CHECK(gw_converge_expected_ns(&c, 1ull << 20) != UINT64_MAX, "finite");
 	TEST_CHECK(gw_converge_expected_ns(&c, 1ull << 20) > gw_converge_expected_ns(&c, 1ull << 10), "monotonic");
+	judge_cases();
 	TEST_EXIT();
 }

@@ -1104,6 +1104,7 @@ static void forge_sink_start(void)
 {
 	memset(&seen, 0, sizeof(seen));
 	gw_log_set_sink(forge_sink, NULL);
+	gw_log_set_level(GW_LOG_INFO);	/* the events looked for are INFO */
 }
 
 /* A HELLO like the real one whose only block is named @name: refused (layout), answered ERROR. */

@@ -53,7 +53,7 @@ TEST_DEFINE_FAILURES;
 /*
  * Only bounds a broken run: every cut is a reset both ends see at once, so
  * no step waits for it. At 3 s, runs under TSan on a loaded 2-core host
- * failed in precopy ("peer silent past the I/O timeout" on a data channel).
+ * failed in precopy ("the destination sent nothing within io-timeout-ms" on a data channel).
  */
 #define IO_TIMEOUT_MS 30000
 
