@@ -107,6 +107,10 @@ struct opts {
 	bool json;
 };
 
+struct gap {
+	uint64_t start_ns, len_ns;       /* CLOCK_MONOTONIC start, length */
+};
+
 /*
  * Shared between the sender (main thread) and the receiver thread.
  * Set before the receiver starts and never changed: fd, ifindex, our_mac,
@@ -135,7 +139,7 @@ struct pg {
 	uint64_t last_rx_ns, first_rx_ns;
 	uint64_t gap_ns, gap_start_ns;   /* longest gap and the rx stamp it starts at */
 	uint64_t gap_keep_ns;            /* set at creation: the least gap kept in gaps[] */
-	struct { uint64_t start_ns, len_ns; } *gaps;  /* the first GAPS_MAX such gaps */
+	struct gap *gaps;                /* the first GAPS_MAX such gaps */
 	unsigned nr_gaps;
 	uint64_t *bins;                  /* received frames per second since t0 */
 	uint32_t *rtt_hist;              /* RTT_BUCKETS + 1 (overflow) */
@@ -203,6 +207,27 @@ static void frame_seal(uint8_t *f, unsigned len, uint64_t stamp_ns)
 	gw_le32_put(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
 }
 
+static void gap_keep(struct gap *g, unsigned *nr, uint64_t start_ns, uint64_t len_ns)
+{
+	if (*nr < GAPS_MAX)
+		g[(*nr)++] = (struct gap){ start_ns, len_ns };
+}
+
+/* How much of [from_ns, to_ns) the kept gaps cover (they do not overlap each other). */
+static uint64_t gaps_overlap_ns(const struct gap *g, unsigned nr, uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < nr; i++) {
+		uint64_t a = g[i].start_ns > from_ns ? g[i].start_ns : from_ns;
+		uint64_t b = g[i].start_ns + g[i].len_ns < to_ns ? g[i].start_ns + g[i].len_ns : to_ns;
+
+		if (b > a)
+			sum += b - a;
+	}
+	return sum;
+}
+
 /* One frame received at @rx_ns (monotonic); classify and account it. */
 static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 {
@@ -248,10 +273,8 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 			pg->gap_ns = gap;
 			pg->gap_start_ns = pg->last_rx_ns;
 		}
-		if (gap >= pg->gap_keep_ns && pg->nr_gaps < GAPS_MAX) {
-			pg->gaps[pg->nr_gaps].start_ns = pg->last_rx_ns;
-			pg->gaps[pg->nr_gaps++].len_ns = gap;
-		}
+		if (gap >= pg->gap_keep_ns)
+			gap_keep(pg->gaps, &pg->nr_gaps, pg->last_rx_ns, gap);
 	}
 	if (!pg->any || rx_ns > pg->last_rx_ns)
 		pg->last_rx_ns = rx_ns;
@@ -488,6 +511,8 @@ int main(int argc, char **argv)
 	pthread_t rx;
 	uint64_t interval_ns, late_max_ns = 0, mark_ns = 0, next_mark_poll = 0, end_ns, last_tx_ns = 0;
 	uint64_t send_errors = 0, send_gap_ns = 0;
+	struct gap *tx_gaps = calloc(GAPS_MAX, sizeof(*tx_gaps));  /* the sender's stalls */
+	unsigned nr_tx_gaps = 0;
 	unsigned len;
 	int r;
 
@@ -500,7 +525,7 @@ int main(int argc, char **argv)
 	pg.bins = calloc(pg.nr_bins, sizeof(*pg.bins));
 	pg.rtt_hist = calloc(RTT_BUCKETS + 1, sizeof(*pg.rtt_hist));
 	pg.gaps = calloc(GAPS_MAX, sizeof(*pg.gaps));
-	if (!pg.seen || !pg.bins || !pg.rtt_hist || !pg.gaps) {
+	if (!pg.seen || !pg.bins || !pg.rtt_hist || !pg.gaps || !tx_gaps) {
 		fprintf(stderr, "gwpktgen: out of memory\n");
 		return 1;
 	}
@@ -562,6 +587,8 @@ int main(int argc, char **argv)
 			send_errors += (uint64_t)(sent < 0 ? (int)n : (int)n - sent);
 		if (seq && now - last_tx_ns > send_gap_ns)
 			send_gap_ns = now - last_tx_ns;
+		if (seq && now - last_tx_ns >= pg.gap_keep_ns)
+			gap_keep(tx_gaps, &nr_tx_gaps, last_tx_ns, now - last_tx_ns);
 		last_tx_ns = now;
 		seq += n;
 		if (o.mark_file && !mark_ns && now >= next_mark_poll) {
@@ -627,8 +654,9 @@ int main(int argc, char **argv)
 		       sent_ok, pg.received, lost, pg.duplicated, pg.reordered, pg.corrupted, pg.foreign, send_errors);
 		printf(", \"net-gap-ms\": %.3f, \"gap-start-ns\": %" PRIu64 ", \"gap-resolution-ms\": %.3f",
 		       (double)pg.gap_ns / 1e6, pg.gap_start_ns, (double)interval_ns / 1e6);
-		printf(", \"mark-gap-ms\": %.3f, \"mark-gap-start-ns\": %" PRIu64,
-		       (double)mark_gap_ns / 1e6, mark_gap_start_ns);
+		printf(", \"mark-gap-ms\": %.3f, \"mark-gap-start-ns\": %" PRIu64 ", \"mark-send-gap-ms\": %.3f",
+		       (double)mark_gap_ns / 1e6, mark_gap_start_ns, (double)gaps_overlap_ns(tx_gaps, nr_tx_gaps,
+		       mark_gap_start_ns, mark_gap_start_ns + mark_gap_ns) / 1e6);
 		printf(", \"pps\": %u, \"achieved-pps\": %.1f, \"send-late-max-ms\": %.3f, \"send-gap-ms\": %.3f"
 		       ", \"size-bytes\": %u", o.pps, achieved_pps, (double)late_max_ns / 1e6,
 		       (double)send_gap_ns / 1e6, o.size_bytes);
@@ -657,5 +685,6 @@ int main(int argc, char **argv)
 	free(pg.bins);
 	free(pg.rtt_hist);
 	free(pg.gaps);
+	free(tx_gaps);
 	return 0;
 }

@@ -58,6 +58,8 @@ enum gw_param {
 					   limit but the VMM's; setup */
 	GW_PARAM_POSTCOPY_BACKGROUND_NICE,	/* nice of the threads that stream pages nobody asked
 					   for during postcopy, so the guest keeps its CPUs; setup */
+	GW_PARAM_PRECOPY_LIMIT_MS,	/* destination: the precopy (HELLO accepted to COMPLETE) ends
+					   within this, 0 = 60 s plus 1 s per 64 MiB announced; setup */
 	GW_PARAM__COUNT
 };
 

@@ -79,6 +79,15 @@ GW_EXPORT int gw_incoming_start(struct gw_session *s, const char *url);
 GW_EXPORT const char *gw_incoming_url(const struct gw_session *s);
 
 /*
+ * Whether @url names a transport this library has and this host can use,
+ * with a well-formed address: a destination's (@listen, tcp:HOST:0 allowed)
+ * or a source's. Nothing is opened or resolved. 0; -EINVAL (malformed,
+ * unknown scheme) or -ENODEV (rdma: without a device) with the reason in
+ * @why, "" on success. Lets a caller refuse a URL before making its VM.
+ */
+GW_EXPORT int gw_url_check(const char *url, bool listen, char *why, size_t why_len);
+
+/*
  * Cancel: the source fails with -ECANCELED and keeps running the VM,
  * unless "go" was already sent (then it has no effect). 0 or -EALREADY.
  */

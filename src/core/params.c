@@ -71,6 +71,9 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_POSTCOPY_BACKGROUND_NICE] = { "postcopy-background-nice", 0, 19, 0, false,
 		"postcopy: nice of the threads that stream the pages nobody asked for (source pushers, "
 		"destination data receivers), so the guest's vCPUs keep their CPUs; requests are not affected" },
+	[GW_PARAM_PRECOPY_LIMIT_MS] = { "precopy-limit-ms", 0, 2592000000ll, 0, false,
+		"destination: the precopy (HELLO accepted to COMPLETE) must end within this, else the migration "
+		"fails; 0 = 60 s plus 1 s per 64 MiB of the RAM the source announced" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {

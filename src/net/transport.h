@@ -16,6 +16,13 @@
 #include <sys/types.h>
 
 #define GW_URL_MAX 256
+/*
+ * Connections the kernel queues for accept: a flood of strangers that
+ * outruns the acceptor for a moment must not fill it, or the real source's
+ * SYN is dropped and retried a second later (the kernel caps it at
+ * net.core.somaxconn).
+ */
+#define GW_LISTEN_BACKLOG 1024
 
 /*
  * The calls on one transport's sockets, as their POSIX namesakes (-1 and

@@ -145,7 +145,7 @@ static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
 			continue;
 		}
 		rl.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!rl.bind(fd, ai->ai_addr, ai->ai_addrlen) && !rl.listen(fd, 64))
+		if (!rl.bind(fd, ai->ai_addr, ai->ai_addrlen) && !rl.listen(fd, GW_LISTEN_BACKLOG))
 			break;
 		ret = r_close_keep_errno(fd);
 		fd = -1;

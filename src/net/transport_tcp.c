@@ -45,7 +45,7 @@ static int tcp_listen(const char *addr, char *bound, size_t bound_len)
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 64))
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, GW_LISTEN_BACKLOG))
 			break;
 		ret = -errno;
 		close(fd);

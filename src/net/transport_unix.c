@@ -77,7 +77,7 @@ static int unix_listen(const char *path, char *bound, size_t bound_len)
 	 * The file takes the socket inode's mode (less the umask) at bind:
 	 * 0600 from its first instant, without touching the process-wide umask.
 	 */
-	if (fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 64)) {
+	if (fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, GW_LISTEN_BACKLOG)) {
 		ret = -errno;
 		close(fd);
 		return ret;

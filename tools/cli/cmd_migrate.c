@@ -52,7 +52,8 @@ static void migrate_usage(FILE *out)
 		"  --downtime-limit MS       switch over when the expected downtime fits (default 300)\n"
 		"  --max-bandwidth RATE      bytes per second over all channels, K/M/G/T (default 0 = none)\n"
 		"  --converge-timeout MS     give up converging after this long (default 0 = never) ...\n"
-		"  --on-timeout cancel|force|keep-going  ... and then (default cancel)\n"
+		"  --on-timeout cancel|force|keep-going  ... and then (default cancel; with --to it\n"
+		"                            needs a converge timeout)\n"
 		"  --local                   same host: pass RAM by file descriptor (unix: only; default off)\n"
 		"  --no-verify               skip the RAM digest comparison (default: compared after resume)\n"
 		"  --auto-converge           throttle the vCPUs while the guest outruns the link (default off)\n"
@@ -122,7 +123,13 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 			return CLI_EXIT_USAGE;
 		}
 		if (c == OPT_API || c == OPT_QMP) {
-			*(c == OPT_API ? &api : &qmp_path) = optarg;
+			const char **at = c == OPT_API ? &api : &qmp_path;
+
+			if (*at) {
+				cli_repeated("migrate", c == OPT_API ? "--api" : "--qmp", *at, optarg);
+				return CLI_EXIT_USAGE;
+			}
+			*at = optarg;
 			continue;
 		}
 		if (migrate_opt_apply(o, c, optarg, "migrate"))
@@ -159,7 +166,7 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 	}
 	*path = api ? api : qmp_path;
 	*qmp = qmp_path != NULL;
-	return -1;
+	return migrate_opts_check(o, o->to != NULL, "migrate") ? CLI_EXIT_USAGE : -1;
 }
 
 /* --resolve source|destination after an unknown outcome or a verify mismatch. */

@@ -76,7 +76,7 @@ struct run_state {
  * settled. NULL when out of memory.
  */
 json_t *run_status(struct run_state *rs);
-/* Destination session @s: the memory cap (max-memory-bytes) from --memory, --max-memory or this host's RAM. 0, or -errno with @err. */
+/* Destination session @s: the memory cap (max-memory-bytes) from --memory, --max-memory or what this host can give (MemAvailable). 0, or -errno with @err. */
 int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len);
 /* A new outgoing migration to @url with the base parameters overridden by @ps. */
 int run_migrate(struct run_state *rs, const char *url, const struct cli_params *ps,

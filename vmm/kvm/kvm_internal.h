@@ -117,6 +117,7 @@ struct kvm_vm {
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
 	struct kvm_cpuid_entry2 *cpuid;	/* what vCPUs got (vCPU 0's APIC ID), nr_cpuid */
 	uint32_t nr_cpuid;
+	uint8_t cpu_profile[KVM_PROFILE_MAX_BYTES];	/* info.cpu_profile: cpuid's, for HELLO (kvm_compat.h) */
 	uint32_t nr_msrs;		/* MSRs saved and restored, probed on vCPU 0 */
 	uint32_t msrs[KVM_COMPAT_MAX_MSRS];
 	uint64_t xcr0;
@@ -217,5 +218,7 @@ extern const struct vmm_vm_hooks kvm_hooks;
 
 /* Reasons: snprintf into a caller's buffer, NULL-safe. */
 void kvm_why(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* vmm_kvm.check: what create refuses before making anything (kvm_create.c). */
+int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len);
 
 #endif

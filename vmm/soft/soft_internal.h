@@ -226,6 +226,8 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st);
 
 /* ---- vm.c ---- */
 
+/* vmm_soft.check: the configuration a VM can be made of; 0 or -EINVAL with a reason. */
+int soft_config_check(const struct vmm_config *cfg, char *err, size_t err_len);
 struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t err_len);
 /* Free everything of @vm (vCPUs stopped): RAM, the memory file's name, locks. */
 void soft_vm_free(struct soft_vm *vm);

@@ -18,9 +18,10 @@
 
 #define FILL_THREADS 2
 
-/* The configuration a VM can be made of; 0 or -EINVAL with a reason. */
-static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
+int soft_config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 {
+	struct vmm_workload wl;
+
 	if (cfg->nr_vcpus < 1 || cfg->nr_vcpus > SOFT_MAX_VCPUS) {
 		snprintf(err, err_len, "vcpus must be 1..%d, not %u", SOFT_MAX_VCPUS, cfg->nr_vcpus);
 		return -EINVAL;
@@ -34,7 +35,7 @@ static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 		snprintf(err, err_len, "unknown fill");
 		return -EINVAL;
 	}
-	return 0;
+	return vmm_workload_parse(cfg->workload, &wl, err, err_len);
 }
 
 /* A VM with no RAM yet, or NULL (ENOMEM). */
@@ -131,7 +132,7 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = config_check(cfg, err, err_len);
+	ret = soft_config_check(cfg, err, err_len);
 	vm = ret ? NULL : vm_alloc(cfg);
 	if (!vm) {
 		errno = ret ? -ret : ENOMEM;
