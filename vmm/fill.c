@@ -254,9 +254,10 @@ static void fill_run(struct fill_job *job, unsigned bi, uint64_t run, uint8_t *b
 			/*
 			 * Mapped, as a running guest's RAM is (a KVM guest's
 			 * writes fault it into the VMM's page tables, the soft
-			 * VM's vCPUs write through them): about 0.1 s/GiB here
-			 * for page-cache pages, against ~1 s/GiB that the
-			 * source would spend reading them unmapped.
+			 * VM's vCPUs write through them): about 0.1 s/GiB here,
+			 * paid before a migration rather than by the source's
+			 * read stage (docs/architecture.md, "A source in the
+			 * page cache").
 			 */
 			(void)madvise(p, len, MADV_POPULATE_READ);
 			return;

@@ -40,9 +40,10 @@ bool gw_chan_live_ok(const struct gw_channel *ch)
  * The batch's pages that are not mapped here (RAM in the page cache: a
  * guest paused or restored, a VMM that wrote it with pwrite) are mapped
  * now, MADV_POPULATE_READ on each run of them, and read through the
- * mapping like the rest: on this host pread of page-cache pages costs
- * about 540 ms per GiB, populating and copying through the mapping about
- * 175 (docs/architecture.md). A run the kernel refuses stays unmapped and
+ * mapping like the rest: in the pipeline on this host the populate and
+ * the copy cost about what pread and the copy of its buffer do, with less
+ * source CPU and total time (docs/architecture.md, "A source in the page
+ * cache"). A run the kernel refuses stays unmapped and
  * goes through pread. Only pages to send are populated: never-populated
  * memory is in no batch, so nothing new is allocated.
  */
