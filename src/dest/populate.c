@@ -31,12 +31,10 @@
 #include <stdlib.h>
 #include <time.h>
 #include <sys/mman.h>
+#include "mem/compat/madv.h"
 #include "dest/dest.h"
 #include "util/thread_name.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 #define STEP_PAGES ((4u << 20) / GW_PAGE_BYTES)
 #define AHEAD_PAGES ((64u << 20) / GW_PAGE_BYTES)	/* populated ahead of the pages received, at most */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "mem/compat/madv.h"
 #include <unistd.h>
 #include "mem/compat/uffd.h"
 #include "mem/uffd_post.h"
@@ -15,9 +16,6 @@
 #define READ_BATCH 64
 #define MAX_RETRIES 1000		/* -EAGAIN from a mapping that changes under us */
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 struct gw_uffd_post {
 	const struct gw_vm_info *vm;	/* set at open, read-only */
