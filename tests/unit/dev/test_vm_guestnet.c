@@ -95,6 +95,7 @@ static struct {
 	int ps[MAX_NICS], pd[MAX_NICS];	/* the network's ends: source's NICs, destination's */
 	struct stream s[MAX_NICS];
 	atomic_int phase;		/* 0 to the source, 1 LATE more to it (paused), 2 switched */
+	atomic_bool dst_loaded;		/* the destination applied its state: phase 2 sends there */
 	atomic_bool gate_open;		/* the last AFTER frames may go: paused, or no migration */
 	atomic_uint bad, foreign, wrong_mac, dup;
 	atomic_uint back_total;
@@ -202,6 +203,12 @@ static void send_some(struct stream *s, int phase)
 	bool room = seq - atomic_load(&s->back) < WINDOW || (phase == 1 && s->late < t.late);
 	int fd = phase == 2 && t.c != GN_FAIL ? t.pd[s->in] : t.ps[s->in];
 
+	/*
+	 * The switch learns the new port when the destination's NIC is loaded
+	 * (before that, what reaches its tap is a flood's copy: dropped).
+	 */
+	if (phase == 2 && t.c != GN_FAIL && !atomic_load(&t.dst_loaded))
+		return;
 	if (atomic_load(&t.irq_seq))
 		return;		/* echo: nothing else may wake the destination's guest */
 	if (seq >= FRAMES - AFTER && !atomic_load(&t.gate_open)) {
@@ -320,6 +327,15 @@ static int src_save_state(void *opaque, struct gw_state *st)
 		   t.s[0].late);
 	t.irq_status_at_save = int_status(t.src);
 	return BE->engine_ops->save_state(opaque, st);
+}
+
+static int dst_load_state(void *opaque, struct gw_state *st)
+{
+	int ret = BE->engine_ops->load_state(opaque, st);
+
+	if (!ret)
+		atomic_store(&t.dst_loaded, true);
+	return ret;
 }
 
 static struct vmm *new_vm(bool incoming, unsigned nr_nics, const int *fds, const char *wl)
@@ -473,6 +489,7 @@ static void run(enum gn_case c, const char *name)
 	t.src_ops.pause = src_pause;
 	t.src_ops.save_state = src_save_state;
 	t.dst_ops = *BE->engine_ops;
+	t.dst_ops.load_state = dst_load_state;
 	ss = gw_session_new(GW_ROLE_SOURCE, BE->info(t.src), &t.src_ops, t.src);
 	ds = gw_session_new(GW_ROLE_DEST, &none, &t.dst_ops, t.dst);
 	TEST_ASSERT(ss && ds, "sessions");
