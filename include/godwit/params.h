@@ -58,6 +58,14 @@ enum gw_param {
 					   limit but the VMM's; setup */
 	GW_PARAM_POSTCOPY_BACKGROUND_NICE,	/* nice of the threads that stream pages nobody asked
 					   for during postcopy, so the guest keeps its CPUs; setup */
+	/* Escalation (docs/params.md): opt-in steps taken when the expected
+	 * downtime stops falling: raise the limit, auto-converge, postcopy,
+	 * then converge-policy's action. */
+	GW_PARAM_ESCALATE,		/* 0 / 1; live */
+	GW_PARAM_ESCALATE_DOWNTIME_MAX_US,	/* the highest limit its first step raises to; live */
+	GW_PARAM_ESCALATE_DOWNTIME_STEPS,	/* steps from downtime-limit-us up to it; live */
+	GW_PARAM_ESCALATE_WINDOW_ROUNDS,	/* rounds without a fall of the expected downtime
+					   that take the next step; live */
 	GW_PARAM__COUNT
 };
 
