@@ -57,7 +57,7 @@ stop_all() {
 	local p
 	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 	PIDS=()
-	rm -f "$T/src.sock" "$T/dst.sock"
+	rm -f "$T/src.sock" "$T/dst.sock" "$T/dst.out" "$T/src.out"	# start_dst reads the URL from dst.out
 }
 
 summary=()
