@@ -15,6 +15,11 @@
 #             throttle made it converge (completed, verified) or the last
 #             step cancels it ("after every escalation step") and the VM
 #             runs on the source, intact.
+#   postcopy  postcopy allowed, auto-converge on already (max-cpu-throttle
+#             1%: it cannot help), the limit raised once to 200 ms: the
+#             steps are downtime-limit then postcopy (auto-converge
+#             skipped), postcopy_decided says reason=escalate; completed,
+#             verified.
 #   live      escalate off at the start, switched on while migrating
 #             (migrate --api --set escalate=1): the step follows, completed.
 # Steps are triggered by rounds of the model, the guest's rate and the link
@@ -78,6 +83,18 @@ sys.exit(0 if got and got == order[:len(got)] else 1)" "$got" || fail "steps '$g
 		fail "no escalation reason: $(cat "$T/mig.err")"
 	assert_source_alive_and_consistent
 	pass "ladder: '$got', cancelled, the VM runs on the source"
+	;;
+postcopy)
+	start_dst tcp:127.0.0.1:0 --exit-after-migrate
+	start_src "${hot[@]}"
+	"$GODWIT" migrate --api "$T/src.sock" --to "$DST_URL" "${link[@]}" "${esc[@]}" --postcopy \
+		--set auto-converge=1 --set max-cpu-throttle=1 --set cpu-throttle-initial=1 \
+		--set escalate-downtime-max-us=200000 --set escalate-downtime-steps=1 --json >"$T/mig.json" 2>"$T/mig.err" ||
+		fail "migrate exit $?: $(cat "$T/mig.err")"
+	completed "$T/mig.json"
+	[ "$(steps)" = "downtime-limit postcopy " ] || fail "steps '$(steps)'"
+	grep -q "postcopy_decided reason=escalate" "$T/src.log" || fail "no postcopy_decided reason=escalate"
+	pass "postcopy: '$(steps)', $(grep -m1 -o 'postcopy_decided reason=[a-z]* round=[0-9]*' "$T/src.log")"
 	;;
 live)
 	start_dst tcp:127.0.0.1:0 --exit-after-migrate
