@@ -46,6 +46,16 @@ bool gw_escalate_round(struct gw_escalate *e, const struct gw_escalate_params *p
 		*e = (struct gw_escalate){ .limit_ns = p->base_limit_ns, .best_ns = e->best_ns };
 		return false;
 	}
+	e->limit_ns = limit_at(p, e->downtime_step);	/* the base or the maximum may have changed */
+	if (exp_ns != UINT64_MAX && exp_ns <= e->limit_ns) {	/* fits: wait for the best, no step */
+		bool near_best = !e->best_ns || exp_ns <= e->best_ns + e->best_ns / 20;
+
+		e->fit_rounds = near_best ? 0 : e->fit_rounds + 1;
+		if (!e->best_ns || exp_ns < e->best_ns)
+			e->best_ns = exp_ns;
+		return false;
+	}
+	e->fit_rounds = 0;
 	if (exp_ns != UINT64_MAX) {
 		if (!e->best_ns || exp_ns < e->best_ns - e->best_ns / 20) {
 			e->still_rounds = 0;
@@ -60,7 +70,7 @@ bool gw_escalate_round(struct gw_escalate *e, const struct gw_escalate_params *p
 		if (!e->best_ns || exp_ns < e->best_ns)
 			e->best_ns = exp_ns;
 	}
-	e->limit_ns = limit_at(p, e->downtime_step);	/* the base or the maximum may have changed */
+	e->limit_ns = limit_at(p, e->downtime_step);
 	return stepped;
 }
 
@@ -72,7 +82,7 @@ bool gw_escalate_may_switch(const struct gw_escalate *e, const struct gw_escalat
 		return true;
 	if (!p->on || exp_ns > e->limit_ns)
 		return false;
-	return !e->best_ns || exp_ns <= e->best_ns + e->best_ns / 20;
+	return !e->best_ns || exp_ns <= e->best_ns + e->best_ns / 20 || e->fit_rounds >= p->window_rounds;
 }
 
 /* ---- the source's use of it: parameters, log, statistics ---- */

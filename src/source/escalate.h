@@ -13,9 +13,13 @@
  * The trigger is the model's, never wall time: a step is taken when the
  * expected downtime has not fallen below 95% of the best it has been for
  * escalate-window-rounds rounds in a row (rounds with no rate do not count).
- * The switchover: at the user's limit as always; at a raised limit only in
- * a round whose expected downtime is within 5% of the best seen, so a raised
- * limit is not spent on a worse round than the model already had.
+ * The switchover: at the user's limit as always; at a raised limit in a
+ * round whose expected downtime is within 5% of the best seen, so a raised
+ * limit is not spent on a worse round than the model already had; after
+ * escalate-window-rounds rounds in a row that fit the raised limit but not
+ * near the best, at the next that fits (the best does not come back). A
+ * round that fits the limit in force takes no step: the limit is not what
+ * it lacks.
  * Every parameter is live: read at each round's end.
  */
 #ifndef GW_SOURCE_ESCALATE_H
@@ -47,6 +51,7 @@ struct gw_escalate {
 	enum gw_escalate_stage stage;
 	unsigned downtime_step;		/* steps of the limit taken, 0..downtime_steps */
 	unsigned still_rounds;		/* rounds since the best expected downtime fell */
+	unsigned fit_rounds;		/* rounds in a row that fit the limit in force, none near the best */
 	unsigned steps_taken;		/* every step, in order */
 	uint64_t best_ns;		/* best expected downtime seen, 0 none yet */
 	uint64_t limit_ns;		/* the downtime limit in force */

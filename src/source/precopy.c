@@ -349,9 +349,10 @@ static bool converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_
 	uint64_t limit_us = src_limit_ns(s, c) / 1000;
 	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 	int64_t policy = gw_param(s, GW_PARAM_CONVERGE_POLICY);
-
-	bool last_step = c->esc.stage == GW_ESC_TIMEOUT_ACTION;
+	/* The last step acts on a round that does not fit: one that fits waits for its switchover. */
+	bool last_step = c->esc.stage == GW_ESC_TIMEOUT_ACTION && exp_ns > limit_us * 1000;
 	char when[48];
+
 
 	if (policy == GW_CONVERGE_KEEP_GOING ||
 	    (!last_step && (!timeout_ms || gw_now_ns() - t_precopy_ns <= timeout_ms * 1000000ull)))

@@ -57,7 +57,7 @@ static void test_order(void)
 static void test_trigger(void)
 {
 	struct gw_escalate e = { 0 };
-	uint64_t exp = 100 * MS;
+	uint64_t exp = 1000 * MS;	/* 20 falls of 10% stay above every limit */
 
 	/* Falling by more than 5% a round: never a step. */
 	for (unsigned i = 0; i < 20; i++, exp = exp * 9 / 10)
@@ -120,6 +120,12 @@ static void test_switch_at_best(void)
 	TEST_CHECK(gw_escalate_may_switch(&e, &base, 9 * MS), "the user's limit: always");
 	TEST_CHECK(!gw_escalate_may_switch(&e, &base, 31 * MS), "over the raised limit");
 	TEST_CHECK(!gw_escalate_may_switch(&e, &base, UINT64_MAX), "no rate: never");
+	/* Rounds that fit but not near the best: no step; after a window, the next that fits. */
+	TEST_CHECK(feed(&e, &base, 29 * MS, 2) == 0 && !gw_escalate_may_switch(&e, &base, 29 * MS),
+		   "two rounds that fit, not near the best: wait");
+	TEST_CHECK(feed(&e, &base, 29 * MS, 1) == 0 && gw_escalate_may_switch(&e, &base, 29 * MS),
+		   "a window of them: switch (fit_rounds %u)", e.fit_rounds);
+	TEST_CHECK(e.limit_ns == 30 * MS && e.steps_taken == 2, "no step while it fits: %u", e.steps_taken);
 }
 
 int main(void)
