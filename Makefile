@@ -50,10 +50,15 @@ fuzz:
 	FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 # make bench: the tables on stdout, and $(BUILD)/bench-report/report.md with the pictures;
+# the NFV measurement at 1 GiB, one run of each configuration (bench/nfv.py,
+# bench-report/nfv.md; skipped with a message where the namespaces cannot be made);
 # then godwit against QEMU on the same RAM (bench/vs_qemu.py, bench-report/vs-qemu.md).
+NFV_OPTS ?= --guest auto --accel soft,kvm --fill mix,none --nics 1,2 --memory 1G --data 256M --runs 1
 bench: all
 	@scripts/deps.sh bench
 	bench/run.sh $(BUILD) --micro --report $(BUILD)/bench-report
+	@rc=0; bench/nfv.py $(BUILD) $(NFV_OPTS) >$(BUILD)/bench-report/nfv.md || rc=$$?; \
+		cat $(BUILD)/bench-report/nfv.md; [ $$rc = 0 ] || [ $$rc = 77 ]
 	bench/vs_qemu.py $(BUILD) >$(BUILD)/bench-report/vs-qemu.md && cat $(BUILD)/bench-report/vs-qemu.md
 
 # make install [PREFIX=/usr] [DESTDIR=/tmp/stage]: binary, library, headers, pkg-config, docs.

@@ -306,9 +306,9 @@ class Bench:
             return self.ramfiles[key]
         path = self.ramfile(touched, "mix")
         sparse = path.replace(".ram", "-in-%s.ram" % size_str(memory))
+        self.ramfiles[key] = sparse	# before it exists: an interrupted copy is removed too
         shutil.copyfile(path, sparse)
         os.truncate(sparse, memory)
-        self.ramfiles[key] = sparse
         return sparse
 
     def ramfile(self, memory, fill):
@@ -325,6 +325,7 @@ class Bench:
         path = os.path.join(d, "gw-bench-%d-%s-%s.ram" % (os.getpid(), size_str(memory), fill))
         api = os.path.join(self.tmp, "fill.sock")
         log("preparing %s of %s RAM content in %s" % (size_str(memory), fill, path))
+        self.ramfiles[key] = path	# before it exists: an interrupted fill is removed too
         p = self.spawn([self.godwit, "run", "--api", api, "--memory", str(memory),
                         "--memory-file", path, "--fill", fill, "--workload", "idle",
                         "--log-level", "warn"], os.path.join(self.tmp, "fill.log"))
@@ -332,7 +333,6 @@ class Bench:
         self.stop(p, api)
         if not ok:
             raise RuntimeError("could not prepare %s (see %s/fill.log)" % (path, self.tmp))
-        self.ramfiles[key] = path
         return path
 
     def progress_rate(self, api, seconds):

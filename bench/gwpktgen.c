@@ -72,13 +72,8 @@
 #include <unistd.h>
 #include <godwit/buf.h>
 #include "mac.h"
-#include "util/crc32c.h"
+#include "pgframe.h"
 
-#define PG_ETHERTYPE 0x88b5
-#define PG_MAGIC 0x47575047u
-#define PG_VERSION 1
-#define PG_HDR_BYTES 36
-#define ETH_HDR_BYTES 14
 #define FCS_BYTES 4
 #define MIN_SIZE_BYTES 64
 #define MAX_SIZE_BYTES 1518
@@ -105,6 +100,10 @@ struct opts {
 	unsigned mark_slack_ms;          /* the mark's gap may start this long after it */
 	const char *start_file;          /* written with t0 when sending starts */
 	bool json;
+};
+
+struct gap {
+	uint64_t start_ns, len_ns;       /* CLOCK_MONOTONIC start, length */
 };
 
 /*
@@ -135,7 +134,7 @@ struct pg {
 	uint64_t last_rx_ns, first_rx_ns;
 	uint64_t gap_ns, gap_start_ns;   /* longest gap and the rx stamp it starts at */
 	uint64_t gap_keep_ns;            /* set at creation: the least gap kept in gaps[] */
-	struct { uint64_t start_ns, len_ns; } *gaps;  /* the first GAPS_MAX such gaps */
+	struct gap *gaps;                /* the first GAPS_MAX such gaps */
 	unsigned nr_gaps;
 	uint64_t *bins;                  /* received frames per second since t0 */
 	uint32_t *rtt_hist;              /* RTT_BUCKETS + 1 (overflow) */
@@ -177,54 +176,44 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 /* Build frame @seq of @len bytes (no FCS) into @f; the stamp is put later. */
 static void frame_build(const struct pg *pg, const struct opts *o, uint8_t *f, unsigned len, uint64_t seq)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
-	unsigned plen = len - ETH_HDR_BYTES;
-
-	memcpy(f, o->dst_mac, 6);
-	memcpy(f + 6, pg->our_mac, 6);
-	f[12] = PG_ETHERTYPE >> 8;
-	f[13] = PG_ETHERTYPE & 0xff;
-	gw_le32_put(p, PG_MAGIC);
-	gw_le16_put(p + 4, PG_VERSION);
-	gw_le16_put(p + 6, (uint16_t)plen);
-	gw_le32_put(p + 8, pg->run_id);
-	gw_le32_put(p + 12, 0);
-	gw_le64_put(p + 16, seq);
-	for (unsigned i = PG_HDR_BYTES; i < plen; i++)
-		p[i] = (uint8_t)(seq + i);
+	pgframe_build(f, o->dst_mac, pg->our_mac, len, pg->run_id, seq);
 }
 
-static void frame_seal(uint8_t *f, unsigned len, uint64_t stamp_ns)
+static void gap_keep(struct gap *g, unsigned *nr, uint64_t start_ns, uint64_t len_ns)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
+	if (*nr < GAPS_MAX)
+		g[(*nr)++] = (struct gap){ start_ns, len_ns };
+}
 
-	gw_le64_put(p + 24, stamp_ns);
-	gw_le32_put(p + 32, 0);
-	gw_le32_put(p + 32, gw_crc32c(0, p, len - ETH_HDR_BYTES));
+/* How much of [from_ns, to_ns) the kept gaps cover (they do not overlap each other). */
+static uint64_t gaps_overlap_ns(const struct gap *g, unsigned nr, uint64_t from_ns, uint64_t to_ns)
+{
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < nr; i++) {
+		uint64_t a = g[i].start_ns > from_ns ? g[i].start_ns : from_ns;
+		uint64_t b = g[i].start_ns + g[i].len_ns < to_ns ? g[i].start_ns + g[i].len_ns : to_ns;
+
+		if (b > a)
+			sum += b - a;
+	}
+	return sum;
 }
 
 /* One frame received at @rx_ns (monotonic); classify and account it. */
 static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 {
-	uint8_t *p = f + ETH_HDR_BYTES;
-	uint64_t seq, sent, tx_ns;
-	uint32_t crc;
-	size_t plen;
+	uint64_t seq = 0, sent, tx_ns;
+	enum pgframe_verdict v = pgframe_check(f, len, pg->our_mac, pg->run_id, &seq);
 
-	if (len < ETH_HDR_BYTES + PG_HDR_BYTES || memcmp(f, pg->our_mac, 6) != 0 ||
-	    f[12] != PG_ETHERTYPE >> 8 || f[13] != (PG_ETHERTYPE & 0xff))
+	if (v == PGFRAME_NOT_OURS)
 		return;                  /* not ours at all: ARP, IPv6, our own flooded frames */
-	if (gw_le32_get(p) != PG_MAGIC || gw_le32_get(p + 8) != pg->run_id) {
+	if (v == PGFRAME_FOREIGN) {
 		pg->foreign++;
 		return;
 	}
-	plen = gw_le16_get(p + 6);
-	seq = gw_le64_get(p + 16);
 	sent = atomic_load_explicit(&pg->sent, memory_order_acquire);
-	crc = gw_le32_get(p + 32);
-	gw_le32_put(p + 32, 0);
-	if (plen < PG_HDR_BYTES || plen > len - ETH_HDR_BYTES || gw_le16_get(p + 4) != PG_VERSION ||
-	    gw_crc32c(0, p, plen) != crc || seq >= sent || seq >= pg->frames_max) {
+	if (v == PGFRAME_CORRUPT || seq >= sent || seq >= pg->frames_max) {
 		pg->corrupted++;
 		return;
 	}
@@ -248,10 +237,8 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 			pg->gap_ns = gap;
 			pg->gap_start_ns = pg->last_rx_ns;
 		}
-		if (gap >= pg->gap_keep_ns && pg->nr_gaps < GAPS_MAX) {
-			pg->gaps[pg->nr_gaps].start_ns = pg->last_rx_ns;
-			pg->gaps[pg->nr_gaps++].len_ns = gap;
-		}
+		if (gap >= pg->gap_keep_ns)
+			gap_keep(pg->gaps, &pg->nr_gaps, pg->last_rx_ns, gap);
 	}
 	if (!pg->any || rx_ns > pg->last_rx_ns)
 		pg->last_rx_ns = rx_ns;
@@ -263,7 +250,7 @@ static void rx_frame(struct pg *pg, uint8_t *f, size_t len, uint64_t rx_ns)
 		if (b < pg->nr_bins)
 			pg->bins[b]++;
 	}
-	tx_ns = gw_le64_get(p + 24);
+	tx_ns = gw_le64_get(f + PG_ETH_HDR_BYTES + 24);
 	if (rx_ns >= tx_ns) {
 		uint64_t bucket = (rx_ns - tx_ns) / RTT_BUCKET_NS;
 
@@ -488,6 +475,8 @@ int main(int argc, char **argv)
 	pthread_t rx;
 	uint64_t interval_ns, late_max_ns = 0, mark_ns = 0, next_mark_poll = 0, end_ns, last_tx_ns = 0;
 	uint64_t send_errors = 0, send_gap_ns = 0;
+	struct gap *tx_gaps = calloc(GAPS_MAX, sizeof(*tx_gaps));  /* the sender's stalls */
+	unsigned nr_tx_gaps = 0;
 	unsigned len;
 	int r;
 
@@ -500,7 +489,7 @@ int main(int argc, char **argv)
 	pg.bins = calloc(pg.nr_bins, sizeof(*pg.bins));
 	pg.rtt_hist = calloc(RTT_BUCKETS + 1, sizeof(*pg.rtt_hist));
 	pg.gaps = calloc(GAPS_MAX, sizeof(*pg.gaps));
-	if (!pg.seen || !pg.bins || !pg.rtt_hist || !pg.gaps) {
+	if (!pg.seen || !pg.bins || !pg.rtt_hist || !pg.gaps || !tx_gaps) {
 		fprintf(stderr, "gwpktgen: out of memory\n");
 		return 1;
 	}
@@ -554,7 +543,7 @@ int main(int argc, char **argv)
 		}
 		now = mono_ns();
 		for (unsigned i = 0; i < n; i++)
-			frame_seal(frames[i], len, now);
+			pgframe_seal(frames[i], len, now);
 		/* Counted as sent before the call: the receiver bounds sequences by it. */
 		atomic_store_explicit(&pg.sent, seq + n, memory_order_release);
 		sent = sendmmsg(pg.fd, msgs, n, 0);
@@ -562,6 +551,8 @@ int main(int argc, char **argv)
 			send_errors += (uint64_t)(sent < 0 ? (int)n : (int)n - sent);
 		if (seq && now - last_tx_ns > send_gap_ns)
 			send_gap_ns = now - last_tx_ns;
+		if (seq && now - last_tx_ns >= pg.gap_keep_ns)
+			gap_keep(tx_gaps, &nr_tx_gaps, last_tx_ns, now - last_tx_ns);
 		last_tx_ns = now;
 		seq += n;
 		if (o.mark_file && !mark_ns && now >= next_mark_poll) {
@@ -627,8 +618,9 @@ int main(int argc, char **argv)
 		       sent_ok, pg.received, lost, pg.duplicated, pg.reordered, pg.corrupted, pg.foreign, send_errors);
 		printf(", \"net-gap-ms\": %.3f, \"gap-start-ns\": %" PRIu64 ", \"gap-resolution-ms\": %.3f",
 		       (double)pg.gap_ns / 1e6, pg.gap_start_ns, (double)interval_ns / 1e6);
-		printf(", \"mark-gap-ms\": %.3f, \"mark-gap-start-ns\": %" PRIu64,
-		       (double)mark_gap_ns / 1e6, mark_gap_start_ns);
+		printf(", \"mark-gap-ms\": %.3f, \"mark-gap-start-ns\": %" PRIu64 ", \"mark-send-gap-ms\": %.3f",
+		       (double)mark_gap_ns / 1e6, mark_gap_start_ns, (double)gaps_overlap_ns(tx_gaps, nr_tx_gaps,
+		       mark_gap_start_ns, mark_gap_start_ns + mark_gap_ns) / 1e6);
 		printf(", \"pps\": %u, \"achieved-pps\": %.1f, \"send-late-max-ms\": %.3f, \"send-gap-ms\": %.3f"
 		       ", \"size-bytes\": %u", o.pps, achieved_pps, (double)late_max_ns / 1e6,
 		       (double)send_gap_ns / 1e6, o.size_bytes);
@@ -657,5 +649,6 @@ int main(int argc, char **argv)
 	free(pg.bins);
 	free(pg.rtt_hist);
 	free(pg.gaps);
+	free(tx_gaps);
 	return 0;
 }

@@ -7,6 +7,10 @@
 # line per run (gwpktgen's object plus "run"), then a table: per rate the
 # achieved and forwarded rates and the loss, min..max over the runs. A rate
 # is "sustained" when every run achieved 99% of it and lost under 0.1%.
+# With NFV_GUEST=soft or kvm the frames go through a guest instead: `godwit
+# run --accel NFV_GUEST --workload l2fwd --nic tap=gwtap0` (the guest's own
+# driver, common/vnet_drv.c) in the source's namespace, and the table is
+# that guest's forwarding rate.
 # Needs root (namespaces); nice -n 10 is the caller's business.
 set -u
 build=${1:?usage: nfv_standin.sh BUILD [RUNS] [RATES...]}
@@ -23,10 +27,21 @@ name="bs$$"
 out=$(mktemp -d /tmp/gw-nfvsb.XXXXXX)
 trap 'nfv_teardown "$name"; rm -rf "$out"' EXIT
 nfv_setup "$name" --nics 1 || exit 1
-ip netns exec "$NFV_SRC" "$echo_bin" --tap "$NFV_TAP0" --mac "$NFV_VM_MAC0" --seconds 900 \
-	>"$out/echo.out" 2>"$out/echo.log" &
-for _ in $(seq 100); do grep -q '^tapecho ready' "$out/echo.out" 2>/dev/null && break; sleep 0.1; done
-grep -q '^tapecho ready' "$out/echo.out" || { echo "nfv_standin: tapecho: $(cat "$out/echo.log")" >&2; exit 1; }
+if [ -n "${NFV_GUEST:-}" ]; then
+	ip netns exec "$NFV_SRC" "$build/tools/godwit" run --accel "$NFV_GUEST" --memory 64M \
+		--workload l2fwd --nic "tap=$NFV_TAP0,mac=$NFV_VM_MAC0" --api "$out/vm.sock" \
+		>"$out/echo.out" 2>"$out/echo.log" &
+	ready='guest_nics_ready\|vm_ready'
+	log="$out/echo.log"
+else
+	ip netns exec "$NFV_SRC" "$echo_bin" --tap "$NFV_TAP0" --mac "$NFV_VM_MAC0" --seconds 900 \
+		>"$out/echo.out" 2>"$out/echo.log" &
+	ready='^tapecho ready'
+	log="$out/echo.out"
+fi
+for _ in $(seq 100); do grep -q "$ready" "$log" 2>/dev/null && break; sleep 0.1; done
+grep -q "$ready" "$log" || { echo "nfv_standin: the guest: $(cat "$out/echo.log")" >&2; exit 1; }
+sleep 1	# the guest's NIC set up
 for pps in "${rates[@]}"; do
 	for run in $(seq "$runs"); do
 		ip netns exec "$NFV_GEN" "$gen" --iface "$NFV_GEN_IF" --dst-mac "$NFV_VM_MAC0" --pps "$pps" \

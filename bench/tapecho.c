@@ -7,8 +7,8 @@
  * frame (ethertype 0x88b5) with its source and destination MACs swapped,
  * payload untouched, as the l2fwd guest does with one NIC.
  *
- *   tapecho (--tap IF | --iface IF) [--mac MAC] [--rarp] [--seconds S]
- *           [--rcvbuf BYTES]
+ *   tapecho (--tap IF | --iface IF) [--mac MAC] [--rarp] [--rarp-on-cont]
+ *           [--seconds S] [--rcvbuf BYTES]
  *
  * --mac     the "guest's" MAC: only frames addressed to it are echoed (so
  *           the replies come from it), and the RARP announces it.
@@ -19,6 +19,9 @@
  *           most 2 s): see wait_port_ready().
  * --seconds lifetime bound (default 60, at most 3600); SIGTERM ends it
  *           sooner. SIGSTOP / SIGCONT pause it, as a paused guest.
+ * --rarp-on-cont  send one RARP each time the process is continued
+ *           (SIGCONT): a stand-in opened and stopped ahead, on the
+ *           destination host, is "resumed" with its announce (bench/nfv.py).
  * --rcvbuf  the AF_PACKET socket's receive buffer (--iface only): small,
  *           frames that arrive while it is stopped are dropped, not queued.
  *
@@ -51,12 +54,18 @@
 #define MAX_SECONDS 3600
 #define FRAME_MAX_BYTES 2048
 
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, continued;
 
 static void on_term(int sig)
 {
 	(void)sig;
 	stop = 1;
+}
+
+static void on_cont(int sig)
+{
+	(void)sig;
+	continued = 1;
 }
 
 static uint64_t mono_ns(void)
@@ -174,72 +183,94 @@ static int send_rarp(int fd, bool is_tap, const char *ifname, const uint8_t mac[
 	return sendto(fd, f, sizeof(f), 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)sizeof(f) ? 0 : -errno;
 }
 
-int main(int argc, char **argv)
-{
-	const char *tap = NULL, *iface = NULL;
-	uint8_t mac[6], f[FRAME_MAX_BYTES];
-	bool have_mac = false, rarp = false;
-	unsigned long seconds = 60, rcvbuf = 0, echoed = 0;
-	uint64_t end_ns;
-	struct sigaction sa = { .sa_handler = on_term };
-	int fd;
+struct opts {
+	const char *tap, *iface;
+	uint8_t mac[6];
+	bool have_mac, rarp, rarp_on_cont;
+	unsigned long seconds, rcvbuf;
+};
 
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	*o = (struct opts){ .seconds = 60 };
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (!strcmp(a, "--rarp")) { rarp = true; continue; }
+		if (!strcmp(a, "--rarp")) { o->rarp = true; continue; }
+		if (!strcmp(a, "--rarp-on-cont")) { o->rarp_on_cont = true; continue; }
 		if (!v) { fprintf(stderr, "tapecho: %s needs a value\n", a); return 2; }
 		i++;
-		if (!strcmp(a, "--tap")) tap = v;
-		else if (!strcmp(a, "--iface")) iface = v;
+		if (!strcmp(a, "--tap")) o->tap = v;
+		else if (!strcmp(a, "--iface")) o->iface = v;
 		else if (!strcmp(a, "--mac")) {
-			if (parse_mac(v, mac)) { fprintf(stderr, "tapecho: bad MAC %s\n", v); return 2; }
-			have_mac = true;
+			if (parse_mac(v, o->mac)) { fprintf(stderr, "tapecho: bad MAC %s\n", v); return 2; }
+			o->have_mac = true;
 		} else if (!strcmp(a, "--seconds")) {
-			seconds = strtoul(v, NULL, 10);
-			if (!seconds || seconds > MAX_SECONDS) { fprintf(stderr, "tapecho: --seconds 1..%d\n", MAX_SECONDS); return 2; }
+			o->seconds = strtoul(v, NULL, 10);
+			if (!o->seconds || o->seconds > MAX_SECONDS) { fprintf(stderr, "tapecho: --seconds 1..%d\n", MAX_SECONDS); return 2; }
 		} else if (!strcmp(a, "--rcvbuf")) {
-			rcvbuf = strtoul(v, NULL, 10);
-			if (rcvbuf > (1ul << 30)) { fprintf(stderr, "tapecho: --rcvbuf too large\n"); return 2; }
+			o->rcvbuf = strtoul(v, NULL, 10);
+			if (o->rcvbuf > (1ul << 30)) { fprintf(stderr, "tapecho: --rcvbuf too large\n"); return 2; }
 		} else { fprintf(stderr, "tapecho: unknown option %s\n", a); return 2; }
 	}
-	if (!tap == !iface || (rarp && !have_mac)) {
-		fprintf(stderr, "usage: tapecho (--tap IF | --iface IF) [--mac MAC] [--rarp] [--seconds S] [--rcvbuf BYTES]\n");
+	if (!o->tap == !o->iface || ((o->rarp || o->rarp_on_cont) && !o->have_mac)) {
+		fprintf(stderr, "usage: tapecho (--tap IF | --iface IF) [--mac MAC] [--rarp] [--rarp-on-cont]"
+			" [--seconds S] [--rcvbuf BYTES]\n");
 		return 2;
 	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	uint8_t f[FRAME_MAX_BYTES];
+	unsigned long echoed = 0;
+	uint64_t end_ns;
+	struct sigaction sa = { .sa_handler = on_term }, sc = { .sa_handler = on_cont };
+	const char *name;
+	int fd, r;
+
+	if ((r = parse_opts(argc, argv, &o)) != 0)
+		return r;
+	name = o.tap ? o.tap : o.iface;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	fd = tap ? open_tap(tap) : open_packet(iface, (int)rcvbuf);
+	if (o.rarp_on_cont)
+		sigaction(SIGCONT, &sc, NULL);	/* no SA_RESTART: the poll below returns at once */
+	fd = o.tap ? open_tap(o.tap) : open_packet(o.iface, (int)o.rcvbuf);
 	if (fd < 0) {
-		fprintf(stderr, "tapecho: open %s: %s\n", tap ? tap : iface, strerror(-fd));
+		fprintf(stderr, "tapecho: open %s: %s\n", name, strerror(-fd));
 		return 1;
 	}
-	if (rarp) {
-		uint64_t waited_ns = wait_port_ready(tap ? tap : iface);
-		int r;
+	if (o.rarp) {
+		uint64_t waited_ns = wait_port_ready(name);
 
 		fprintf(stderr, "tapecho port ready after %.1f ms\n", (double)waited_ns / 1e6);
-		r = send_rarp(fd, tap != NULL, iface, mac);
-
-		if (r) {
+		if ((r = send_rarp(fd, o.tap != NULL, o.iface, o.mac)) != 0) {
 			fprintf(stderr, "tapecho: RARP: %s\n", strerror(-r));
 			return 1;
 		}
 	}
 	printf("tapecho ready\n");
 	fflush(stdout);
-	end_ns = mono_ns() + seconds * 1000000000ull;
+	end_ns = mono_ns() + o.seconds * 1000000000ull;
 	while (!stop && mono_ns() < end_ns) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 		uint8_t tmp[6];
 
+		if (continued) {
+			continued = 0;
+			if ((r = send_rarp(fd, o.tap != NULL, o.iface, o.mac)) != 0)
+				fprintf(stderr, "tapecho: RARP: %s\n", strerror(-r));
+		}
 		if (poll(&pfd, 1, 100) <= 0)
 			continue;
 		n = read(fd, f, sizeof(f));
 		if (n < 14 || f[12] != PG_ETHERTYPE >> 8 || f[13] != (PG_ETHERTYPE & 0xff))
 			continue;
-		if (have_mac && memcmp(f, mac, 6) != 0)
+		if (o.have_mac && memcmp(f, o.mac, 6) != 0)
 			continue;
 		memcpy(tmp, f, 6);
 		memcpy(f, f + 6, 6);

@@ -16,10 +16,24 @@
  *   0x0010_0000  guest image (ELF PT_LOAD segments, .bss included), < 2 MiB
  *   0x0020_0000  stacks, GW_GUEST_STACK_BYTES per vCPU, vCPU i's top at
  *                GW_GUEST_STACK_GPA + (i + 1) * GW_GUEST_STACK_BYTES
- *   0x0030_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
- *                with 2 MiB pages
+ *   0x0030_0000  free
+ *   0x0040_0000  NIC driver areas (l2fwd, echo): GW_GUEST_NET_AREA_BYTES per
+ *                NIC, NIC i's at GW_GUEST_NET_GPA + i * GW_GUEST_NET_AREA_BYTES
+ *                (common/vnet_drv.h: driver state, rings, buffers), written
+ *                by the guest and the device only (the device's writes are
+ *                reported dirty), zero at boot; in block "sys", so that they
+ *                migrate with it
+ *   0x0080_0000  page tables (PML4, PDPTs, PDs): identity map of both blocks
+ *                and of the device windows, with 2 MiB pages
+ *   0xd000_0000  device register pages (no RAM: accesses exit), NIC i's
+ *                4 KiB page at GW_GUEST_DEV_GPA + i * GW_GUEST_DEV_STRIDE_BYTES,
+ *                its line on IOAPIC pin GW_GUEST_DEV_GSI_BASE + i
+ *   0xfec0_0000  the in-kernel IOAPIC (the LAPIC runs in x2APIC mode: MSRs)
  *   4 GiB        workload RAM (block "ram"): what --memory sizes, what the
  *                dirty and verify workloads write, what --fill fills
+ *
+ * The page tables map both device windows (2 MiB each) so that the guest
+ * can reach them; they are outside every memslot.
  *
  * Entry: 64-bit mode, CPL 0, interrupts off, RIP = ELF entry, RDI = vCPU
  * index, RSI = boot-info GPA, RSP = top of the vCPU's stack (16-aligned).
@@ -52,9 +66,13 @@
 #define GW_GUEST_IMAGE_END GW_U64(0x200000)
 #define GW_GUEST_STACK_GPA GW_U64(0x200000)
 #define GW_GUEST_STACK_BYTES GW_U64(0x4000)
-#define GW_GUEST_PT_GPA GW_U64(0x300000)
+#define GW_GUEST_PT_GPA GW_U64(0x800000)
 #define GW_GUEST_RAM_GPA GW_U64(0x100000000)
 #define GW_GUEST_MAX_VCPUS 64u
+#define GW_GUEST_DEV_GPA GW_U64(0xd0000000)
+#define GW_GUEST_DEV_STRIDE_BYTES GW_U64(0x1000)
+#define GW_GUEST_DEV_GSI_BASE 16u
+#define GW_GUEST_IOAPIC_GPA GW_U64(0xfec00000)
 
 /* GDT selectors. */
 #define GW_GUEST_SEL_CODE 0x08u
@@ -64,6 +82,7 @@
 /* Interrupt vectors the guests use (x2APIC mode, in-kernel LAPIC). */
 #define GW_GUEST_VEC_TIMER 0x20u
 #define GW_GUEST_VEC_SPURIOUS 0xffu
+#define GW_GUEST_VEC_NIC 0x30u		/* every NIC's line (echo): guests/nic.h */
 
 /* Offsets used by the assembly stubs (checked below). */
 #define GW_VCPU_AREA_TICKS_OFF 24
@@ -75,6 +94,29 @@ enum gw_guest_workload {
 	GW_GUEST_WL_DIRTY = 1,		/* rewrite the working set */
 	GW_GUEST_WL_VERIFY = 2,		/* verify pages, vmm_verify_page() */
 	GW_GUEST_WL_COMPUTE = 3,	/* a deterministic computation (tests) */
+	GW_GUEST_WL_L2FWD = 4,		/* poll the NICs and forward (common/vnet_drv.h) */
+	GW_GUEST_WL_ECHO = 5,		/* halt until a NIC's interrupt, send each frame back */
+};
+
+/*
+ * NICs for l2fwd and echo, at GW_GUEST_NET_INFO_GPA in the boot-info page,
+ * written by the VMM before the first run like the boot info. dst_mac and
+ * dst_set have struct vnet_fwd_cfg's layout (common/vnet_drv.h).
+ */
+#define GW_GUEST_NET_INFO_GPA (GW_GUEST_BOOT_GPA + 0x800)
+#define GW_GUEST_NET_GPA GW_U64(0x400000)
+#define GW_GUEST_NET_AREA_BYTES GW_U64(0x100000)	/* >= VNET_DRV_AREA_BYTES */
+#define GW_GUEST_NET_MAX_NICS 4u
+#define GW_GUEST_NET_END (GW_GUEST_NET_GPA + GW_GUEST_NET_MAX_NICS * GW_GUEST_NET_AREA_BYTES)
+
+struct gw_boot_net {
+	uint32_t nr_nics;		/* 1..GW_GUEST_NET_MAX_NICS */
+	uint32_t budget;		/* l2fwd: frames per NIC per pass (>= 1) */
+	uint64_t mmio_gpa[GW_GUEST_NET_MAX_NICS];	/* NIC i's register page */
+	uint32_t gsi[GW_GUEST_NET_MAX_NICS];	/* NIC i's line: IOAPIC pin */
+	uint8_t dst_mac[GW_GUEST_NET_MAX_NICS][6];	/* l2fwd: for frames leaving NIC i */
+	uint8_t dst_set[GW_GUEST_NET_MAX_NICS];	/* 0: back to the frame's source */
+	uint32_t reserved;
 };
 
 /* Boot info `flags`. */
@@ -102,12 +144,14 @@ struct gw_boot_info {
 struct gw_vcpu_area {
 	uint64_t first_page;		/* VMM: slice of the working set, page index from ram_gpa */
 	uint64_t nr_pages;		/* VMM: slice length (may be 0) */
-	uint64_t written;		/* guest: pages written since boot (dirty, verify) */
-	uint64_t ticks;			/* guest: timer ticks (idle), iterations (compute) */
+	uint64_t written;		/* guest: pages written since boot (dirty, verify),
+					 * frames sent (l2fwd, echo) */
+	uint64_t ticks;			/* guest: timer ticks (idle), iterations (compute),
+					 * NIC interrupts taken (echo) */
 	uint64_t seen_migrations;	/* guest: GW_PV_MIGRATIONS count it has reacted to */
 	uint64_t state;			/* guest: enum gw_vcpu_run_state */
 	uint64_t result;		/* guest: compute result, once done */
-	uint64_t reserved;
+	uint64_t nic_isr_seen;		/* guest: OR of the InterruptStatus its NIC handler acked (echo) */
 	uint64_t args[4];		/* guest: arguments of the next PV call */
 	uint64_t pad[4];
 };
@@ -149,6 +193,13 @@ _Static_assert(__builtin_offsetof(struct gw_vcpu_area, ticks) == GW_VCPU_AREA_TI
 	       "ticks offset used by the timer stub");
 _Static_assert(sizeof(struct gw_boot_info) == 88, "boot info layout");
 _Static_assert(sizeof(struct gw_vcpu_area) == GW_VCPU_AREA_BYTES, "vCPU area layout");
+_Static_assert(sizeof(struct gw_boot_net) == 88, "NIC boot info layout");
+_Static_assert(GW_GUEST_NET_GPA >= GW_GUEST_STACK_GPA + GW_GUEST_MAX_VCPUS * GW_GUEST_STACK_BYTES &&
+	       GW_GUEST_NET_END <= GW_GUEST_PT_GPA,
+	       "NIC areas between the stacks and the page tables (whose size depends on the RAM)");
+_Static_assert(GW_GUEST_NET_INFO_GPA - GW_GUEST_BOOT_GPA >= sizeof(struct gw_boot_info) &&
+	       GW_GUEST_NET_INFO_GPA + sizeof(struct gw_boot_net) <= GW_GUEST_GDT_GPA,
+	       "NIC boot info in the boot-info page, after the boot info");
 _Static_assert(GW_GUEST_VCPU_AREA_GPA + GW_GUEST_MAX_VCPUS * GW_VCPU_AREA_BYTES <= 0x100000ull,
 	       "vCPU areas below the image");
 _Static_assert(GW_GUEST_STACK_GPA + GW_GUEST_MAX_VCPUS * GW_GUEST_STACK_BYTES <= GW_GUEST_PT_GPA,

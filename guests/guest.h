@@ -93,6 +93,8 @@ void guest_halt_forever(void) __attribute__((noreturn));
 /* Entry points called from start.S. */
 void guest_main(uint64_t idx, struct gw_boot_info *bi) __attribute__((noreturn));
 void guest_exception(uint64_t vector, uint64_t rip, uint64_t error) __attribute__((noreturn));
+/* The NICs' interrupt (GW_GUEST_VEC_NIC), from nic_isr; weak in lib.c (nic.c's for the NIC guests). */
+void guest_nic_irq(void);
 
 /* gcc may emit calls to these even in freestanding code. */
 void *memset(void *d, int c, unsigned long n);

@@ -28,7 +28,7 @@ extern char exc_0[], exc_1[], exc_2[], exc_3[], exc_4[], exc_5[], exc_6[], exc_7
 extern char exc_8[], exc_9[], exc_10[], exc_11[], exc_12[], exc_13[], exc_14[], exc_15[];
 extern char exc_16[], exc_17[], exc_18[], exc_19[], exc_20[], exc_21[], exc_22[], exc_23[];
 extern char exc_24[], exc_25[], exc_26[], exc_27[], exc_28[], exc_29[], exc_30[], exc_31[];
-extern char exc_other[], timer_isr[], spurious_isr[];
+extern char exc_other[], timer_isr[], spurious_isr[], nic_isr[];
 
 static char *const exc_stubs[32] = {
 	exc_0, exc_1, exc_2, exc_3, exc_4, exc_5, exc_6, exc_7,
@@ -117,6 +117,7 @@ static void idt_init(void)
 	for (unsigned v = 0; v < 256; v++)
 		idt_set(v, v == GW_GUEST_VEC_TIMER ? timer_isr :
 			   v == GW_GUEST_VEC_SPURIOUS ? spurious_isr :
+			   v == GW_GUEST_VEC_NIC ? nic_isr :
 			   v < 32 ? exc_stubs[v] : exc_other + (v - 32) * 16);
 	idtr.limit = sizeof(idt) - 1;
 	idtr.base = (uint64_t)(uintptr_t)idt;
@@ -137,6 +138,12 @@ void x2apic_timer_start(uint64_t count)
 	wrmsr(X2APIC_TIMER_DCR, 0xb);		/* divide by 1 */
 	wrmsr(X2APIC_LVT_TIMER, LVT_TIMER_PERIODIC | GW_GUEST_VEC_TIMER);
 	wrmsr(X2APIC_TIMER_ICR, count);
+}
+
+/* Guests without NICs: their vector is an unexpected interrupt, like any other. */
+__attribute__((weak)) void guest_nic_irq(void)
+{
+	guest_exception(GW_GUEST_VEC_NIC, 0, 0);
 }
 
 void guest_halt_forever(void)

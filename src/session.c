@@ -121,7 +121,7 @@ void gw_session_free(struct gw_session *s)
 	gw_tls_ctx_free(s->tls_ctx);
 	if (s->listen_fd >= 0 && s->url.ops) {
 		s->url.ops->sock->close(s->listen_fd);
-		s->url.ops->unlisten(s->url.addr);
+		s->url.ops->unlisten(s->url.addr, &s->url.lid);
 	}
 	gw_conn_close(&s->ctl);
 	gw_conn_close(&s->preempt);
@@ -245,6 +245,27 @@ const char *gw_incoming_url(const struct gw_session *s)
 	return s ? s->bound_url : "";
 }
 
+/* @url into @u, its transport usable on this host: 0, or -EINVAL / -ENODEV with @why. */
+static int url_usable(const char *url, bool listen, struct gw_url *u, char *why, size_t why_len)
+{
+	int ret = listen ? gw_url_parse_listen(url, u, why, why_len) : gw_url_parse(url, u, why, why_len);
+
+	if (!ret && u->ops->usable)
+		ret = u->ops->usable(why, why_len);
+	return ret;
+}
+
+int gw_url_check(const char *url, bool listen, char *why, size_t why_len)
+{
+	struct gw_url u;
+	char buf[400] = "";
+	int ret = url ? url_usable(url, listen, &u, buf, sizeof(buf)) : -EINVAL;
+
+	if (why && why_len)
+		snprintf(why, why_len, "%s", ret ? buf : "");
+	return ret;
+}
+
 static int start_thread(struct gw_session *s, void *(*fn)(void *))
 {
 	int ret;
@@ -364,10 +385,7 @@ int gw_migrate_start(struct gw_session *s, const char *url)
 	pthread_mutex_unlock(&s->lock);
 	if (ret)
 		return ret;
-	ret = gw_url_parse(url, &s->url, why, sizeof(why));
-	if (ret)
-		return refuse(s, why);
-	if (s->url.ops->usable && s->url.ops->usable(why, sizeof(why)))
+	if (url_usable(url, false, &s->url, why, sizeof(why)))
 		return refuse(s, why);
 	if (gw_param(s, GW_PARAM_LOCAL) && !s->url.ops->can_pass_fds) {
 		snprintf(why, sizeof(why), "local migration passes memory fds: it needs unix:, not %s:",
@@ -400,18 +418,16 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 		return -EINVAL;
 	if (s->listen_fd >= 0)
 		return -EBUSY;
-	ret = gw_url_parse_listen(url, &s->url, why, sizeof(why));
-	if (ret)
-		return refuse(s, why);
-	if (s->url.ops->usable && (ret = s->url.ops->usable(why, sizeof(why)))) {
+	ret = url_usable(url, true, &s->url, why, sizeof(why));
+	if (ret) {
 		refuse(s, why);
-		return ret;	/* -ENODEV: rdma: without a device */
+		return ret;	/* -EINVAL, or -ENODEV: rdma: without a device */
 	}
 	snprintf(s->url_str, sizeof(s->url_str), "%s", url);
 	ret = tls_prepare(s, GW_TLS_SERVER, why, sizeof(why));
 	if (ret)
 		return refuse(s, why);
-	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url));
+	fd = s->url.ops->listen(s->url.addr, s->bound_url, sizeof(s->bound_url), &s->url.lid);
 	if (fd < 0) {
 		if (fd == -EEXIST)
 			snprintf(why, sizeof(why), "%s: the path exists and is not a socket: refusing to replace it", url);
@@ -445,7 +461,7 @@ int gw_incoming_start(struct gw_session *s, const char *url)
 	gw_session_stop_admit(s);
 fail:
 	s->url.ops->sock->close(fd);
-	s->url.ops->unlisten(s->url.addr);
+	s->url.ops->unlisten(s->url.addr, &s->url.lid);
 	s->listen_fd = -1;
 	return ret;
 }

@@ -90,6 +90,13 @@ struct vmm_backend {
 	const char *name;		/* "kvm", "soft": the --accel value */
 	/* 0 when usable on this host, else -errno and why in @why. */
 	int (*probe)(char *why, size_t why_len);
+	/*
+	 * Whether this backend can make a VM of @cfg (vCPUs, size, fill,
+	 * workload): 0, or -EINVAL / -EOPNOTSUPP and why in @why. Nothing is
+	 * made: a command line is checked whole before anything is allocated.
+	 * create() refuses what this refuses, with the same reason.
+	 */
+	int (*check_config)(const struct vmm_config *cfg, char *why, size_t why_len);
 	/* The VM (RAM mapped and filled, workload set, vCPUs not running). NULL, errno, reason. */
 	struct vmm *(*create)(const struct vmm_config *cfg, char *err, size_t err_len);
 	void (*destroy)(struct vmm *vm);	/* NULL is fine */

@@ -58,6 +58,11 @@ enum gw_param {
 					   limit but the VMM's; setup */
 	GW_PARAM_POSTCOPY_BACKGROUND_NICE,	/* nice of the threads that stream pages nobody asked
 					   for during postcopy, so the guest keeps its CPUs; setup */
+	GW_PARAM_PRECOPY_LIMIT_MS,	/* destination: the precopy (HELLO accepted to COMPLETE) ends
+					   within this, 0 = 60 s plus 1 s per 64 MiB announced; setup */
+	GW_PARAM_PAUSE_BEFORE_SWITCHOVER,	/* 1 = the source pauses the VM, reports
+					   GW_STATUS_PRE_SWITCHOVER and waits for gw_session_continue()
+					   before the final round (QEMU's pause-before-switchover); setup */
 	/* Escalation (docs/params.md): opt-in steps taken when the expected
 	 * downtime stops falling: raise the limit, auto-converge, postcopy,
 	 * then converge-policy's action. */

@@ -79,6 +79,15 @@ GW_EXPORT int gw_incoming_start(struct gw_session *s, const char *url);
 GW_EXPORT const char *gw_incoming_url(const struct gw_session *s);
 
 /*
+ * Whether @url names a transport this library has and this host can use,
+ * with a well-formed address: a destination's (@listen, tcp:HOST:0 allowed)
+ * or a source's. Nothing is opened or resolved. 0; -EINVAL (malformed,
+ * unknown scheme) or -ENODEV (rdma: without a device) with the reason in
+ * @why, "" on success. Lets a caller refuse a URL before making its VM.
+ */
+GW_EXPORT int gw_url_check(const char *url, bool listen, char *why, size_t why_len);
+
+/*
  * Cancel: the source fails with -ECANCELED and keeps running the VM,
  * unless "go" was already sent (then it has no effect). 0 or -EALREADY.
  */
@@ -197,6 +206,13 @@ typedef void (*gw_event_fn)(void *opaque, const struct gw_event *ev);
  * runs, -EINVAL.
  */
 GW_EXPORT int gw_session_set_event_fn(struct gw_session *s, gw_event_fn fn, void *opaque);
+/*
+ * Source, status GW_STATUS_PRE_SWITCHOVER (GW_PARAM_PAUSE_BEFORE_SWITCHOVER):
+ * go on with the switchover's final round (QEMU's migrate-continue). 0,
+ * -EINVAL (not a source, or not waiting there). gw_session_cancel() at that
+ * point ends the migration and resumes the VM on the source.
+ */
+GW_EXPORT int gw_session_continue(struct gw_session *s);
 /*
  * Postcopy (docs/protocol.md#postcopy). Source, a migration started with
  * GW_PARAM_POSTCOPY: switch to postcopy now, without waiting for precopy to

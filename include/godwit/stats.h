@@ -31,6 +31,8 @@ enum gw_status {
 	GW_STATUS_POSTCOPY_ACTIVE,
 	GW_STATUS_POSTCOPY_PAUSED,	/* a connection broke: both sides wait for a recovery */
 	GW_STATUS_POSTCOPY_RECOVER,	/* reconnecting, exchanging what is still missing */
+	GW_STATUS_PRE_SWITCHOVER,	/* GW_PARAM_PAUSE_BEFORE_SWITCHOVER: paused, waiting for
+					   gw_session_continue() before the final round */
 };
 GW_EXPORT const char *gw_status_name(enum gw_status st);
 

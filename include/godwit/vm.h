@@ -89,7 +89,19 @@ struct gw_vm_info {
 	 * its ring (src/mem/dirty_kvm_ring.c).
 	 */
 	int kvm_dirty_ring_full_efd;
+	/*
+	 * Appended: what the source's VMM says of its vCPUs (model, features),
+	 * opaque to the engine, at most GW_CPU_PROFILE_MAX_BYTES. It travels in
+	 * HELLO with nr_vcpus, and the destination's VMM receives it in
+	 * setup_ram's @want, so that it refuses a CPU it could not load before
+	 * round 0. NULL and 0: none. The VMM owns the bytes (valid while the VM
+	 * lives).
+	 */
+	const void *cpu_profile;
+	uint32_t cpu_profile_bytes;
 };
+
+#define GW_CPU_PROFILE_MAX_BYTES 1024
 
 /* Device and vCPU state travels as opaque, named, versioned sections. */
 #define GW_SECTION_NAME_MAX 32
@@ -140,11 +152,15 @@ struct gw_vm_ops {
 	/*
 	 * Destination, optional: the source announced its RAM layout in @want
 	 * (host pointers NULL; with local migration, fd set to a received fd
-	 * which the callee then owns). Create or check the RAM and fill @vm
+	 * which the callee then owns), its vCPU count in @want->nr_vcpus and
+	 * the source VMM's cpu_profile (0 and NULL: the source did not say).
+	 * This runs before round 0, while the source runs on: refuse here
+	 * whatever the state would be refused for at the switchover (RAM, vCPU
+	 * count, CPU model and features). Create or check the RAM and fill @vm
 	 * (its size is set; the VMM may assign its own gw_vm_info whole, and
 	 * points blocks at its array, which the engine copies on return).
 	 * When NULL, the engine compares @want with the gw_vm_info given at
-	 * session creation. 0 or -errno (use gw_state_reject-like reason via
+	 * session creation (blocks, and nr_vcpus when both are set). 0 or -errno (use gw_state_reject-like reason via
 	 * @reason, @reason_len).
 	 */
 	int (*setup_ram)(void *opaque, const struct gw_vm_info *want,

@@ -71,6 +71,12 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_POSTCOPY_BACKGROUND_NICE] = { "postcopy-background-nice", 0, 19, 0, false,
 		"postcopy: nice of the threads that stream the pages nobody asked for (source pushers, "
 		"destination data receivers), so the guest's vCPUs keep their CPUs; requests are not affected" },
+	[GW_PARAM_PRECOPY_LIMIT_MS] = { "precopy-limit-ms", 0, 2592000000ll, 0, false,
+		"destination: the precopy (HELLO accepted to COMPLETE) must end within this, else the migration "
+		"fails; 0 = 60 s plus 1 s per 64 MiB of the RAM the source announced" },
+	[GW_PARAM_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", 0, 1, 0, false,
+		"source: pause the VM and wait for a continue (gw_session_continue, QMP migrate-continue) "
+		"before the final round; the downtime counts from that pause, a cancel resumes the VM" },
 	[GW_PARAM_ESCALATE] = { "escalate", 0, 1, 0, true,
 		"1 = when the expected downtime stops falling, take the next step: raise the downtime limit, "
 		"auto-converge, postcopy (if allowed), then converge-policy's action" },

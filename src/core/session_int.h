@@ -194,7 +194,8 @@ struct gw_session {
 					   postcopy's preempt connection (then a recovery's, while it
 					   listens) or gw_session_free; stopped by gw_session_stop_admit */
 	uint64_t adm_refused;		/* lock: connections refused by acceptors stopped already */
-	uint64_t rx_progress_ns;	/* atomic: a frame began on some connection (net/io.h watch) */
+	uint64_t rx_progress_ns;	/* atomic: the destination's migration last progressed (pages, a step
+					   towards its end: dest/setup.c dst_conn_watch) */
 	/* The RAM layout the receivers apply pages to (the destination's, in
 	 * dst), set before channel threads start; NULL on the source. */
 	const struct gw_dst_layout *layout;

@@ -12,7 +12,7 @@ static const char *const status_names[] = {
 	[GW_STATUS_COMPLETED] = "completed", [GW_STATUS_FAILED] = "failed",
 	[GW_STATUS_CANCELLED] = "cancelled", [GW_STATUS_UNKNOWN] = "unknown",
 	[GW_STATUS_POSTCOPY_ACTIVE] = "postcopy-active", [GW_STATUS_POSTCOPY_PAUSED] = "postcopy-paused",
-	[GW_STATUS_POSTCOPY_RECOVER] = "postcopy-recover",
+	[GW_STATUS_POSTCOPY_RECOVER] = "postcopy-recover", [GW_STATUS_PRE_SWITCHOVER] = "pre-switchover",
 };
 
 static const char *const stage_names[GW_STAGE__COUNT] = {

@@ -266,6 +266,7 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		ret = d->round_seen ? -EPROTO : dst_extents_add(s, &m->extents);
 		return ret ? gw_fail(s, GW_PHASE_RECEIVE, ret, "bad EXTENTS frame") : 0;
 	case GW_MSG_PC_PREPARE:
+		dst_progress(s);
 		return d->have_state ? gw_fail(s, GW_PHASE_RECEIVE, -EPROTO, "PC_PREPARE after STATE") :
 		       pcd_prepare(s);
 	case GW_MSG_PC_DIRTY:
@@ -276,8 +277,11 @@ static int control_one(struct gw_session *s, struct dst_ctx *d, int type, union 
 		gw_events_hold(s);	/* the source is paused: none until the resume (events.c) */
 		gw_set_status(s, GW_STATUS_DEVICE);
 		d->have_state = true;
+		dst_progress(s);
 		return 0;
 	case GW_MSG_COMPLETE:
+		dst_progress(s);
+		gw_conn_set_wait_end(&s->ctl, 0);	/* the precopy is over: its bound too */
 		gw_set_status(s, GW_STATUS_HANDOVER);
 		ret = on_complete(s, d, &m->complete);
 		if (!ret)
@@ -372,8 +376,36 @@ static void dst_verify(struct gw_session *s, struct dst_ctx *d)
 	       (unsigned long long)(v.verify_ns / 1000), (unsigned long long)v.snapshot_faults);
 }
 
+/*
+ * When the precopy must be over (precopy-limit-ms from the HELLO; by
+ * default 60 s plus 1 s per 64 MiB announced): a source that trickles
+ * pages cannot hold this destination for ever.
+ */
+static uint64_t precopy_end_ns(struct gw_session *s)
+{
+	uint64_t limit_ms = (uint64_t)gw_param(s, GW_PARAM_PRECOPY_LIMIT_MS), t0;
+
+	pthread_mutex_lock(&s->lock);
+	t0 = s->t_start_ns;
+	if (!limit_ms)
+		limit_ms = 60000 + (s->stats.ram_total_bytes >> 26) * 1000;
+	pthread_mutex_unlock(&s->lock);
+	return t0 + limit_ms * 1000000ull;
+}
+
+/* A wait on the control connection timed out: the precopy's bound, or a stall. */
+static int control_timeout(struct gw_session *s, uint64_t end_ns)
+{
+	if (gw_now_ns() >= end_ns)
+		return gw_fail(s, GW_PHASE_RECEIVE, -ETIMEDOUT, "the precopy did not end within %llu ms "
+			       "(precopy-limit-ms)", (unsigned long long)((end_ns - s->t_start_ns) / 1000000));
+	return gw_fail(s, GW_PHASE_RECEIVE, -ETIMEDOUT, "the source sent no pages for %lld ms: the migration "
+		       "stalled", (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+}
+
 static int control_loop(struct gw_session *s)
 {
+	uint64_t end_ns = precopy_end_ns(s);
 	struct dst_ctx d = { .cap = gw_frame_max_payload(GW_MSG_STATE) };
 	union gw_msg *m = malloc(sizeof(*m));
 	bool resumed = false, verify;
@@ -391,6 +423,7 @@ static int control_loop(struct gw_session *s)
 	 * pages: its waits end when nothing arrived anywhere for io-timeout-ms.
 	 */
 	dst_conn_watch(s, &s->ctl);
+	gw_conn_set_wait_end(&s->ctl, end_ns);
 	while (!ret && !resumed) {
 		char why[160];
 		int type;
@@ -398,8 +431,7 @@ static int control_loop(struct gw_session *s)
 		m->state.st = d.have_state ? NULL : d.state;	/* a second STATE is refused */
 		type = gw_conn_recv_msg(&s->ctl, m, d.buf, d.cap, why, sizeof(why));
 		if (type == -ETIMEDOUT && !gw_failed(s))
-			ret = gw_fail(s, GW_PHASE_RECEIVE, type, "the source sent nothing for %lld ms on any "
-				      "connection: the migration stalled", (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+			ret = control_timeout(s, end_ns);
 		else if (type < 0)
 			ret = gw_failed(s) ? gw_failed(s) :
 				gw_fail(s, GW_PHASE_RECEIVE, type, "control connection: %s%s%s",

@@ -52,6 +52,8 @@ void dst_layout_release(struct gw_session *s);
  * io-timeout-ms: a committed migration that stalls times out.
  */
 void dst_conn_watch(struct gw_session *s, struct gw_conn *c);
+/* The migration progressed (pages arrived, a step towards its end): any thread. */
+void dst_progress(struct gw_session *s);
 
 /* dest/populate.c */
 /* Fold one EXTENTS message into the pending job. 0, -EPROTO, -ERANGE, -ENOMEM. */

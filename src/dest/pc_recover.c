@@ -84,7 +84,7 @@ void pcd_stop_listening(struct gw_session *s)
 	pthread_mutex_lock(&s->lock);
 	if (s->listen_fd >= 0) {
 		s->url.ops->sock->close(s->listen_fd);
-		s->url.ops->unlisten(s->url.addr);
+		s->url.ops->unlisten(s->url.addr, &s->url.lid);
 	}
 	s->listen_fd = -1;
 	s->dst->pc_recover_listening = false;
@@ -114,7 +114,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 		return ret;
 	if (s->tls_ctx && !u.ops->sock->kernel)
 		return -EOPNOTSUPP;	/* TLS on kernel sockets only (session.c: tls_prepare) */
-	fd = u.ops->listen(u.addr, bound, sizeof(bound));
+	fd = u.ops->listen(u.addr, bound, sizeof(bound), &u.lid);
 	if (fd < 0)
 		return fd;
 	/*
@@ -154,7 +154,7 @@ int gw_postcopy_recover(struct gw_session *s, const char *url)
 	return 0;
 fail:
 	u.ops->sock->close(fd);
-	u.ops->unlisten(u.addr);
+	u.ops->unlisten(u.addr, &u.lid);
 	return ret;
 }
 

@@ -10,6 +10,11 @@
  * Best effort: a failed step skips the rest of its range, and what is not
  * populated the stream allocates itself.
  *
+ * Never far ahead of the stream: what it populated stays within
+ * AHEAD_PAGES of the pages received that take memory (normal and XBZRLE;
+ * a zero page takes none), so EXTENTS over all of RAM and no pages commit
+ * 64 MiB, not the RAM announced.
+ *
  * A postcopy switch stops it (dst_populate_stop, at PC_PREPARE): the pause
  * and the resumed guest's vCPUs need every core. Lowering its priority
  * instead is worse: a step holds the memfd's inode lock, which the page
@@ -24,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <time.h>
 #include <sys/mman.h>
 #include "dest/dest.h"
 #include "util/thread_name.h"
@@ -33,6 +39,7 @@
 #endif
 
 #define STEP_PAGES ((4u << 20) / GW_PAGE_BYTES)
+#define AHEAD_PAGES ((64u << 20) / GW_PAGE_BYTES)	/* populated ahead of the pages received, at most */
 
 struct populate_job {
 	struct gw_session *s;
@@ -74,6 +81,25 @@ static bool stopped(struct gw_session *s)
 	return gw_failed(s) || __atomic_load_n(&s->dst->populate_stop, __ATOMIC_RELAXED);
 }
 
+/*
+ * Wait (1 ms naps) until @pages populated in all stay within AHEAD_PAGES
+ * of the pages received that take memory. false: stopped meanwhile.
+ */
+static bool within_budget(struct gw_session *s, uint64_t pages)
+{
+	static const struct timespec nap = { .tv_nsec = 1000000 };
+
+	while (!stopped(s)) {
+		uint64_t got = __atomic_load_n(&s->ctr_normal_pages, __ATOMIC_RELAXED) +
+			       __atomic_load_n(&s->ctr_xbzrle_pages, __ATOMIC_RELAXED);
+
+		if (pages <= got + AHEAD_PAGES)
+			return true;
+		nanosleep(&nap, NULL);
+	}
+	return false;
+}
+
 static void *populate_main(void *arg)
 {
 	struct populate_job *job = arg;
@@ -90,6 +116,8 @@ static void *populate_main(void *arg)
 		while (done < job->ext[i].count && !stopped(s)) {
 			uint64_t n = job->ext[i].count - done < STEP_PAGES ? job->ext[i].count - done : STEP_PAGES;
 
+			if (!s->dst->dblk[job->ext[i].block].map_write && !within_budget(s, pages + done + n))
+				break;
 			if (populate_step(s, job->ext[i].block, job->ext[i].first + done, n))
 				break;
 			done += n;
@@ -164,6 +192,7 @@ void dst_populate_end(struct gw_session *s)
 {
 	job_free(s->dst->pop_job);
 	s->dst->pop_job = NULL;
+	dst_populate_stop(s);	/* the stream is over: a step waiting for its pages would wait for ever */
 	if (s->dst->populate_running)
 		pthread_join(s->dst->populate_thread, NULL);
 	s->dst->populate_running = false;

@@ -99,9 +99,17 @@ static int recv_fds(struct gw_session *s, const struct gw_msg_hello *h, int *fds
 	return 0;
 }
 
-/* Without a setup_ram callback: the layout given at creation must be the announced one. */
+/*
+ * Without a setup_ram callback: the layout given at creation must be the
+ * announced one, and so must the vCPU count when both ends give one.
+ */
 static int layout_compare(struct gw_session *s, const struct gw_vm_info *want, char *why, size_t why_len)
 {
+	if (want->nr_vcpus && s->vm.nr_vcpus && want->nr_vcpus != s->vm.nr_vcpus) {
+		snprintf(why, why_len, "the source's VM has %u vCPUs, this destination's %u", want->nr_vcpus,
+			 s->vm.nr_vcpus);
+		return -ERANGE;
+	}
 	if (s->vm.nr_blocks != want->nr_blocks) {
 		snprintf(why, why_len, "the source's RAM is %u blocks, this destination's VM has %u: it must "
 			 "be made with the source's RAM layout", want->nr_blocks, s->vm.nr_blocks);
@@ -187,7 +195,9 @@ static int setup_layout(struct gw_session *s, const struct gw_msg_hello *h, int 
 {
 	struct gw_ram_block blocks[GW_MAX_RAM_BLOCKS] = { 0 };
 	struct gw_vm_info want = { .size = sizeof(want), .nr_blocks = h->nr_blocks, .blocks = blocks,
-				   .kvm_vm_fd = -1, .kvm_dirty_ring_full_efd = -1 };
+				   .kvm_vm_fd = -1, .nr_vcpus = h->nr_vcpus, .kvm_dirty_ring_full_efd = -1,
+				   .cpu_profile = h->profile_bytes ? h->profile : NULL,
+				   .cpu_profile_bytes = h->profile_bytes };
 	struct gw_vm_info got = s->vm;	/* what the VMM leaves alone stays as given at creation */
 	char reason[200] = "", esc[GW_LOG_STR_MAX(200)];
 	int ret;
@@ -316,7 +326,7 @@ static int hello_commit(struct gw_session *s, struct gw_admitted *c, const struc
 	pthread_mutex_lock(&s->lock);
 	s->t_start_ns = gw_now_ns();
 	pthread_mutex_unlock(&s->lock);
-	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
+	dst_progress(s);
 	note_tls(s, c->peer);
 	/* Verification: RAM registered for the snapshot at resume, protected ahead during precopy. */
 	s->dst->snap_err = 0;
@@ -397,11 +407,21 @@ int dst_handshake(struct gw_session *s)
 	return ret;
 }
 
-/* Receives of a connection of this migration: frames within the I/O timeout, idle while the migration progresses. */
+/*
+ * Receives of a connection of this migration: frames within the I/O
+ * timeout, idle while the migration progresses. Progress is pages, and the
+ * steps that end a precopy (dst_progress): a frame as such, a PING or an
+ * EXTENTS, is none, so a source that sends nothing else stalls.
+ */
 void dst_conn_watch(struct gw_session *s, struct gw_conn *c)
 {
 	gw_conn_set_timeout(c, (uint64_t)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
-	gw_conn_watch_progress(c, &s->rx_progress_ns);
+	gw_conn_wait_progress(c, &s->rx_progress_ns);
+}
+
+void dst_progress(struct gw_session *s)
+{
+	__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 }
 
 /*

@@ -7,10 +7,22 @@
  * session. It accepts every connection at once, so the listen backlog
  * never fills, and gives each a deadline for its whole opening: the TLS
  * handshake (when the destination has credentials), then its first frame,
- * whole. At most GW_ADMIT_MAX_OPENING connections are opening at a time;
- * a new one evicts the one that sent least (then the oldest). Many of them
- * progress at once (non-blocking, one poll loop), so an idle, dripping,
- * silent or garbage connection never delays another.
+ * whole. Many of them progress at once (non-blocking, one poll loop), so
+ * an idle, dripping, silent or garbage connection never delays another.
+ *
+ * Openings are kept in three pools by what they sent, each with its own
+ * cap: silent (accepted, nothing read: GW_ADMIT_SILENT), in a TLS
+ * handshake (GW_ADMIT_HANDSHAKE), in their first frame (plain, or after an
+ * authorized handshake: GW_ADMIT_FRAME). An opening enters a pool only
+ * from the one before, and a newcomer to a full pool evicts from that pool
+ * alone: the opening whose last step is oldest (a step: accepted, a byte
+ * of the first frame, a handshake message taken), never one with bytes
+ * waiting, which is read instead. Bytes that came with a connection are
+ * read at its accept. So no number of silent connections can evict one
+ * that sent a byte, no parked half frame can evict one that progresses,
+ * and no unauthenticated handshake can evict an authenticated source. An
+ * evicted peer gets ERROR BUSY with the reason where it can read one
+ * (plain, or after its handshake).
  *
  * A connection whose first frame is HELLO or CHAN_HELLO (CRC checked) is
  * queued for the migration thread (gw_admit_take); anything else is
@@ -39,7 +51,10 @@
 #include "net/transport.h"
 #include "wire/wire.h"
 
-#define GW_ADMIT_MAX_OPENING 32		/* accepted, first frame not complete yet */
+#define GW_ADMIT_SILENT 64		/* openings that sent nothing yet */
+#define GW_ADMIT_HANDSHAKE 32		/* openings in their TLS handshake */
+#define GW_ADMIT_FRAME 32		/* openings in their first frame */
+#define GW_ADMIT_MAX_OPENING (GW_ADMIT_SILENT + GW_ADMIT_HANDSHAKE + GW_ADMIT_FRAME)
 #define GW_ADMIT_QUEUE (GW_WIRE_MAX_CHANNELS + 8)	/* admitted, not yet taken */
 #define GW_ADMIT_PEER_MAX 256
 

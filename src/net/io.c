@@ -139,6 +139,18 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms)
 void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns)
 {
 	c->progress_ns = progress_ns;
+	c->progress_stamps = true;
+}
+
+void gw_conn_wait_progress(struct gw_conn *c, uint64_t *progress_ns)
+{
+	c->progress_ns = progress_ns;
+	c->progress_stamps = false;
+}
+
+void gw_conn_set_wait_end(struct gw_conn *c, uint64_t end_ns)
+{
+	c->wait_end_ns = end_ns;
 }
 
 int gw_conn_peer_alive(struct gw_conn *c)
@@ -353,6 +365,8 @@ static int wait_frame(struct gw_conn *c)
 		}
 		idle_ms = __atomic_load_n(&c->idle_ms, __ATOMIC_RELAXED);
 		end = idle_ms ? from + idle_ms * 1000000ull : 0;
+		if (c->wait_end_ns && (!end || c->wait_end_ns < end))
+			end = c->wait_end_ns;
 		if (end && now >= end)
 			return -ETIMEDOUT;
 		r = c->sock->poll(&pfd, 1, end ? gw_conn_ms_left(end) : -1);
@@ -383,7 +397,7 @@ static int conn_recv_hdr_fds(struct gw_conn *c, struct gw_frame_hdr *h, uint32_t
 	ret = recv_all(c, &iov, 1, fds, max_fds, nr_fds);
 	if (ret)
 		return ret;
-	if (c->progress_ns)
+	if (c->progress_ns && c->progress_stamps)
 		__atomic_store_n(c->progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 	__atomic_store_n(&c->bytes_recv, c->bytes_recv + sizeof(hdr), __ATOMIC_RELAXED);
 	ret = gw_frame_hdr_decode(hdr, h);

@@ -50,6 +50,9 @@ struct gw_conn {
 	uint64_t recv_frame_ms;		/* atomic (set by any thread, read by the receiver): a begun frame arrives within this; 0 = no limit */
 	uint64_t idle_ms;		/* atomic (set by any thread, read by the receiver): wait for a frame's first byte; 0 = for ever */
 	uint64_t *progress_ns;		/* set before the receiving thread starts; NULL = none */
+	bool progress_stamps;		/* as progress_ns: each frame begun stamps it (else only waits on it) */
+	uint64_t wait_end_ns;		/* receiving thread: a wait for the next frame ends by then whatever
+					   the progress (CLOCK_MONOTONIC); 0 = none */
 	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
 	bool rcvtimeo_cut;		/* atomic (receiving thread, and gw_conn_set_recv_timeout): SO_RCVTIMEO lowered for the rest of a frame */
 	char recv_why[GW_CONN_WHY_BYTES];	/* receiving thread: why the last header was refused, "" none */
@@ -118,6 +121,18 @@ int gw_conn_set_recv_timeout(struct gw_conn *c, uint64_t timeout_ms);
  * receiving thread starts.
  */
 void gw_conn_watch_progress(struct gw_conn *c, uint64_t *progress_ns);
+/*
+ * The same, but frames on @c never stamp *@progress_ns: the session stamps
+ * it where it sees progress of its own kind (a destination: pages). Before
+ * the receiving thread starts.
+ */
+void gw_conn_wait_progress(struct gw_conn *c, uint64_t *progress_ns);
+/*
+ * Waits for @c's next frame end with -ETIMEDOUT at @end_ns
+ * (CLOCK_MONOTONIC) however the session progresses; 0 = no such end.
+ * Receiving thread.
+ */
+void gw_conn_set_wait_end(struct gw_conn *c, uint64_t end_ns);
 /*
  * Without blocking: 0 when the peer may still be there, -ECONNRESET when
  * it closed or reset the connection (a FIN or an error is queued).

@@ -351,6 +351,16 @@ int gw_tls_handshake(struct gw_tls *t, short *events)
 	return ret;
 }
 
+int gw_tls_handshake_stage(struct gw_tls *t)
+{
+	int stage;
+
+	pthread_mutex_lock(&t->lock);
+	stage = (int)SSL_get_state(t->ssl);
+	pthread_mutex_unlock(&t->lock);
+	return stage;
+}
+
 /* Our record layer failed (@ret from gw_tls_rec_*): the reason in words. */
 static ssize_t rec_failure(struct gw_tls *t, ssize_t ret, int alert)
 {

@@ -88,6 +88,11 @@ void gw_tls_free(struct gw_tls *t);
  * (gw_tls_error()).
  */
 int gw_tls_handshake(struct gw_tls *t, short *events);
+/*
+ * Where the handshake is (OpenSSL's state machine, as an int): it changes
+ * only when a whole handshake message was taken or sent, never on a byte.
+ */
+int gw_tls_handshake_stage(struct gw_tls *t);
 
 /*
  * Read or write up to @len bytes: the count (> 0), -EAGAIN with *@events,

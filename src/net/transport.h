@@ -16,6 +16,13 @@
 #include <sys/types.h>
 
 #define GW_URL_MAX 256
+/*
+ * Connections the kernel queues for accept: a flood of strangers that
+ * outruns the acceptor for a moment must not fill it, or the real source's
+ * SYN is dropped and retried a second later (the kernel caps it at
+ * net.core.somaxconn).
+ */
+#define GW_LISTEN_BACKLOG 1024
 
 /*
  * The calls on one transport's sockets, as their POSIX namesakes (-1 and
@@ -29,12 +36,28 @@ struct gw_sock_ops {
 	int (*close)(int fd);
 	int (*setsockopt)(int fd, int level, int name, const void *val, socklen_t len);
 	int (*poll)(struct pollfd *fds, nfds_t n, int timeout_ms);
-	int (*accept)(int listen_fd);	/* one connection, close-on-exec */
+	int (*accept)(int listen_fd);	/* one connection, close-on-exec (gw_accept_rest) */
 	int (*set_nonblock)(int fd, bool on);	/* O_NONBLOCK on or off: 0, or -1 and errno */
 	bool kernel;			/* fds are kernel sockets (TCP_INFO, MSG_ZEROCOPY, SCM_RIGHTS) */
 };
 /* The kernel's socket calls (tcp:, unix:). */
 extern const struct gw_sock_ops gw_sock_kernel;
+/*
+ * @fd as an accept returned it; out of descriptors (EMFILE, ENFILE) after
+ * a 100 ms rest, errno kept: the listener stays readable, and an accept
+ * loop would otherwise spin until a descriptor is freed.
+ */
+int gw_accept_rest(int fd);
+
+/*
+ * What a listen made on the file system, so that unlisten removes that and
+ * never a file put in its place (unix: the socket file's device and inode;
+ * all zero: nothing made).
+ */
+struct gw_listen_id {
+	uint64_t dev;
+	uint64_t ino;
+};
 
 struct gw_transport_ops {
 	const char *scheme;		/* "tcp", "unix", "rdma" */
@@ -50,13 +73,14 @@ struct gw_transport_ops {
 	void (*host)(const char *addr, char *host, size_t host_len);
 	/*
 	 * Listen on @addr; returns the listening fd or -errno. @bound gets
-	 * the full URL actually bound (port 0 resolved).
+	 * the full URL actually bound (port 0 resolved), @id what it made.
+	 * Never blocks on what is already at @addr.
 	 */
-	int (*listen)(const char *addr, char *bound, size_t bound_len);
+	int (*listen)(const char *addr, char *bound, size_t bound_len, struct gw_listen_id *id);
 	/* Connect within @timeout_ms; returns a connected fd or -errno. */
 	int (*connect)(const char *addr, uint64_t timeout_ms);
-	/* Remove what listen created (the socket file), after close. */
-	void (*unlisten)(const char *addr);
+	/* Remove what listen created (@id: the socket file), after close; nothing else. */
+	void (*unlisten)(const char *addr, const struct gw_listen_id *id);
 	/*
 	 * Optional: whether this transport can work on this machine at all.
 	 * 0, or -errno with a reason in @why (rdma: without an RDMA device).
@@ -69,6 +93,7 @@ extern const struct gw_transport_ops *const gw_transports[];
 struct gw_url {
 	const struct gw_transport_ops *ops;
 	char addr[GW_URL_MAX];		/* what follows "scheme:" */
+	struct gw_listen_id lid;	/* set by listen on addr, for unlisten */
 };
 /* A URL to connect to: 0, or -EINVAL with a reason in @why. */
 int gw_url_parse(const char *url, struct gw_url *out, char *why, size_t why_len);

@@ -125,7 +125,7 @@ static int r_close_keep_errno(int fd)
 	return -e;
 }
 
-static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
+static int rdma_t_listen(const char *addr, char *bound, size_t bound_len, struct gw_listen_id *id)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -145,7 +145,7 @@ static int rdma_t_listen(const char *addr, char *bound, size_t bound_len)
 			continue;
 		}
 		rl.setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!rl.bind(fd, ai->ai_addr, ai->ai_addrlen) && !rl.listen(fd, 64))
+		if (!rl.bind(fd, ai->ai_addr, ai->ai_addrlen) && !rl.listen(fd, GW_LISTEN_BACKLOG))
 			break;
 		ret = r_close_keep_errno(fd);
 		fd = -1;
@@ -186,7 +186,7 @@ static int rdma_t_connect(const char *addr, uint64_t timeout_ms)
 	return fd < 0 ? ret : fd;
 }
 
-static void rdma_t_unlisten(const char *addr)
+static void rdma_t_unlisten(const char *addr, const struct gw_listen_id *id)
 {
 }
 
@@ -226,7 +226,7 @@ static int r_close(int fd)
 
 static int r_accept(int listen_fd)
 {
-	return rl.accept(listen_fd, NULL, NULL);
+	return gw_accept_rest(rl.accept(listen_fd, NULL, NULL));
 }
 
 static int r_poll(struct pollfd *fds, nfds_t n, int timeout_ms)

@@ -30,7 +30,7 @@ void gw_tcp_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-static int tcp_listen(const char *addr, char *bound, size_t bound_len)
+static int tcp_listen(const char *addr, char *bound, size_t bound_len, struct gw_listen_id *id)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
@@ -45,7 +45,7 @@ static int tcp_listen(const char *addr, char *bound, size_t bound_len)
 		if (fd < 0)
 			continue;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, 64))
+		if (!bind(fd, ai->ai_addr, ai->ai_addrlen) && !listen(fd, GW_LISTEN_BACKLOG))
 			break;
 		ret = -errno;
 		close(fd);
@@ -103,7 +103,7 @@ static int tcp_connect(const char *addr, uint64_t timeout_ms)
 	return fd;
 }
 
-static void tcp_unlisten(const char *addr)
+static void tcp_unlisten(const char *addr, const struct gw_listen_id *id)
 {
 }
 

@@ -2,8 +2,8 @@
 /*
  * unix:PATH: stream sockets on the file system; can pass RAM fds. The
  * socket file is created mode 0600 (only this user may connect: the file
- * permission is the access check), and listening never replaces anything
- * but a stale socket.
+ * permission is the access check), listening never replaces anything
+ * but a stale socket, and unlisten removes only the socket file it made.
  */
 #include <errno.h>
 #include <poll.h>
@@ -38,8 +38,9 @@ static int make_addr(const char *path, struct sockaddr_un *sun)
 
 /*
  * Whatever is at @path may go only if it is a socket nobody listens on (a
- * stale one of an earlier run). 0, -EEXIST (not a socket), -EADDRINUSE
- * (someone listens), -errno.
+ * stale one of an earlier run). The probe never blocks: a listener that
+ * never accepts (its backlog full) is as much in use as one that does.
+ * 0, -EEXIST (not a socket), -EADDRINUSE (someone listens), -errno.
  */
 static int remove_stale(const char *path, const struct sockaddr_un *sun)
 {
@@ -50,19 +51,22 @@ static int remove_stale(const char *path, const struct sockaddr_un *sun)
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISSOCK(st.st_mode))
 		return -EEXIST;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	ret = connect(fd, (const struct sockaddr *)sun, sizeof(*sun));
+	ret = connect(fd, (const struct sockaddr *)sun, sizeof(*sun)) ? errno : 0;
 	close(fd);
-	if (!ret)
+	if (ret == 0 || ret == EAGAIN || ret == EINPROGRESS)
 		return -EADDRINUSE;
+	if (ret != ECONNREFUSED && ret != ENOENT)
+		return -ret;	/* EACCES...: not ours to judge stale */
 	return unlink(path) && errno != ENOENT ? -errno : 0;
 }
 
-static int unix_listen(const char *path, char *bound, size_t bound_len)
+static int unix_listen(const char *path, char *bound, size_t bound_len, struct gw_listen_id *id)
 {
 	struct sockaddr_un sun;
+	struct stat st;
 	int fd, ret;
 
 	ret = make_addr(path, &sun);
@@ -77,11 +81,14 @@ static int unix_listen(const char *path, char *bound, size_t bound_len)
 	 * The file takes the socket inode's mode (less the umask) at bind:
 	 * 0600 from its first instant, without touching the process-wide umask.
 	 */
-	if (fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || listen(fd, 64)) {
+	if (fchmod(fd, 0600) || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) || lstat(path, &st) ||
+	    listen(fd, GW_LISTEN_BACKLOG)) {
 		ret = -errno;
 		close(fd);
 		return ret;
 	}
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
 	snprintf(bound, bound_len, "unix:%s", path);
 	return fd;
 }
@@ -106,9 +113,13 @@ static int unix_connect(const char *path, uint64_t timeout_ms)
 	return fd;
 }
 
-static void unix_unlisten(const char *path)
+/* Only our socket file: a file that replaced it since is someone else's. */
+static void unix_unlisten(const char *path, const struct gw_listen_id *id)
 {
-	unlink(path);
+	struct stat st;
+
+	if (id->ino && !lstat(path, &st) && S_ISSOCK(st.st_mode) && st.st_dev == id->dev && st.st_ino == id->ino)
+		unlink(path);
 }
 
 const struct gw_transport_ops gw_transport_unix = {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* "scheme:address" URLs, resolved against the transport table. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
@@ -56,9 +57,20 @@ void gw_url_host(const struct gw_url *u, char *host, size_t host_len)
 
 /* ---- the kernel's socket calls ---- */
 
+int gw_accept_rest(int fd)
+{
+	int err = errno;
+
+	if (fd < 0 && (err == EMFILE || err == ENFILE)) {
+		poll(NULL, 0, 100);
+		errno = err;
+	}
+	return fd;
+}
+
 static int kernel_accept(int listen_fd)
 {
-	return accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	return gw_accept_rest(accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC));
 }
 
 static int kernel_setsockopt(int fd, int level, int name, const void *val, socklen_t len)

@@ -35,6 +35,9 @@ static void count_received(struct gw_channel *ch, const struct gw_pages_plan *pl
 
 	ch->frames++;
 	ch->pages += plan->ph.nr_entries;
+	/* Pages are what keeps a destination's migration alive (dest/setup.c, dst_conn_watch). */
+	if (plan->ph.nr_entries)
+		__atomic_store_n(&s->rx_progress_ns, gw_now_ns(), __ATOMIC_RELAXED);
 	if (plan->ph.raw_bytes)
 		__atomic_fetch_add(&ch->codec_bytes[plan->codec], plan->ph.raw_bytes, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->ctr_normal_pages, plan->nr_normal, __ATOMIC_RELAXED);
@@ -256,7 +259,11 @@ void *gw_channel_recv_main(void *arg)
 	gw_log_set_side(s->side);
 	while (!ret && !gw_failed(s))
 		ret = recv_one(ch);
-	if (ret < 0 && !gw_failed(s))
+	/* Idle past the session's progress (pages on any channel): the same words as the control loop's. */
+	if (ret == -ETIMEDOUT && !gw_failed(s) && !gw_conn_recv_why(&ch->conn)[0])
+		gw_fail(s, GW_PHASE_RECEIVE, ret, "channel %u: the source sent no pages for %lld ms: the migration "
+			"stalled", ch->index, (long long)gw_param(s, GW_PARAM_IO_TIMEOUT_MS));
+	else if (ret < 0 && !gw_failed(s))
 		gw_fail(s, GW_PHASE_RECEIVE, ret, "channel %u: %s", ch->index,
 			gw_conn_recv_why(&ch->conn)[0] ? gw_conn_recv_why(&ch->conn) : gw_conn_err_text(ret, "source"));
 	return NULL;

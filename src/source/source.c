@@ -201,6 +201,8 @@ static int connect_conn(struct gw_session *s, struct gw_conn *c)
 	return 0;
 }
 
+_Static_assert(GW_CPU_PROFILE_MAX_BYTES <= GW_WIRE_MAX_PROFILE_BYTES, "a VMM's CPU profile fits HELLO");
+
 static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -215,7 +217,14 @@ static void hello_build(struct gw_session *s, struct gw_msg_hello *h)
 	h->flags = (gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_LOCAL : 0) |
 		   (gw_param(s, GW_PARAM_POSTCOPY) && !gw_param(s, GW_PARAM_LOCAL) ? GW_HELLO_POSTCOPY : 0) |
 		   (gw_param(s, GW_PARAM_VERIFY) ? GW_HELLO_VERIFY : 0) |
-		   (gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES) ? GW_HELLO_XBZRLE : 0);
+		   (gw_param(s, GW_PARAM_XBZRLE_CACHE_BYTES) ? GW_HELLO_XBZRLE : 0) |
+		   (s->vm.nr_vcpus && s->vm.nr_vcpus <= GW_WIRE_MAX_HELLO_VCPUS ? GW_HELLO_VM : 0);
+	if (h->flags & GW_HELLO_VM) {	/* a VMM that gives no count sends no VM part */
+		h->nr_vcpus = s->vm.nr_vcpus;
+		h->profile_bytes = s->vm.cpu_profile_bytes;	/* <= GW_CPU_PROFILE_MAX_BYTES (abi.c) */
+		if (h->profile_bytes)
+			memcpy(h->profile, s->vm.cpu_profile, h->profile_bytes);
+	}
 	h->batch_pages = (uint32_t)gw_param(s, GW_PARAM_BATCH_PAGES);
 	h->nr_blocks = s->vm.nr_blocks;
 	for (unsigned i = 0; i < s->vm.nr_blocks; i++) {

@@ -51,6 +51,9 @@ struct gw_src_state {
 	uint64_t hinted_pages;		/* atomic: pages dropped from sending by hints */
 	uint64_t hint_ranges;		/* atomic: hints recorded (0: the free bitmaps are empty) */
 
+	bool pre_switchover;		/* lock: paused, waiting for gw_session_continue() */
+	bool continued;			/* lock: gw_session_continue() came (cond on it) */
+
 	/* Postcopy. */
 	struct gw_pc_src *pcs;		/* mig (source/postcopy.c) */
 	char pc_resume_url[GW_URL_MAX];	/* lock: a recovery asked for ("" none) */

@@ -29,8 +29,68 @@ int src_wait_mbox(struct gw_session *s, uint16_t type, uint64_t timeout_ms)
 	return ret;
 }
 
+/*
+ * pause-before-switchover: the VM is paused already; wait, with the VM
+ * paused and observers awake, for gw_session_continue() or the first
+ * error (a cancel: the failure path resumes the VM here).
+ */
+static int pre_switchover_wait(struct gw_session *s)
+{
+	uint64_t t0_ns = gw_now_ns();
+	int ret;
+
+	/* Waiting before it says so: a continue sent on the status event counts. */
+	pthread_mutex_lock(&s->lock);
+	s->src->pre_switchover = true;
+	pthread_mutex_unlock(&s->lock);
+	gw_set_status(s, GW_STATUS_PRE_SWITCHOVER);
+	gw_log(GW_LOG_INFO, "mig", "pre_switchover", "round=%u", gw_round(s));
+	pthread_mutex_lock(&s->lock);
+	while (!s->src->continued && !gw_failed(s))
+		pthread_cond_wait(&s->cond, &s->lock);
+	s->src->pre_switchover = false;
+	ret = gw_failed(s);
+	pthread_mutex_unlock(&s->lock);
+	if (!ret)
+		gw_log(GW_LOG_INFO, "mig", "continue", "waited_us=%llu",
+		       (unsigned long long)((gw_now_ns() - t0_ns) / 1000));
+	return ret;
+}
+
+int gw_session_continue(struct gw_session *s)
+{
+	int ret = -EINVAL;
+
+	if (!s || s->role != GW_ROLE_SOURCE)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	if (s->src->pre_switchover && !s->src->continued) {
+		s->src->continued = true;
+		pthread_cond_broadcast(&s->cond);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+static int vm_pause_now(struct gw_session *s, struct src_ctx *c)
+{
+	int ret;
+
+	c->t.pause = gw_now_ns();
+	ret = s->ops->pause(s->opaque);
+	if (ret)
+		return gw_fail(s, GW_PHASE_FINAL, ret, "pausing the vCPUs: %s", strerror(-ret));
+	c->paused = true;
+	c->t.paused = gw_now_ns();
+	gw_log(GW_LOG_INFO, "mig", "vm_pause", "round=%u pause_us=%llu", gw_round(s),
+	       (unsigned long long)((c->t.paused - c->t.pause) / 1000));
+	return 0;
+}
+
 int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 {
+	bool wait = gw_param(s, GW_PARAM_PAUSE_BEFORE_SWITCHOVER);
 	int ret;
 
 	src_publish(s, c);
@@ -41,19 +101,16 @@ int src_pause_vm(struct gw_session *s, struct src_ctx *c)
 	s->src->hint_target = NULL;	/* the VM stops: no more hints */
 	s->src->hint_free = NULL;
 	pthread_mutex_unlock(&s->src->hint_lock);
+	/* The downtime counts from this pause, the wait for a continue included. */
+	if (wait && ((ret = vm_pause_now(s, c)) || (ret = pre_switchover_wait(s))))
+		return ret;
+	if (wait)
+		c->t.paused = gw_now_ns();	/* the breakdown's pause part holds the wait */
 	gw_events_hold(s);	/* to the resume: no observer wakes inside the downtime */
 	gw_set_status(s, GW_STATUS_DEVICE);
 	/* The pause to the resume is the critical path: rt-priority from here (gw_thread_normal after). */
 	gw_thread_critical(s, "switchover");
-	c->t.pause = gw_now_ns();
-	ret = s->ops->pause(s->opaque);
-	if (ret)
-		return gw_fail(s, GW_PHASE_FINAL, ret, "pausing the vCPUs: %s", strerror(-ret));
-	c->paused = true;
-	c->t.paused = gw_now_ns();
-	gw_log(GW_LOG_INFO, "mig", "vm_pause", "round=%u pause_us=%llu", gw_round(s),
-	       (unsigned long long)((c->t.paused - c->t.pause) / 1000));
-	return 0;
+	return wait ? 0 : vm_pause_now(s, c);
 }
 
 /* The last harvest; the last pages (and the discards) queued on every channel. */

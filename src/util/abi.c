@@ -38,6 +38,8 @@ int gw_vm_info_copy_in(struct gw_vm_info *dst, const struct gw_vm_info *src)
 
 	if (!ret && (dst->nr_blocks > GW_MAX_RAM_BLOCKS || (dst->nr_blocks && !dst->blocks)))
 		ret = -EINVAL;
+	if (!ret && (dst->cpu_profile_bytes > GW_CPU_PROFILE_MAX_BYTES || (dst->cpu_profile_bytes && !dst->cpu_profile)))
+		ret = -EINVAL;
 	return ret;
 }
 

@@ -26,7 +26,8 @@ struct msg_desc {
 /* Every payload size of the protocol is here. PAGES: a bound only (streamed). */
 static const struct msg_desc msg_descs[GW_MSG__MAX + 1] = {
 	[GW_MSG_HELLO]      = { gw_msg_hello_encode, gw_msg_hello_decode, gw_msg_hello_size,
-				GW_MSG_HELLO_FIXED_BYTES + GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES },
+				GW_MSG_HELLO_FIXED_BYTES + GW_MAX_RAM_BLOCKS * GW_MSG_HELLO_BLOCK_BYTES +
+				GW_MSG_HELLO_VM_BYTES + GW_WIRE_MAX_PROFILE_BYTES },
 	[GW_MSG_HELLO_ACK]  = { gw_msg_hello_ack_encode, gw_msg_hello_ack_decode, NULL, 8 + 2 * GW_WIRE_ID_BYTES },
 	[GW_MSG_CHAN_HELLO] = { gw_msg_chan_hello_encode, gw_msg_chan_hello_decode, NULL, 2 * GW_WIRE_ID_BYTES + 4 },
 	[GW_MSG_CHAN_ACK]   = { gw_msg_chan_ack_encode, gw_msg_chan_ack_decode, NULL, 4 },

@@ -33,6 +33,7 @@ struct gw_state;
  * le64 gpa, le64 size_bytes, le32 page_size, le32 reserved. */
 #define GW_MSG_HELLO_FIXED_BYTES 68
 #define GW_MSG_HELLO_BLOCK_BYTES 56
+#define GW_MSG_HELLO_VM_BYTES 8		/* with GW_HELLO_VM, after the blocks, before the profile */
 struct gw_msg_hello {
 	uint32_t min_version, max_version;
 	uint8_t id[GW_WIRE_ID_BYTES];
@@ -49,6 +50,9 @@ struct gw_msg_hello {
 		uint64_t gpa, size_bytes;
 		uint32_t page_size_bytes;
 	} blocks[GW_MAX_RAM_BLOCKS];
+	uint32_t nr_vcpus;		/* GW_HELLO_VM: the source VM's vCPUs, else 0 */
+	uint32_t profile_bytes;		/* GW_HELLO_VM: 0..GW_WIRE_MAX_PROFILE_BYTES */
+	uint8_t profile[GW_WIRE_MAX_PROFILE_BYTES];	/* the source VMM's CPU profile, opaque */
 };
 
 /*

@@ -13,7 +13,7 @@ int gw_msg_hello_encode(struct gw_wbuf *w, const void *msg)
 {
 	const struct gw_msg_hello *m = msg;
 
-	if (m->nr_blocks > GW_MAX_RAM_BLOCKS)
+	if (m->nr_blocks > GW_MAX_RAM_BLOCKS || m->profile_bytes > GW_WIRE_MAX_PROFILE_BYTES)
 		return -EINVAL;
 	gw_put_le32(w, m->min_version);
 	gw_put_le32(w, m->max_version);
@@ -36,6 +36,11 @@ int gw_msg_hello_encode(struct gw_wbuf *w, const void *msg)
 		gw_put_le32(w, m->blocks[i].page_size_bytes);
 		gw_put_le32(w, 0);
 	}
+	if (m->flags & GW_HELLO_VM) {
+		gw_put_le32(w, m->nr_vcpus);
+		gw_put_le32(w, m->profile_bytes);
+		gw_put_bytes(w, m->profile, m->profile_bytes);
+	}
 	return gw_wbuf_done(w);
 }
 
@@ -43,7 +48,24 @@ size_t gw_msg_hello_size(const void *msg)
 {
 	const struct gw_msg_hello *m = msg;
 
-	return GW_MSG_HELLO_FIXED_BYTES + (size_t)m->nr_blocks * GW_MSG_HELLO_BLOCK_BYTES;
+	return GW_MSG_HELLO_FIXED_BYTES + (size_t)m->nr_blocks * GW_MSG_HELLO_BLOCK_BYTES +
+	       (m->flags & GW_HELLO_VM ? GW_MSG_HELLO_VM_BYTES + m->profile_bytes : 0);
+}
+
+/* The VM part (GW_HELLO_VM); the profile's bytes are the VMMs' to check. */
+static int hello_decode_vm(struct gw_rbuf *r, struct gw_msg_hello *m, char *why, size_t why_len)
+{
+	m->nr_vcpus = gw_get_le32(r);
+	m->profile_bytes = gw_get_le32(r);
+	if (r->underrun)
+		return WHY("HELLO truncated in its VM part");
+	if (m->nr_vcpus < 1 || m->nr_vcpus > GW_WIRE_MAX_HELLO_VCPUS)
+		return WHY("HELLO announces %u vCPUs (1..%u)", m->nr_vcpus, GW_WIRE_MAX_HELLO_VCPUS);
+	if (m->profile_bytes > GW_WIRE_MAX_PROFILE_BYTES || gw_rbuf_left(r) < m->profile_bytes)
+		return WHY("HELLO CPU profile of %u bytes (at most %u, %zu left)", m->profile_bytes,
+			   GW_WIRE_MAX_PROFILE_BYTES, gw_rbuf_left(r));
+	gw_get_copy(r, m->profile, m->profile_bytes);
+	return 0;
 }
 
 static int hello_check_fixed(const struct gw_msg_hello *m, char *why, size_t why_len)
@@ -129,6 +151,8 @@ int gw_msg_hello_decode(struct gw_rbuf *r, void *msg, char *why, size_t why_len)
 	ret = hello_check_fixed(m, why, why_len);
 	for (uint32_t i = 0; !ret && i < m->nr_blocks; i++)
 		ret = hello_decode_block(r, m, i, why, why_len);
+	if (!ret && (m->flags & GW_HELLO_VM))
+		ret = hello_decode_vm(r, m, why, why_len);
 	if (!ret && gw_rbuf_done(r))
 		return WHY("HELLO has %zu trailing bytes", gw_rbuf_left(r));
 	return ret;

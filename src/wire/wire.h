@@ -145,7 +145,17 @@ static inline unsigned gw_page_entry_kind(uint64_t entry)
 #define GW_HELLO_VERIFY		(1u << 1)	/* digests compared after RESUMED (VERIFY) */
 #define GW_HELLO_XBZRLE		(1u << 2)	/* PAGES may hold XBZRLE entries */
 #define GW_HELLO_POSTCOPY	(1u << 3)	/* the source may switch to postcopy */
-#define GW_HELLO_FLAGS_ALL	(GW_HELLO_LOCAL | GW_HELLO_VERIFY | GW_HELLO_XBZRLE | GW_HELLO_POSTCOPY)
+/*
+ * The VM part follows the blocks (le32 nr_vcpus, le32 profile_bytes, then
+ * the source VMM's CPU profile, opaque): what the destination checks before
+ * round 0 besides the layout. A part is appended behind a flag of its own: a destination that
+ * does not know the flag refuses the HELLO at once, naming it.
+ */
+#define GW_HELLO_VM		(1u << 4)
+#define GW_HELLO_FLAGS_ALL	(GW_HELLO_LOCAL | GW_HELLO_VERIFY | GW_HELLO_XBZRLE | GW_HELLO_POSTCOPY | \
+				 GW_HELLO_VM)
+#define GW_WIRE_MAX_HELLO_VCPUS	4096	/* HELLO's nr_vcpus: 1..this */
+#define GW_WIRE_MAX_PROFILE_BYTES 1024	/* HELLO's CPU profile (GW_CPU_PROFILE_MAX_BYTES) */
 #define GW_COMPLETE_POSTCOPY	(1u << 0)	/* the destination resumes with RAM missing */
 #define GW_COMPLETE_FLAGS_ALL	GW_COMPLETE_POSTCOPY
 #define GW_PC_RECOVERED_DONE	(1u << 0)	/* nothing is missing any more */

@@ -1,14 +1,23 @@
 #!/bin/bash
 # Invariant: no stranger can stop, stall or take over a destination, and
 # local sockets are private.
-#   strangers   while a real migration runs, 40 idle connections (more than
-#               the 32 opening slots), a client dripping a HELLO a byte at a
-#               time and one sending garbage are all refused on their own
+#   strangers   while a real migration runs, 70 idle connections (more than
+#               the 64 silent openings), a client dripping a HELLO a byte at
+#               a time and one sending garbage are all refused on their own
 #               connections; the migration completes and is verified.
+#   evict       4 runs, each a fresh destination: 40 connections parked in
+#               their first frame (a HELLO header announcing 3652 bytes, 3600
+#               sent; more than the 32 first-frame openings), reconnecting
+#               when closed, and 800 silent connections a second
+#               (bench/parked.py --attack parked-churn); every run's
+#               migration completes and is verified, and the parked peers
+#               evicted were told why (an ERROR naming the eviction).
+#   evict-tls   the same with mutual TLS against 200 idle connections that
+#               reconnect when closed (--attack reconnect): 4 of 4 complete.
 #   busy        a second source while a migration runs gets ERROR BUSY at
 #               once, naming who holds the destination; the first completes.
 #   stalled     a committed migration whose source stops (SIGSTOP) times
-#               out on the destination (no progress on any connection for
+#               out on the destination (no page on any connection for
 #               io-timeout-ms), which never resumes; the source, continued,
 #               keeps running its VM.
 #   tls         through the binary: a plain source to a TLS destination is
@@ -35,16 +44,46 @@ check_completed() {
 }
 # py CODE: a small client in Python (sockets only).
 py() { python3 -c "$1"; }
+PARKED=$(dirname "$0")/../../bench/parked.py
+# attack_runs KIND RUNS "SRC ARGS" [DST ARGS...]: RUNS times a fresh
+# destination and source, the attack KIND against the destination's port
+# (bounded: bench/parked.py), one migration that must complete and verify.
+attack_runs() {
+	local kind=$1 runs=$2 src_args=$3 apid r
+	shift 3
+	for r in $(seq 1 "$runs"); do
+		rm -f "$T"/*.sock "$T/attack.ready"
+		start_dst tcp:127.0.0.1:0 "$@"
+		start_src --memory 64M --fill mix --workload verify:rate=2000
+		python3 "$PARKED" --attack "$kind" --port "${DST_URL##*:}" --seconds 120 \
+			--ready "$T/attack.ready" >"$T/attack.out" 2>&1 &
+		apid=$!
+		PIDS+=("$apid")
+		for _ in $(seq 1 200); do [ -f "$T/attack.ready" ] && break; sleep 0.05; done
+		[ -f "$T/attack.ready" ] || fail "run $r: the attack did not start: $(cat "$T/attack.out")"
+		# shellcheck disable=SC2086  # the source's arguments split on purpose
+		migrate $src_args || fail "run $r beside $kind: migrate exit $?: $(tail -n 3 "$T/mig.err")"
+		check_completed
+		kill "$apid"
+		wait "$apid" 2>/dev/null
+		grep -q conn_evicted "$T/dst.log" || fail "run $r: nothing evicted: $(cat "$T/attack.out")"
+		echo "run $r: completed, setup $(jget "$T/mig.json" "'%.1f ms' % d['setup-time']"); $(cat "$T/attack.out")"
+		cat "$T/attack.out" >>"$T/attack.all"
+		"$GODWIT" quit --api "$T/dst.sock" >/dev/null 2>&1
+		"$GODWIT" quit --api "$T/src.sock" >/dev/null 2>&1
+		wait "$DST_PID" "$SRC_PID" 2>/dev/null
+	done
+}
 
 case $case in
 strangers)
 	start_dst tcp:127.0.0.1:0 --set io-timeout-ms=3000
 	port=${DST_URL##*:}
 	start_src --memory 256M --fill mix --workload verify:rate=2000
-	# 40 idle connections, a dripper and a garbage sender, held open meanwhile.
+	# 70 idle connections, a dripper and a garbage sender, held open meanwhile.
 	py "
 import socket, time, os, sys
-socks = [socket.create_connection(('127.0.0.1', $port)) for _ in range(40)]
+socks = [socket.create_connection(('127.0.0.1', $port)) for _ in range(70)]
 g = socket.create_connection(('127.0.0.1', $port)); g.sendall(b'GET / HTTP/1.1\r\n\r\n')
 d = socket.create_connection(('127.0.0.1', $port))
 open('$T/strangers.ready', 'w').close()
@@ -59,10 +98,21 @@ time.sleep(2)
 	migrate --max-bandwidth 64M || fail "migrate exit $?: $(tail -n 3 "$T/mig.err")"
 	check_completed
 	wait "$pyp"
-	grep -q "conn_evicted" "$T/dst.log" || fail "no eviction with 40 idle connections"
+	grep -q "conn_evicted" "$T/dst.log" || fail "no eviction with 70 idle connections"
 	grep -q "no complete first frame within 3000 ms\|closed before" "$T/dst.log" || fail "dripper not refused"
 	grep -q "not a godwit frame" "$T/dst.log" || fail "garbage not refused"
-	pass "strangers: migration completed beside 42 strangers; setup $(jget "$T/mig.json" "'%.1f ms' % d['setup-time']"), refused $(grep -c 'conn_refused\|conn_evicted' "$T/dst.log") lines" ;;
+	pass "strangers: migration completed beside 72 strangers; setup $(jget "$T/mig.json" "'%.1f ms' % d['setup-time']"), refused $(grep -c 'conn_refused\|conn_evicted' "$T/dst.log") lines" ;;
+evict)
+	attack_runs parked-churn 4 "" --set io-timeout-ms=10000
+	# Every run evicts parked peers (40 of them for 32 first-frame openings): each must read why.
+	n=$(sed -n 's/.*evicted-errors parked \([0-9]*\),.*/\1/p' "$T/attack.all" | awk '$1 > 0' | wc -l)
+	[ "$n" = 4 ] || fail "parked peers evicted without an ERROR saying so: $(cat "$T/attack.all")"
+	pass "evict: 4 of 4 migrations completed beside 40 parked and 800/s silent connections; evicted peers told why in 4 of 4" ;;
+evict-tls)
+	certs=$T/certs
+	"$(dirname "$0")/../tls/gen-certs.sh" "$certs" >/dev/null 2>&1 || skip "cannot make certificates (openssl)"
+	attack_runs reconnect 4 "--tls-creds $certs/src-ok" --set io-timeout-ms=10000 --tls-creds "$certs/dst-ok"
+	pass "evict-tls: 4 of 4 TLS migrations completed beside 200 idle connections reconnecting when closed" ;;
 busy)
 	start_dst tcp:127.0.0.1:0
 	start_src --memory 256M --fill mix --workload verify:rate=2000

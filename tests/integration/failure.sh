@@ -69,6 +69,12 @@ converge-timeout-set)
 layout)
 	# a destination given less RAM than the source has: refused, it keeps waiting
 	dst_args=(--memory 256M) ;;
+vcpus)
+	# a KVM destination made with more vCPUs than the source has: refused at
+	# HELLO (before round 0, the source never paused), it keeps waiting; a
+	# soft destination takes the source's count, nothing to refuse
+	[ "$IT_ACCEL" = kvm ] || skip "the soft VM takes the source's vCPU count"
+	dst_args=(--vcpus 2) ;;
 local-tcp)
 	mig_args=(--local) ;;
 dst-corrupt-page)
@@ -126,7 +132,12 @@ if [ "$expect" = unknown ]; then
 	pass "$case: source stayed paused (unknown: $reason), resumed by --resolve source"
 fi
 assert_source_alive_and_consistent
-if [ "$case" = layout ]; then
+if [ "$case" = vcpus ]; then
+	[ "$(jget "$T/src.json" "d.get('error-phase')")" = setup ] || fail "refused after setup: $(cat "$T/src.json")"
+	case $reason in *"1 vCPU"*"--vcpus 1"*) ;; *) fail "the reason does not say the counts and what to do: $reason" ;; esac
+	grep -Eq "vm_pause|round_end" "$T/src.log" && fail "the source ran a round or paused its VM before the refusal"
+fi
+if [ "$case" = layout ] || [ "$case" = vcpus ]; then
 	# Refused on its own connection before anything was committed: the
 	# destination keeps waiting for a source it can take.
 	grep -q "hello_refused" "$T/dst.log" || fail "destination did not log hello_refused"

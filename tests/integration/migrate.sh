@@ -29,6 +29,10 @@ esac
 if [ "$IT_ACCEL" = kvm ] && [ "$case" != local ]; then
 	[ "$(jget "$T/out.json" "d['dirty-backend']")" = kvm-log ] || fail "tracker $(jget "$T/out.json" "d.get('dirty-backend')")"
 fi
+# A KVM destination checks the source's vCPUs, count and CPU profile, at HELLO.
+if [ "$IT_ACCEL" = kvm ]; then
+	grep -q "source_cpu_checked vcpus=1 profile_bytes=" "$T/dst.log" || fail "the source's CPU was not checked at HELLO"
+fi
 [ "$(jget "$T/out.json" "d['verified']")" = True ] || fail "not verified"
 [ "$(jget "$T/out.json" "d['guest-progress']")" = True ] || fail "no guest progress"
 # The breakdown's parts are consecutive stamps: they add up to the downtime.

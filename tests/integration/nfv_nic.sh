@@ -7,9 +7,8 @@
 # its NIC loaded (no NIC refused, its tap attached). refuse: a destination
 # without --nic refuses the source's state with a reason naming the NICs,
 # and the source runs on, NIC and all. A bad --nic is a usage error (2).
-# The soft VM has no guest driver yet: no frames are sent through the guest
-# here (tests/unit/dev/test_vm_nic.c does that). Skips (77) without root,
-# namespaces or /dev/net/tun.
+# The guest runs idle here: nfv_fwd.sh sends frames through a guest that
+# drives its NIC (l2fwd). Skips (77) without root, namespaces or /dev/net/tun.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nfv_topo.sh"
 case=${1:?case}

@@ -3,7 +3,9 @@
 # not write: socat plays a recorded session (qmp/session.jsonl, one QMP
 # message per line) and godwit answers as QEMU would (negotiation, errors
 # with QEMU's classes, QEMU's parameter names and units read back,
-# capabilities, stop/cont, postcopy "not available yet"); a migration is
+# capabilities, stop/cont, the refusals of the commands libvirt's flow adds:
+# migrate-continue in the wrong state, unknown objects, getfd without an fd,
+# fd: URIs, postcopy recovery with none paused); a migration is
 # driven from QMP alone (migrate-incoming on a destination started with
 # --incoming defer, migrate on the source) with MIGRATION and
 # MIGRATION_PASS events, and ends with the source postmigrate.
@@ -84,10 +86,14 @@ err('before-negotiation', 'CommandNotFound')
 err('twice', 'CommandNotFound')
 err('bad-command', 'CommandNotFound')
 for i in ('bad-type', 'bad-name', 'bad-cap', 'bad-argument', 'no-execute', 'postcopy',
-          'incoming-on-source', 'godwit-only:postcopy-cap'):
+          'incoming-on-source', 'continue-none', 'continue-no-state', 'object-bad-type',
+          'object-no-dir', 'object-del-none', 'getfd-none', 'closefd-none', 'migrate-fd',
+          'recover-on-source', 'pause-none', 'godwit-only:creds-none', 'godwit-only:verify-peer-off'):
     err(i, 'GenericError')
-assert 'not available' in R['postcopy']['error']['desc'], R['postcopy']
-assert 'not available' in R['godwit-only:postcopy-cap']['error']['desc']
+assert 'Enable postcopy' in R['postcopy']['error']['desc'], R['postcopy']
+assert R['godwit-only:postcopy-cap']['return'] == {}
+assert 'fd:' in R['migrate-fd']['error']['desc'] and 'SCM_RIGHTS' in R['getfd-none']['error']['desc']
+assert R['params']['return']['tls-creds'] == '' and 'blocked-reasons' not in R['migrate-none']['return']
 assert R['migrate-none']['return'] == {}
 p = R['params-after']['return']
 assert p['downtime-limit'] == 150 and p['max-bandwidth'] == 268435456, p
@@ -99,7 +105,8 @@ assert R['status-running']['return']['status'] == 'running'
 names = {c['name'] for c in R['godwit-only:commands']['return']}
 for c in ('query-migrate', 'migrate', 'migrate_cancel', 'migrate-set-parameters', 'query-migrate-parameters',
           'migrate-set-capabilities', 'query-migrate-capabilities', 'migrate-incoming',
-          'migrate-start-postcopy', 'query-status', 'stop', 'cont', 'quit'):
+          'migrate-start-postcopy', 'query-status', 'stop', 'cont', 'quit', 'migrate-continue',
+          'migrate-recover', 'migrate-pause', 'object-add', 'object-del', 'getfd', 'closefd'):
     assert c in names, c
 PY
 	grep -q '"event":"STOP"' "$T/g.jsonl.events" && grep -q '"event":"RESUME"' "$T/g.jsonl.events" ||

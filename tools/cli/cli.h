@@ -130,6 +130,7 @@ void run_opts_init(struct run_opts *o);
 struct migrate_opts {
 	const char *to;
 	struct cli_params params;
+	bool on_timeout_given;		/* --on-timeout: migrate_opts_check reads it */
 	bool detach, json, cancel;
 	const char *resolve;		/* --resolve source|destination */
 	const char *incoming;		/* --incoming URL (a deferred destination) */
@@ -146,12 +147,25 @@ struct migrate_opts {
  */
 int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd);
 int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const char *cmd);
+/*
+ * Called after parsing: --on-timeout without a converge timeout is refused
+ * when @starting a migration. 0, or -1 printed as "godwit @cmd: ...".
+ */
+int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd);
+/*
+ * After parsing: l2fwd and echo drive the guest's NICs, so without a --nic
+ * they are a usage error (printed as "godwit @cmd: ..."): -1, else 0. A bad
+ * spec is left to the VM, which refuses it with its reason.
+ */
+int run_opts_check_nics(const struct run_opts *o, const char *cmd);
 
 /*
  * Report an unknown option / missing value after getopt_long returned '?'
  * or ':' (opterr must be 0 and the optstring start with ':').
  */
 void cli_bad_option(const char *cmd, int ret, char **argv);
+/* An option that takes one value given twice: the usage error printed; returns -1. */
+int cli_repeated(const char *cmd, const char *opt, const char *first, const char *again);
 /* "godwit CMD: <msg> (see 'godwit CMD --help')" on stderr. */
 void cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "godwit: <msg>" on stderr. */
@@ -161,6 +175,24 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_print_params(FILE *out);
 /* Parse --progress auto|always|never. 0, or -1 with the error printed. */
 int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd);
+
+/*
+ * `run`'s checks before anything is made (run_check.c). run_check: -1 to
+ * go on with @cfg and *@be, else the exit code (the error printed).
+ */
+int run_check(const struct run_opts *o, bool dest, struct vmm_config *cfg, const struct vmm_backend **be);
+/* The VM configuration @o asks for (@dest: a destination's). */
+void run_config_of(const struct run_opts *o, bool dest, struct vmm_config *cfg);
+/* The backend for --accel @accel that can make @cfg, or NULL printed and *@code the exit code. */
+const struct vmm_backend *run_choose_backend(const char *accel, const struct vmm_config *cfg, int *code);
+/* The built backends' names in preference order, separated by @sep. */
+void run_backend_names(char *buf, size_t len, const char *sep);
+/*
+ * Whether @o's --memory fits this host with @copies VMs allocating it at
+ * start (hostmem.h: @by, @alt). 0, or -1 with "godwit @cmd: --memory ..." printed.
+ */
+int run_memory_check(const struct run_opts *o, unsigned copies, const char *by, const char *alt,
+		     const char *cmd);
 
 int cmd_run(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);

@@ -35,6 +35,7 @@
 #define DEMO_RESUME_TIMEOUT_MS 10000	/* destination VM runs after completion */
 #define DEMO_PROGRESS_GAP_MS 200	/* between progress samples */
 #define DEMO_PROGRESS_TIMEOUT_MS 10000	/* the destination's guest shows progress */
+#define DEMO_EXIT_WAIT_MS 10000		/* a child whose stdout closed has exited */
 
 /* One demo, on the main thread. */
 struct demo {
@@ -58,6 +59,7 @@ struct demo {
 	int dst_out[2];			/* the destination's stdout */
 	int src_log, dst_log;		/* STDERR_FILENO (--verbose) or the log files */
 	char logs[2 * PATH_MAX + 16];	/* "DIR/src.log, DIR/dst.log", "" with --verbose */
+	char dst_log_path[PATH_MAX + 8];	/* DIR/dst.log, "" with --verbose */
 
 	/* Results. */
 	char url[512];			/* where the destination listens */
@@ -89,7 +91,8 @@ static void demo_usage(FILE *out)
 		"  --tls-creds DIR --tls-psk FILE --tls-hostname NAME   (both ends use them)\n"
 		"Demo options:\n"
 		"  --to URL          where the destination listens (default tcp:127.0.0.1:0,\n"
-		"                    with --local a unix: socket in a private directory)\n"
+		"                    with --local a unix: socket in a private directory); checked,\n"
+		"                    with the workload and both VMs' RAM, before either starts\n"
 		"  --dst-set P=V     parameter for the destination's session (repeatable)\n"
 		"  --no-dst-prealloc the destination takes its size from the migration and\n"
 		"                    allocates RAM as pages arrive (default: it is created with\n"
@@ -127,15 +130,6 @@ static void demo_init(struct demo *d)
 	snprintf(d->dst_check, sizeof(d->dst_check), "n/a");
 }
 
-/* The value of @p in @ps, else @def. */
-static int64_t param_or(const struct cli_params *ps, enum gw_param p, int64_t def)
-{
-	for (unsigned i = 0; i < ps->nr; i++)
-		if (ps->v[i].p == p)
-			return ps->v[i].value;
-	return def;
-}
-
 /* One option: the demo's own, the VM's (run) or the migration's. 0, or non-zero: bad. */
 static int demo_opt_apply(struct demo *d, int c, const char *arg)
 {
@@ -154,6 +148,8 @@ static int demo_opt_apply(struct demo *d, int c, const char *arg)
 		d->dst_prealloc = false;
 		return 0;
 	case OPT_TO:
+		if (d->listen_url)
+			return cli_repeated("demo", "--to", d->listen_url, arg);
 		d->listen_url = arg;
 		return 0;
 	case OPT_DST_SET:
@@ -172,6 +168,45 @@ static int demo_opt_apply(struct demo *d, int c, const char *arg)
 		taken = run_opt_apply(&d->ro, c, arg, "demo");
 		return taken == 1 ? migrate_opt_apply(&d->mo, c, arg, "demo") : taken;
 	}
+}
+
+/*
+ * What the children would refuse, refused before either starts: the URL,
+ * the workload, the backend's limits, and both VMs' RAM on this one host.
+ * -1 to go on, else the exit code.
+ */
+static int demo_check(const struct demo *d)
+{
+	const struct vmm_backend *be = vmm_backend_by_name(d->ro.accel);
+	struct vmm_config cfg;
+	struct vmm_workload wl;
+	char why[400];
+	bool src_all, dst_all = d->dst_prealloc && !d->local;
+	uint64_t pages = d->ro.memory_bytes / GW_PAGE_BYTES;
+
+	if (d->listen_url && gw_url_check(d->listen_url, true, why, sizeof(why))) {
+		cli_usage_error("demo", "--to: %s", why);
+		return CLI_EXIT_USAGE;
+	}
+	if (vmm_workload_parse(d->ro.workload, &wl, why, sizeof(why))) {
+		cli_usage_error("demo", "--workload: %s", why);
+		return CLI_EXIT_USAGE;
+	}
+	/* The source's RAM is all touched: at start, or by a workload over all of it (verify's default). */
+	src_all = d->ro.prealloc || strcmp(d->ro.fill, "none") || vmm_workload_ws_pages(&wl, pages) >= pages;
+	run_config_of(&d->ro, false, &cfg);
+	if (be && be->check_config(&cfg, why, sizeof(why))) {	/* auto: the children choose */
+		cli_usage_error("demo", "--accel %s: %s", d->ro.accel, why);
+		return CLI_EXIT_USAGE;
+	}
+	if (run_memory_check(&d->ro, (unsigned)src_all + dst_all,
+			     src_all && dst_all ? "both VMs on this host use all of theirs (the source's RAM "
+			     "filled, preallocated or written whole by its workload; the destination's preallocated)" :
+			     src_all ? "the source uses all of its RAM (filled, preallocated or written whole by its "
+			     "workload)" : "the destination preallocates all of its RAM",
+			     dst_all ? ", or give --no-dst-prealloc" : ", or use --fill none", "demo"))
+		return CLI_EXIT_FAIL;
+	return -1;
 }
 
 /* -1 to go on, else the exit code (help, bad usage). */
@@ -211,17 +246,17 @@ static int demo_parse(struct demo *d, int argc, char **argv)
 		cli_usage_error("demo", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (d->listen_url && strpbrk(d->listen_url, " \t\n")) {
-		cli_usage_error("demo", "--to: bad URL '%s'", d->listen_url);
+	if (migrate_opts_check(&d->mo, true, "demo"))
 		return CLI_EXIT_USAGE;
-	}
-	d->verify_on = param_or(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
-	d->local = param_or(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
+	if (run_opts_check_nics(&d->ro, "demo"))
+		return CLI_EXIT_USAGE;
+	d->verify_on = cli_params_value(&d->mo.params, GW_PARAM_VERIFY, verify ? verify->def : 1) != 0;
+	d->local = cli_params_value(&d->mo.params, GW_PARAM_LOCAL, 0) != 0;
 	if (d->tls_gen && (d->mo.params.str_set[GW_SPARAM_TLS_CREDS] || d->mo.params.str_set[GW_SPARAM_TLS_PSK])) {
 		cli_usage_error("demo", "--tls makes its own certificates: not with --tls-creds or --tls-psk");
 		return CLI_EXIT_USAGE;
 	}
-	return -1;
+	return demo_check(d);
 }
 
 /* The private directory of the API sockets. 0, or -1 with the error printed. */
@@ -286,6 +321,7 @@ static int demo_prepare(struct demo *d)
 		if (d->src_log < 0 || d->dst_log < 0)
 			return -1;
 		snprintf(d->logs, sizeof(d->logs), "%s/src.log, %s/dst.log", dir, dir);
+		snprintf(d->dst_log_path, sizeof(d->dst_log_path), "%s/dst.log", dir);
 	}
 	if (pipe2(d->dst_out, O_CLOEXEC)) {
 		cli_error("demo: pipe: %s", strerror(errno));
@@ -370,11 +406,17 @@ static int demo_start(struct demo *d)
 		return -1;
 	}
 	ret = demo_read_incoming(d->dst_out[0], &d->dst, d->url, sizeof(d->url));
+	/* Its stdout closed: it is exiting; reap it to say how (bounded: a hang guard). */
+	for (int i = 0; ret == -EPIPE && i < DEMO_EXIT_WAIT_MS / 20 && !demo_child_gone(&d->dst); i++)
+		cli_sleep_ms(20);
 	if (ret == -EPIPE && demo_child_gone(&d->dst)) {
-		char how[64];
+		char how[64], why[600] = "";
 
 		demo_child_exit_text(&d->dst, how, sizeof(how));
-		cli_error("demo: the destination %s before listening", how);
+		if (d->dst_log_path[0])
+			demo_log_reason(d->dst_log_path, why, sizeof(why));
+		cli_error("demo: the destination %s before listening%s%s%s%s%s", how, why[0] ? ": " : "", why,
+			  d->dst_log_path[0] ? " (its log: " : "", d->dst_log_path, d->dst_log_path[0] ? ")" : "");
 		return -1;
 	} else if (ret) {
 		cli_error("demo: no 'incoming URL' line from the destination: %s", strerror(-ret));
@@ -503,7 +545,7 @@ static int demo_report(struct demo *d)
 {
 	static const char *const skip[] = {
 		"ok", "role", "vm-status", "verified", "verify-check", "guest-progress-count",
-		"incoming-url", "settled", NULL,
+		"ram-shmem-bytes", "incoming-url", "settled", NULL,
 	};
 	char src_vs[64], dst_vs[64];
 

@@ -52,7 +52,8 @@ static void migrate_usage(FILE *out)
 		"  --downtime-limit MS       switch over when the expected downtime fits (default 300)\n"
 		"  --max-bandwidth RATE      bytes per second over all channels, K/M/G/T (default 0 = none)\n"
 		"  --converge-timeout MS     give up converging after this long (default 0 = never) ...\n"
-		"  --on-timeout cancel|force|keep-going  ... and then (default cancel)\n"
+		"  --on-timeout cancel|force|keep-going  ... and then (default cancel; with --to it\n"
+		"                            needs a converge timeout)\n"
 		"  --local                   same host: pass RAM by file descriptor (unix: only; default off)\n"
 		"  --no-verify               skip the RAM digest comparison (default: compared after resume)\n"
 		"  --auto-converge           throttle the vCPUs while the guest outruns the link (default off)\n"
@@ -87,6 +88,45 @@ static void migrate_usage(FILE *out)
 }
 
 /* The command line into @o, @path, @qmp. -1 to go on, else the exit code (help, bad usage). */
+/* What the options ask for, together: 0, or a usage error (printed). */
+static int check_actions(const struct migrate_opts *o, const char *api, const char *qmp_path)
+{
+	if (!api == !qmp_path) {
+		cli_usage_error("migrate", api ? "give --api PATH or --qmp PATH, not both" :
+				"--api PATH (or --qmp PATH) is required");
+		return -1;
+	}
+	if (o->resolve && qmp_path) {
+		cli_usage_error("migrate", "--resolve is a godwit API request: give --api PATH");
+		return -1;
+	}
+	if ((o->start_postcopy || o->recover || o->resume) &&
+	    (cli_params_count(&o->params) || o->cancel || o->incoming || o->resolve ||
+	     (o->start_postcopy + !!o->recover + o->resume) > 1 || (o->to && !o->resume))) {
+		cli_usage_error("migrate", "--%s takes no other action or parameters%s",
+				o->start_postcopy ? "start-postcopy" : o->recover ? "recover" : "resume",
+				o->resume ? " (only --to URL)" : "");
+		return -1;
+	}
+	if (o->resume && !o->to) {
+		cli_usage_error("migrate", "--resume needs --to URL (where the destination's --recover listens)");
+		return -1;
+	}
+	if (o->to && !qmp_path) {
+		char why[256];
+
+		if (gw_url_check(o->to, false, why, sizeof(why))) {
+			cli_usage_error("migrate", "--to %s: %s", o->to, why);
+			return -1;
+		}
+	}
+	if ((o->timeline || o->detach) && !o->to) {
+		cli_usage_error("migrate", "%s goes with --to URL", o->detach ? "--detach" : "--timeline");
+		return -1;
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct migrate_opts *o, const char **path, bool *qmp)
 {
 	static const struct option longopts[] = {
@@ -122,7 +162,13 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 			return CLI_EXIT_USAGE;
 		}
 		if (c == OPT_API || c == OPT_QMP) {
-			*(c == OPT_API ? &api : &qmp_path) = optarg;
+			const char **at = c == OPT_API ? &api : &qmp_path;
+
+			if (*at) {
+				cli_repeated("migrate", c == OPT_API ? "--api" : "--qmp", *at, optarg);
+				return CLI_EXIT_USAGE;
+			}
+			*at = optarg;
 			continue;
 		}
 		if (migrate_opt_apply(o, c, optarg, "migrate"))
@@ -132,34 +178,11 @@ static int parse_args(int argc, char **argv, struct migrate_opts *o, const char 
 		cli_usage_error("migrate", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	if (!api == !qmp_path) {
-		cli_usage_error("migrate", api ? "give --api PATH or --qmp PATH, not both" :
-				"--api PATH (or --qmp PATH) is required");
+	if (check_actions(o, api, qmp_path))
 		return CLI_EXIT_USAGE;
-	}
-	if (o->resolve && qmp_path) {
-		cli_usage_error("migrate", "--resolve is a godwit API request: give --api PATH");
-		return CLI_EXIT_USAGE;
-	}
-	if ((o->start_postcopy || o->recover || o->resume) &&
-	    (cli_params_count(&o->params) || o->cancel || o->incoming || o->resolve ||
-	     (o->start_postcopy + !!o->recover + o->resume) > 1 || (o->to && !o->resume))) {
-		cli_usage_error("migrate", "--%s takes no other action or parameters%s",
-				o->start_postcopy ? "start-postcopy" : o->recover ? "recover" : "resume",
-				o->resume ? " (only --to URL)" : "");
-		return CLI_EXIT_USAGE;
-	}
-	if (o->resume && !o->to) {
-		cli_usage_error("migrate", "--resume needs --to URL (where the destination's --recover listens)");
-		return CLI_EXIT_USAGE;
-	}
-	if ((o->timeline || o->detach) && !o->to) {
-		cli_usage_error("migrate", "%s goes with --to URL", o->detach ? "--detach" : "--timeline");
-		return CLI_EXIT_USAGE;
-	}
 	*path = api ? api : qmp_path;
 	*qmp = qmp_path != NULL;
-	return -1;
+	return migrate_opts_check(o, o->to != NULL, "migrate") ? CLI_EXIT_USAGE : -1;
 }
 
 /* --resolve source|destination after an unknown outcome or a verify mismatch. */

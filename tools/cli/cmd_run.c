@@ -30,35 +30,28 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The names of the built backends, in preference order, separated by @sep. */
-static void backend_names(char *buf, size_t len, const char *sep)
-{
-	size_t at = 0;
-
-	buf[0] = '\0';
-	for (unsigned i = 0; vmm_backends[i] && at < len; i++)
-		at += (size_t)snprintf(buf + at, len - at, "%s%s", i ? sep : "",
-				       vmm_backends[i]->name);
-}
-
 static void run_usage(FILE *out)
 {
 	char names[64];
 
-	backend_names(names, sizeof(names), ", ");
+	run_backend_names(names, sizeof(names), ", ");
 	fprintf(out,
 		"usage: godwit run [OPTIONS]\n"
 		"Run a VM and serve its API socket until 'quit', SIGINT or SIGTERM.\n"
 		"\n"
 		"  --memory SIZE          guest RAM (default 1G; a destination takes the source's\n"
-		"                         layout unless given)\n"
+		"                         layout unless given); at most this host's RAM and swap, and\n"
+		"                         what it has available with --prealloc or a --fill\n"
 		"  --vcpus N              vCPUs, 1..64 (default 1); a KVM destination (--incoming)\n"
-		"                         makes them ahead, outside the downtime: give the source's\n"
-		"                         count\n"
-		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s)\n"
+		"                         makes them ahead, outside the downtime, and refuses a source\n"
+		"                         with fewer at HELLO: give the source's count\n"
+		"  --accel kvm|soft|auto  backend (default auto = the first usable of: %s\n"
+		"                         that runs the workload)\n"
 		"  --workload SPEC        idle | dirty:ws=SIZE,pattern=page|byte,rate=N | verify[:ws=SIZE,rate=N]\n"
 		"                         | balloon[:ws=SIZE,keep=SIZE,window=PAGES,rate=N]\n"
-		"                         (default idle)\n"
+		"                         | l2fwd[:dst0=MAC,dst1=MAC,budget=N] | echo  (these two\n"
+		"                         need --nic)\n"
+		"                         (default idle; --workload, --fill, --seed: a source's only)\n"
 		"  --fill zero|mix|random|text|none   RAM content prepared on the host (default none)\n"
 		"  --seed N               content and workload seed (default 1)\n"
 		"  --memory-file PATH     map RAM from this file (default: a memfd)\n"
@@ -89,13 +82,15 @@ static void run_usage(FILE *out)
 		"  --tls-hostname NAME    source: the name the destination's certificate must carry\n"
 		"                         (default: the URL's host)\n"
 		"  --max-memory SIZE      destination without --memory: refuse a source with more RAM\n"
-		"                         (default: this host's RAM)\n"
+		"                         (default: this host's MemAvailable when it listens)\n"
 		"  --log-level error|warn|info|debug   (default info)\n"
 		"  --exit-after-migrate   exit once a migration ended: 0 completed, 1 otherwise\n"
 		"                         (default: keep serving)\n"
 		"\n"
-		"Exit status: 0 after quit or a signal (an idle destination: 'no migration received'),\n"
-		"1 when the VM cannot start or an incoming migration failed, 2 bad usage.\n"
+		"Everything is checked before anything is made. Exit status: 0 after quit or a signal\n"
+		"(an idle destination: 'no migration received'), 1 when the VM cannot start here\n"
+		"(a --memory this host cannot hold, a backend not usable) or an incoming migration\n"
+		"failed, 2 bad usage (a bad URL or workload, an option given twice, ...).\n"
 		"\n", names);
 	cli_print_params(out);
 }
@@ -115,48 +110,6 @@ static int set_log_level(const char *name)
 		}
 	}
 	return -EINVAL;
-}
-
-/* --accel auto: the first backend that probes, each one skipped logged with why. */
-static const struct vmm_backend *choose_auto(const char *names)
-{
-	char why[256];
-
-	for (unsigned i = 0; vmm_backends[i]; i++) {
-		const struct vmm_backend *be = vmm_backends[i];
-
-		why[0] = '\0';
-		if (be->probe(why, sizeof(why)) == 0) {
-			gw_log(GW_LOG_INFO, "cli", "accel", "chosen=%s reason=\"first usable of %s: %s\"",
-			       be->name, names, why);
-			return be;
-		}
-		gw_log(GW_LOG_INFO, "cli", "accel_skipped", "backend=%s reason=\"%s\"", be->name, why);
-	}
-	cli_error("--accel auto: no usable backend (tried %s; see the accel_skipped lines)", names);
-	return NULL;
-}
-
-/* The backend for --accel @accel, or NULL with the error printed. */
-static const struct vmm_backend *choose_backend(const char *accel)
-{
-	const struct vmm_backend *be;
-	char why[256] = "", names[64];
-
-	backend_names(names, sizeof(names), ", ");
-	if (!strcmp(accel, "auto"))
-		return choose_auto(names);
-	be = vmm_backend_by_name(accel);
-	if (!be) {
-		cli_error("--accel %s: this godwit has no %s backend (built: %s)", accel, accel, names);
-		return NULL;
-	}
-	if (be->probe(why, sizeof(why))) {
-		cli_error("--accel %s: not usable here: %s", accel, why);
-		return NULL;
-	}
-	gw_log(GW_LOG_INFO, "cli", "accel", "chosen=%s reason=\"asked for: %s\"", be->name, why);
-	return be;
 }
 
 /* The command line into @o. -1 to go on, else the exit code (help, bad usage). */
@@ -194,7 +147,7 @@ static int parse_args(int argc, char **argv, struct run_opts *o)
 		cli_usage_error("run", "unexpected argument '%s'", argv[optind]);
 		return CLI_EXIT_USAGE;
 	}
-	return -1;
+	return run_opts_check_nics(o, "run") ? CLI_EXIT_USAGE : -1;
 }
 
 /* Before any thread exists, so that every thread inherits the mask. */
@@ -208,28 +161,11 @@ static void block_signals(sigset_t *sigs)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* The VM for @o's options into rs->vm, its configuration in @cfg. 0, or -1 printed. */
-static int create_vm(struct run_state *rs, const struct run_opts *o, struct vmm_config *cfg)
+/* The VM of @cfg into rs->vm. 0, or -1 printed. */
+static int create_vm(struct run_state *rs, const struct vmm_config *cfg)
 {
-	enum vmm_fill fill = VMM_FILL_NONE;
 	char err[256] = "";
 
-	vmm_fill_parse(o->fill, &fill);
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->memory_bytes = rs->dest && !o->memory_given ? 0 : o->memory_bytes;
-	cfg->nr_vcpus = o->nr_vcpus;
-	cfg->memory_file = o->memory_file;
-	cfg->prealloc = o->prealloc;
-	cfg->fill = rs->dest ? VMM_FILL_NONE : fill;
-	cfg->seed = o->seed;
-	cfg->workload = o->workload;
-	cfg->incoming = rs->dest;
-	cfg->dirty_backend = GW_DIRTY_AUTO;
-	cfg->nics = o->nics;
-	cfg->nr_nics = o->nr_nics;
-	for (unsigned i = 0; i < o->params.nr; i++)	/* --dirty-track or --set dirty-backend= */
-		if (o->params.v[i].p == GW_PARAM_DIRTY_BACKEND)
-			cfg->dirty_backend = (enum gw_dirty_backend_id)o->params.v[i].value;
 	rs->vm = rs->be->create(cfg, err, sizeof(err));
 	if (!rs->vm) {
 		cli_error("cannot create the VM: %s", err[0] ? err : strerror(errno));
@@ -277,7 +213,10 @@ static int listen_incoming(struct run_state *rs, const char *url)
 
 	if (ret) {
 		gw_session_error(rs->sess, why, sizeof(why));
-		cli_error("cannot listen on %s: %s", url, why[0] ? why : strerror(-ret));
+		if (why[0] && strstr(why, url))	/* the reason names the URL already */
+			cli_error("cannot listen: %s", why);
+		else
+			cli_error("cannot listen on %s: %s", url, why[0] ? why : strerror(-ret));
 		return -1;
 	}
 	printf("incoming %s\n", gw_incoming_url(rs->sess));
@@ -349,8 +288,13 @@ int cmd_run(int argc, char **argv)
 	ret = parse_args(argc, argv, &o);
 	if (ret >= 0)
 		return ret;
-	block_signals(&sigs);
 	memset(&rs, 0, sizeof(rs));
+	gw_log_set_side(o.incoming_url ? "dst" : "src");
+	set_log_level(o.log_level ? o.log_level : "info");	/* the library's own default is warn */
+	ret = run_check(&o, o.incoming_url != NULL, &cfg, &rs.be);
+	if (ret >= 0)
+		return ret;
+	block_signals(&sigs);
 	pthread_mutex_init(&rs.lock, NULL);
 	rs.opts = &o;
 	rs.dest = o.incoming_url != NULL;
@@ -364,11 +308,8 @@ int cmd_run(int argc, char **argv)
 		cli_error("out of memory");
 		return CLI_EXIT_FAIL;
 	}
-	gw_log_set_side(rs.dest ? "dst" : "src");
-	set_log_level(o.log_level ? o.log_level : "info");	/* the library's own default is warn */
 	ret = CLI_EXIT_FAIL;
-	rs.be = choose_backend(o.accel);
-	if (!rs.be || create_vm(&rs, &o, &cfg)) {
+	if (create_vm(&rs, &cfg)) {
 		run_events_free(rs.events);
 		return CLI_EXIT_FAIL;
 	}

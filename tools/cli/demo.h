@@ -57,6 +57,8 @@ int demo_wait_vm_status(struct child *c, const char *want, int timeout_ms,
 			json_t **st_out, char *err, size_t err_len);
 /* vm-status of @c now, into @buf ("gone" when the process has exited). */
 void demo_vm_status_now(struct child *c, char *buf, size_t len);
+/* The last error line a child printed ("godwit...: ...") in its log @path, "" without one. */
+void demo_log_reason(const char *path, char *buf, size_t len);
 /* DIR/NAME.log for writing, or -1 with the error printed. */
 int demo_open_log(const char *dir, const char *name);
 

@@ -222,6 +222,23 @@ void demo_vm_status_now(struct child *c, char *buf, size_t len)
 	json_decref(st);
 }
 
+void demo_log_reason(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024];
+
+	buf[0] = '\0';
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "godwit", 6))
+			continue;	/* log lines; the error is the CLI's own "godwit...: " line */
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(buf, len, "%s", line);
+	}
+	fclose(f);
+}
+
 int demo_open_log(const char *dir, const char *name)
 {
 	char path[PATH_MAX];

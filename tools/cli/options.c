@@ -33,6 +33,12 @@ void cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+int cli_repeated(const char *cmd, const char *opt, const char *first, const char *again)
+{
+	cli_usage_error(cmd, "%s given twice ('%s', then '%s'): give it once", opt, first, again);
+	return -1;
+}
+
 void cli_bad_option(const char *cmd, int ret, char **argv)
 {
 	const char *opt = argv[optind - 1];
@@ -146,6 +152,7 @@ static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const c
 			return -1;
 		}
 		o->memory_given = true;
+		o->memory_arg = arg;
 		return 0;
 	case OPT_VCPUS:
 		if (cli_parse_int(arg, 1, 64, &v)) {
@@ -175,6 +182,7 @@ static int run_vm_opt_apply(struct run_opts *o, int id, const char *arg, const c
 			return -1;
 		}
 		o->fill = arg;
+		o->fill_given = true;
 		return 0;
 	case OPT_SEED:
 		if (cli_parse_int(arg, 0, INT64_MAX, &v)) {
@@ -219,6 +227,8 @@ int run_opt_apply(struct run_opts *o, int id, const char *arg, const char *cmd)
 			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH, rdma:HOST:PORT or defer)", arg);
 			return -1;
 		}
+		if (o->incoming_url)
+			return cli_repeated(cmd, "--incoming", o->incoming_url, arg);
 		o->incoming_url = arg;
 		return 0;
 	case OPT_SET:
@@ -317,6 +327,7 @@ static int on_timeout_apply(struct migrate_opts *o, const char *arg, const char 
 		cli_usage_error(cmd, "--on-timeout: expected cancel, force or keep-going, got '%s'", arg);
 		return -1;
 	}
+	o->on_timeout_given = true;
 	return put_checked(&o->params, GW_PARAM_CONVERGE_POLICY, v, cmd, "--on-timeout");
 }
 
@@ -457,6 +468,8 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 			cli_usage_error(cmd, "--to: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->to)
+			return cli_repeated(cmd, "--to", o->to, arg);
 		o->to = arg;
 		return 0;
 	case OPT_DETACH:
@@ -478,6 +491,8 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 			cli_usage_error(cmd, "--incoming: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->incoming)
+			return cli_repeated(cmd, "--incoming", o->incoming, arg);
 		o->incoming = arg;
 		return 0;
 	case OPT_START_POSTCOPY:
@@ -491,6 +506,8 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 			cli_usage_error(cmd, "--recover: bad URL '%s' (tcp:HOST:PORT, unix:PATH or rdma:HOST:PORT)", arg);
 			return -1;
 		}
+		if (o->recover)
+			return cli_repeated(cmd, "--recover", o->recover, arg);
 		o->recover = arg;
 		return 0;
 	case OPT_RESOLVE:
@@ -503,6 +520,18 @@ int migrate_opt_apply(struct migrate_opts *o, int id, const char *arg, const cha
 	default:
 		return migrate_param_opt_apply(o, id, arg, cmd);
 	}
+}
+
+int migrate_opts_check(const struct migrate_opts *o, bool starting, const char *cmd)
+{
+	bool timeout = cli_params_value(&o->params, GW_PARAM_CONVERGE_TIMEOUT_MS, 0) > 0;
+
+	if (starting && o->on_timeout_given && !timeout) {
+		cli_usage_error(cmd, "--on-timeout says what happens when --converge-timeout expires, and no "
+				"timeout is given: add --converge-timeout MS, or leave out --on-timeout");
+		return -1;
+	}
+	return 0;
 }
 
 /* "1000..600000000" ("0.." without a bound), or the value names of parameter @p. */
@@ -562,4 +591,21 @@ int cli_parse_progress(const char *arg, enum cli_progress *out, const char *cmd)
 		return -1;
 	}
 	return 0;
+}
+
+int run_opts_check_nics(const struct run_opts *o, const char *cmd)
+{
+	struct vmm_workload wl;
+	char err[128];
+
+	if (!o->workload || vmm_workload_parse(o->workload, &wl, err, sizeof(err)) ||
+	    !vmm_workload_needs_nic(&wl) || o->nr_nics)
+		return 0;
+	if (strcmp(cmd, "run"))
+		cli_usage_error(cmd, "--workload %s drives the guest's NICs, and %s gives the VM none "
+				"(use godwit run --nic)", o->workload, cmd);
+	else
+		cli_usage_error(cmd, "--workload %s drives the guest's NICs: give at least one "
+				"--nic tap=IFNAME", o->workload);
+	return -1;
 }

@@ -1,11 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Control socket server and client (protocol: api.h and docs/api.md).
- *
- * The server thread polls the listening socket and a stop pipe, so
- * api_server_stop() never waits on a blocked accept(). Requests are served
- * one at a time: every command is short (the migration itself runs in the
- * engine's threads), and serialising them keeps the handler simple.
+ * Control socket requests, answers and client (protocol: api.h and
+ * docs/api.md); the server is api_server.c.
  */
 #include "common/api.h"
 #include "common/usock.h"
@@ -26,17 +22,6 @@
 #include <unistd.h>
 
 #define API_REPLY_MAX (1u << 20)	/* an answer longer than this is malformed */
-
-struct api_server {
-	int listen_fd;			/* set at start, closed at stop */
-	int stop_pipe[2];		/* [1] written by api_server_stop */
-	pthread_t thread;
-	api_handler_fn fn;		/* called on the server thread only */
-	void *opaque;
-	char *path;
-	struct usock_id id;		/* our socket file, so stop never unlinks a successor's */
-};
-
 
 /* Copy @s into the request's text at *@at; NULL when it is full. */
 static const char *keep(struct api_request *req, size_t *at, const char *s, size_t n)
@@ -251,186 +236,6 @@ int api_send_json(int fd, const json_t *v)
 int api_send_json_nowait(int fd, const json_t *v)
 {
 	return send_line(fd, v, MSG_DONTWAIT);
-}
-
-/* Serve the request on @fd. True when the handler kept the connection. */
-static bool serve_one(struct api_server *srv, int fd)
-{
-	char line[API_LINE_MAX + 1], err[256];
-	struct api_request *req;
-	bool too_long = false, kept = false, has_nul;
-	json_t *reply = NULL;
-	size_t len = 0, line_len;
-	char *nl;
-
-	set_timeouts(fd, API_IO_TIMEOUT_MS);
-	for (;;) {
-		ssize_t n;
-
-		if (len == API_LINE_MAX) {
-			too_long = true;
-			break;
-		}
-		n = recv(fd, line + len, API_LINE_MAX - len, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return false;	/* timed out or reset: nobody to answer */
-		if (n == 0)
-			break;		/* a client may close its side instead of '\n' */
-		len += (size_t)n;
-		if (memchr(line, '\n', len))
-			break;
-	}
-	if (len == 0)
-		return false;
-	nl = memchr(line, '\n', len);
-	line_len = nl ? (size_t)(nl - line) : len;
-	has_nul = memchr(line, '\0', line_len) != NULL;
-	line[line_len] = '\0';
-	req = malloc(sizeof(*req));
-	if (!req)
-		return false;
-	if (too_long)
-		reply = api_error("request longer than %d bytes", API_LINE_MAX);
-	else if (has_nul)
-		reply = api_error("NUL byte in request");
-	else if (api_parse_request(line, req, err, sizeof(err)))
-		reply = api_error("%s", err);
-	else {
-		reply = srv->fn(srv->opaque, req, fd);
-		kept = reply == NULL;
-	}
-	free(req);
-	if (kept)
-		return true;
-	if (reply)
-		api_send_json(fd, reply);
-	json_decref(reply);
-	if (too_long) {
-		/*
-		 * Closing with unread input would reset the connection and
-		 * the client would lose the answer: drain until it closes
-		 * (bounded by the receive timeout).
-		 */
-		shutdown(fd, SHUT_WR);
-		while (recv(fd, line, sizeof(line), 0) > 0)
-			;
-	}
-	return false;
-}
-
-/* Another user: refused in the API's words (usock_peer_check). 0, or -EACCES with the reply sent. */
-static int check_peer(int fd)
-{
-	char why[160];
-	json_t *reply;
-
-	if (!usock_peer_check(fd, why, sizeof(why)))
-		return 0;
-	reply = api_error("%s", why);
-	set_timeouts(fd, API_IO_TIMEOUT_MS);
-	if (reply)
-		api_send_json(fd, reply);
-	json_decref(reply);
-	return -EACCES;
-}
-
-static void *server_thread(void *arg)
-{
-	struct api_server *srv = arg;
-	struct pollfd pfd[2] = {
-		{ .fd = srv->listen_fd, .events = POLLIN },
-		{ .fd = srv->stop_pipe[0], .events = POLLIN },
-	};
-
-	for (;;) {
-		int fd;
-
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		if (pfd[1].revents)
-			break;
-		if (!(pfd[0].revents & POLLIN))
-			continue;
-		fd = usock_accept(srv->listen_fd);
-		if (fd < 0)
-			continue;	/* EAGAIN, ECONNABORTED, EMFILE: try again */
-		if (check_peer(fd) || !serve_one(srv, fd))
-			close(fd);
-	}
-	return NULL;
-}
-
-struct api_server *api_server_start(const char *path, api_handler_fn fn, void *opaque,
-				    char *err, size_t err_len)
-{
-	struct api_server *srv = calloc(1, sizeof(*srv));
-	int ret;
-
-	if (!srv) {
-		snprintf(err, err_len, "out of memory");
-		errno = ENOMEM;
-		return NULL;
-	}
-	srv->listen_fd = -1;
-	srv->stop_pipe[0] = srv->stop_pipe[1] = -1;
-	srv->fn = fn;
-	srv->opaque = opaque;
-	srv->path = path ? strdup(path) : NULL;
-	if (!srv->path) {
-		ret = -ENOMEM;
-		snprintf(err, err_len, "out of memory");
-		goto fail;
-	}
-	ret = usock_listen(path, &srv->id, err, err_len);
-	if (ret < 0)
-		goto fail;
-	srv->listen_fd = ret;
-	if (pipe2(srv->stop_pipe, O_CLOEXEC)) {
-		ret = -errno;
-		snprintf(err, err_len, "pipe: %s", strerror(errno));
-		goto fail_unlink;
-	}
-	ret = -pthread_create(&srv->thread, NULL, server_thread, srv);
-	if (ret) {
-		snprintf(err, err_len, "cannot start the API thread: %s", strerror(-ret));
-		goto fail_unlink;
-	}
-	(void)pthread_setname_np(srv->thread, "gw-api");
-	return srv;
-
-fail_unlink:
-	usock_unlisten(path, &srv->id);
-fail:
-	if (srv->stop_pipe[0] >= 0) {
-		close(srv->stop_pipe[0]);
-		close(srv->stop_pipe[1]);
-	}
-	if (srv->listen_fd >= 0)
-		close(srv->listen_fd);
-	free(srv->path);
-	free(srv);
-	errno = -ret;
-	return NULL;
-}
-
-void api_server_stop(struct api_server *srv)
-{
-	if (!srv)
-		return;
-	while (write(srv->stop_pipe[1], "x", 1) < 0 && errno == EINTR)
-		;
-	pthread_join(srv->thread, NULL);
-	usock_unlisten(srv->path, &srv->id);
-	close(srv->listen_fd);
-	close(srv->stop_pipe[0]);
-	close(srv->stop_pipe[1]);
-	free(srv->path);
-	free(srv);
 }
 
 static int64_t mono_ms(void)

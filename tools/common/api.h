@@ -11,8 +11,10 @@
  * connection, writing one JSON line per event until the client closes.
  *
  * Threads: the server runs its own thread, which alone calls the handler,
- * one request at a time; api_server_stop() is called by the thread that
- * started it.
+ * one request at a time, while it reads every other client's request side
+ * by side (up to 16 at once; more evict the one that sent least); a
+ * request's whole time, from connect to answer taken, is API_REQUEST_MS.
+ * api_server_stop() is called by the thread that started it.
  */
 #ifndef GW_CLI_API_H
 #define GW_CLI_API_H
@@ -23,7 +25,8 @@
 
 #define API_LINE_MAX 4096	/* request line, newline included */
 #define API_ARGS_MAX 64		/* key=value pairs per request */
-#define API_IO_TIMEOUT_MS 5000	/* a client silent this long is dropped */
+#define API_IO_TIMEOUT_MS 5000	/* a client's send, or a handler's write, waits no longer */
+#define API_REQUEST_MS 5000	/* server: a request not read and answered in this time is dropped */
 
 struct api_arg {
 	const char *key;

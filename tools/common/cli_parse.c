@@ -467,7 +467,8 @@ static int parse_alias_value(const struct qemu_param *q, const char *s, int64_t 
 	if (q->kind != QEMU_INT)
 		return cli_parse_param_value(q->p, s, value, err, err_len);
 	if (!s || !*s || *s == '-') {
-		snprintf(err, err_len, "%s: bad value '%s'", q->name, s ? s : "");
+		snprintf(err, err_len, "%s: bad value '%s' (%s, at least 0)", q->name, s ? s : "",
+			 q->unit[0] ? q->unit : "an integer");
 		return -EINVAL;
 	}
 	ret = strcmp(q->unit, "bytes") && strcmp(q->unit, "bytes/s") ?

@@ -26,6 +26,14 @@ int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value)
 	return 0;
 }
 
+int64_t cli_params_value(const struct cli_params *ps, enum gw_param p, int64_t def)
+{
+	for (unsigned i = 0; i < ps->nr; i++)
+		if (ps->v[i].p == p)
+			return ps->v[i].value;
+	return def;
+}
+
 int cli_params_put_str(struct cli_params *ps, enum gw_str_param p, const char *value)
 {
 	if ((unsigned)p >= GW_SPARAM__COUNT || strlen(value) >= sizeof(ps->str[p]) || strpbrk(value, " \t\r\n"))

@@ -29,6 +29,8 @@ struct cli_params {
 };
 /* Add or replace; -E2BIG when full. */
 int cli_params_put(struct cli_params *ps, enum gw_param p, int64_t value);
+/* The value set for @p in @ps, else @def. */
+int64_t cli_params_value(const struct cli_params *ps, enum gw_param p, int64_t def);
 /* Set a string parameter: -EINVAL when too long or with blanks (API words cannot hold them). */
 int cli_params_put_str(struct cli_params *ps, enum gw_str_param p, const char *value);
 /* Settings in @ps, integer and string ones. */

@@ -60,7 +60,8 @@ const struct qemu_cap qemu_caps[] = {
 	{ "auto-converge", NULL },
 	{ "multifd", NULL },
 	{ "dirty-limit", NULL },
-	{ "postcopy-ram", "postcopy is not available in this godwit yet" },
+	{ "postcopy-ram", NULL },
+	{ "pause-before-switchover", NULL },
 	{ NULL, NULL },
 };
 
@@ -84,6 +85,7 @@ const char *qemu_status_name(enum gw_status st)
 	case GW_STATUS_POSTCOPY_ACTIVE: return "postcopy-active";
 	case GW_STATUS_POSTCOPY_PAUSED: return "postcopy-paused";
 	case GW_STATUS_POSTCOPY_RECOVER: return "postcopy-recover";
+	case GW_STATUS_PRE_SWITCHOVER: return "pre-switchover";
 	case GW_STATUS_CANCELLED: return "cancelled";
 	case GW_STATUS_FAILED:
 	case GW_STATUS_UNKNOWN: return "failed";

@@ -6,16 +6,23 @@
  *
  * The server thread polls the listening socket, its clients and a stop
  * pipe. Messages are parsed by libjansson once qmp_frame() found where one
- * ends; a client's input buffer is bounded (QMP_INPUT_MAX).
+ * ends; a client's input buffer is bounded (QMP_INPUT_MAX). A client must
+ * negotiate within QMP_NEGOTIATE_MS, and with every slot in use a new
+ * client evicts the idlest, so silent or hung clients never lock QMP out.
+ * Out of descriptors (EMFILE, ENFILE), the listener rests instead of
+ * spinning.
  */
 #include "common/qmp.h"
 #include "common/usock.h"
+
+#include <godwit/log.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,11 +31,15 @@
 #include <unistd.h>
 
 #define QMP_SEND_TIMEOUT_MS 5000	/* an answer a client does not take in this time drops it */
+#define QMP_ACCEPT_REST_MS 100		/* out of descriptors: the listener rests this long */
 
 struct qmp_client {
 	int fd;				/* -1: free slot */
 	bool negotiated;		/* lock: qmp_capabilities done, events go out */
+	bool backlogged;		/* server thread: its answers pile up unread: not read until writable */
 	size_t len;			/* server thread: bytes in @in */
+	int64_t accepted_ms;		/* server thread: CLOCK_MONOTONIC */
+	uint64_t active_seq;		/* server thread: order of its accept or last input (eviction) */
 	char in[QMP_INPUT_MAX + 1];	/* server thread */
 };
 
@@ -42,6 +53,8 @@ struct qmp_server {
 	int listen_fd;
 	int stop_pipe[2];
 	pthread_t thread;
+	int64_t accept_rest_ms;		/* server thread: EMFILE/ENFILE, listener not polled until then */
+	uint64_t seq;			/* server thread: counts accepts and inputs */
 
 	pthread_mutex_t lock;		/* guards every client's fd and negotiated, and writes */
 	struct qmp_client clients[QMP_CLIENTS_MAX];
@@ -279,10 +292,20 @@ static bool serve_input(struct qmp_server *srv, struct qmp_client *c)
 
 	for (;;) {
 		long n = qmp_frame(c->in, c->len);
+		struct pollfd out = { .fd = c->fd, .events = POLLOUT };
 		json_t *msg, *answer;
 
 		if (n == 0)
 			break;
+		/*
+		 * A client that does not read its answers is not read either
+		 * until it does: the server never waits on one client's full
+		 * socket while the others (cancel, quit) wait on the server.
+		 */
+		if (poll(&out, 1, 0) != 1 || !(out.revents & POLLOUT)) {
+			c->backlogged = true;
+			return true;
+		}
 		if (n < 0) {
 			/* Not JSON text: answer once, skip the line. */
 			char *nl = memchr(c->in, '\n', c->len);
@@ -319,49 +342,100 @@ static bool serve_input(struct qmp_server *srv, struct qmp_client *c)
 	return true;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Send @why in QMP's words to a client on its way out, without waiting. */
+static void refuse_fd(int fd, const char *why)
+{
+	struct qmp_client tmp = { .fd = fd };
+	json_t *e = error_answer("GenericError", why, NULL);
+
+	if (e)
+		send_locked(&tmp, e, false);
+	json_decref(e);
+}
+
+/*
+ * Caller holds srv->lock. A free slot, or, all in use, the idlest client
+ * (one that never negotiated first, then the longest without input) told
+ * why and dropped: silent or hung clients never keep cancel and quit out.
+ */
+static struct qmp_client *slot_locked(struct qmp_server *srv)
+{
+	struct qmp_client *victim = NULL;
+
+	for (unsigned i = 0; i < QMP_CLIENTS_MAX; i++) {
+		struct qmp_client *c = &srv->clients[i];
+
+		if (c->fd < 0)
+			return c;
+		if (!victim || (!c->negotiated && victim->negotiated) ||
+		    (c->negotiated == victim->negotiated && c->active_seq < victim->active_seq))
+			victim = c;
+	}
+	gw_log(GW_LOG_WARN, "cli", "qmp_evicted", "clients=%d negotiated=%s age_ms=%lld", QMP_CLIENTS_MAX,
+	       victim->negotiated ? "yes" : "no", (long long)(now_ms() - victim->accepted_ms));
+	refuse_fd(victim->fd, "evicted: every QMP slot in use and this client the idlest");
+	drop_locked(victim);
+	return victim;
+}
+
 static void accept_client(struct qmp_server *srv)
 {
 	int fd = usock_accept(srv->listen_fd);
 	struct timeval tv = { QMP_SEND_TIMEOUT_MS / 1000, 0 };
-	struct qmp_client *c = NULL;
+	struct qmp_client *c;
 	char why[160];
 
+	if (fd == -EMFILE || fd == -ENFILE)
+		srv->accept_rest_ms = now_ms() + QMP_ACCEPT_REST_MS;	/* rest rather than spin */
 	if (fd < 0)
 		return;
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (usock_peer_check(fd, why, sizeof(why))) {
-		/* Another user: refused in QMP's words, before the greeting. */
-		struct qmp_client tmp = { .fd = fd };
-		json_t *e = error_answer("GenericError", why, NULL);
-
-		if (e)
-			send_locked(&tmp, e, false);
-		json_decref(e);
+		refuse_fd(fd, why);	/* another user: refused before the greeting */
 		close(fd);
 		return;
 	}
 	pthread_mutex_lock(&srv->lock);
-	for (unsigned i = 0; i < QMP_CLIENTS_MAX && !c; i++)
-		if (srv->clients[i].fd < 0)
-			c = &srv->clients[i];
-	if (c) {
-		c->fd = fd;
-		c->len = 0;
-		c->negotiated = false;
-		if (!send_locked(c, srv->greeting, true))
+	c = slot_locked(srv);
+	c->fd = fd;
+	c->len = 0;
+	c->negotiated = false;
+	c->backlogged = false;
+	c->accepted_ms = now_ms();
+	c->active_seq = ++srv->seq;
+	if (!send_locked(c, srv->greeting, true))
+		drop_locked(c);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* Clients that did not negotiate within QMP_NEGOTIATE_MS go. The next such deadline, or -1. */
+static int expire(struct qmp_server *srv)
+{
+	int64_t now = now_ms(), next = srv->accept_rest_ms > now ? srv->accept_rest_ms : INT64_MAX;
+
+	pthread_mutex_lock(&srv->lock);
+	for (unsigned i = 0; i < QMP_CLIENTS_MAX; i++) {
+		struct qmp_client *c = &srv->clients[i];
+
+		if (c->fd < 0 || c->negotiated)
+			continue;
+		if (now >= c->accepted_ms + QMP_NEGOTIATE_MS) {
+			refuse_fd(c->fd, "no qmp_capabilities in time");
 			drop_locked(c);
+		} else if (c->accepted_ms + QMP_NEGOTIATE_MS < next) {
+			next = c->accepted_ms + QMP_NEGOTIATE_MS;
+		}
 	}
 	pthread_mutex_unlock(&srv->lock);
-	if (!c) {
-		/* Busy: say so in QMP's words, then close. */
-		struct qmp_client tmp = { .fd = fd };
-		json_t *e = error_answer("GenericError", "too many QMP clients on this socket", NULL);
-
-		if (e)
-			send_locked(&tmp, e, false);
-		json_decref(e);
-		close(fd);
-	}
+	return next == INT64_MAX ? -1 : (int)(next - now);
 }
 
 static void read_client(struct qmp_server *srv, struct qmp_client *c)
@@ -377,6 +451,7 @@ static void read_client(struct qmp_server *srv, struct qmp_client *c)
 		return;
 	}
 	c->len += (size_t)n;
+	c->active_seq = ++srv->seq;
 	serve_input(srv, c);
 }
 
@@ -387,19 +462,22 @@ static void *server_thread(void *arg)
 	for (;;) {
 		struct pollfd pfd[QMP_CLIENTS_MAX + 2];
 		struct qmp_client *who[QMP_CLIENTS_MAX + 2] = { NULL };
+		int timeout_ms = expire(srv);
 		nfds_t n = 2;
 
 		pfd[0] = (struct pollfd){ .fd = srv->stop_pipe[0], .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = srv->listen_fd, .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = srv->listen_fd,
+					  .events = now_ms() < srv->accept_rest_ms ? 0 : POLLIN };
 		pthread_mutex_lock(&srv->lock);
 		for (unsigned i = 0; i < QMP_CLIENTS_MAX; i++) {
 			if (srv->clients[i].fd >= 0) {
-				pfd[n] = (struct pollfd){ .fd = srv->clients[i].fd, .events = POLLIN };
+				pfd[n] = (struct pollfd){ .fd = srv->clients[i].fd,
+							  .events = srv->clients[i].backlogged ? POLLOUT : POLLIN };
 				who[n++] = &srv->clients[i];
 			}
 		}
 		pthread_mutex_unlock(&srv->lock);
-		if (poll(pfd, n, -1) < 0) {
+		if (poll(pfd, n, timeout_ms) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -408,9 +486,16 @@ static void *server_thread(void *arg)
 			break;
 		if (pfd[1].revents & POLLIN)
 			accept_client(srv);
-		for (nfds_t i = 2; i < n; i++)
-			if (pfd[i].revents && who[i]->fd == pfd[i].fd)
+		for (nfds_t i = 2; i < n; i++) {
+			if (!pfd[i].revents || who[i]->fd != pfd[i].fd)
+				continue;
+			if (who[i]->backlogged && (pfd[i].revents & POLLOUT)) {
+				who[i]->backlogged = false;
+				serve_input(srv, who[i]);
+			} else {
 				read_client(srv, who[i]);
+			}
+		}
 	}
 	return NULL;
 }

@@ -21,7 +21,8 @@
 #include <stddef.h>
 #include "common/json.h"
 
-#define QMP_CLIENTS_MAX 8		/* QEMU serves one per socket; a few do no harm */
+#define QMP_CLIENTS_MAX 8		/* QEMU serves one per socket; a few do no harm; a 9th evicts the idlest */
+#define QMP_NEGOTIATE_MS 10000		/* a client without qmp_capabilities by then is dropped */
 #define QMP_INPUT_MAX (64 * 1024)	/* one command; longer input closes the client */
 
 /* An error answer: QEMU's class ("GenericError", "CommandNotFound", ...) and text. */

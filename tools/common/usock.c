@@ -38,14 +38,19 @@ static int remove_stale(const char *path, const struct sockaddr_un *sa, char *er
 		snprintf(err, err_len, "%s exists and is not a socket", path);
 		return -EEXIST;
 	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Never blocks: a listener that never accepts (backlog full) is in use too. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
+	ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) ? errno : 0;
 	close(fd);
-	if (ret == 0) {
-		snprintf(err, err_len, "%s is in use by a running godwit", path);
+	if (ret == 0 || ret == EAGAIN || ret == EINPROGRESS) {
+		snprintf(err, err_len, "%s is in use (something listens there)", path);
 		return -EADDRINUSE;
+	}
+	if (ret != ECONNREFUSED && ret != ENOENT) {
+		snprintf(err, err_len, "%s: cannot tell whether it is stale: %s", path, strerror(ret));
+		return -ret;
 	}
 	if (unlink(path) && errno != ENOENT) {
 		snprintf(err, err_len, "cannot remove stale %s: %s", path, strerror(errno));
@@ -85,7 +90,7 @@ int usock_listen(const char *path, struct usock_id *id, char *err, size_t err_le
 		close(fd);
 		return ret;
 	}
-	if (stat(path, &st) == 0) {
+	if (lstat(path, &st) == 0) {
 		id->dev = st.st_dev;
 		id->ino = st.st_ino;
 	}
@@ -103,7 +108,7 @@ void usock_unlisten(const char *path, const struct usock_id *id)
 {
 	struct stat st;
 
-	if (path && stat(path, &st) == 0 && st.st_dev == id->dev && st.st_ino == id->ino)
+	if (path && lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && st.st_dev == id->dev && st.st_ino == id->ino)
 		unlink(path);
 }
 

@@ -18,10 +18,12 @@
 struct run_opts {
 	uint64_t memory_bytes;
 	bool memory_given;		/* --memory on the command line */
+	const char *memory_arg;		/* its value as typed (messages), NULL: not given */
 	unsigned nr_vcpus;
 	const char *accel;		/* "auto", "soft", "kvm" */
 	const char *workload;		/* NULL = the VM's default */
 	const char *fill;		/* soft_fill name */
+	bool fill_given;		/* --fill on the command line */
 	uint64_t seed;
 	bool seed_given;
 	const char *memory_file;

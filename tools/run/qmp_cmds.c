@@ -3,8 +3,9 @@
  * godwit run --qmp PATH: QEMU's migration commands and events on top of
  * run_ops.c, with QEMU's names, units and reply shapes (docs/qmp.md), so
  * that QEMU tooling can drive a godwit VM. Parameters and capabilities map
- * onto godwit's parameters through qemu_names.c; a capability this build
- * lacks (postcopy-ram) is one entry there and fails with its reason.
+ * onto godwit's parameters through qemu_names.c (a capability a build lacks
+ * is one entry there and fails with its reason); the commands of libvirt's
+ * flow (TLS objects, postcopy, migrate-continue) are in qmp_flow.c.
  *
  * Threads: the commands run on the QMP server's thread; the event sink on
  * whichever thread emits (run_events.h), and it never takes rs->lock.
@@ -15,18 +16,17 @@
 #include "common/qemu_names.h"
 #include "common/qmp.h"
 #include "run/qmp_announce.h"
+#include "run/qmp_flow.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* QEMU's parameters godwit does not have: refused by name, not as unknown. */
 static const char *const qemu_params_missing[] = {
-	"compress-level", "compress-threads", "compress-wait-thread", "decompress-threads", "tls-creds",
-	"tls-hostname", "tls-authz", "x-checkpoint-delay", "block-incremental",
+	"compress-level", "compress-threads", "compress-wait-thread", "decompress-threads", "x-checkpoint-delay", "block-incremental",
 	"max-postcopy-bandwidth", "block-bitmap-mapping", "x-vcpu-dirty-limit-period", "mode",
 	"zero-page-detection", "avail-switchover-bandwidth", "multifd-qatzip-level", "direct-io",
 	NULL,
@@ -34,7 +34,7 @@ static const char *const qemu_params_missing[] = {
 /* QEMU's capabilities godwit does not have: "false" is accepted (it is off), "true" refused. */
 static const char *const qemu_caps_missing[] = {
 	"zero-blocks", "compress", "rdma-pin-all", "x-colo", "release-ram", "block", "return-path",
-	"pause-before-switchover", "x-ignore-shared", "validate-uuid", "background-snapshot",
+	"x-ignore-shared", "validate-uuid", "background-snapshot",
 	"zero-copy-send", "postcopy-preempt", "postcopy-blocktime", "late-block-activate",
 	"switchover-ack", "mapped-ram", NULL,
 };
@@ -42,26 +42,6 @@ static const char *const qemu_caps_missing[] = {
 #define QEMU_XBZRLE_DEFAULT_BYTES (64ll << 20)
 #define QEMU_MULTIFD_DEFAULT_CHANNELS 2
 #define QEMU_DIRTY_LIMIT_DEFAULT_BPS (1ll << 20)
-
-static bool in_list(const char *const *list, const char *s)
-{
-	for (; *list; list++)
-		if (!strcmp(*list, s))
-			return true;
-	return false;
-}
-
-static json_t *fail(struct qmp_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static json_t *fail(struct qmp_error *e, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->cls = "GenericError";
-	va_start(ap, fmt);
-	vsnprintf(e->desc, sizeof(e->desc), fmt, ap);
-	va_end(ap);
-	return NULL;
-}
 
 /* ---- negotiation, version, commands, run state ---- */
 
@@ -71,11 +51,11 @@ static json_t *qmp_do_qmp_capabilities(void *opaque, json_t *args, struct qmp_er
 	size_t i;
 
 	if (enable && !json_is_array(enable))
-		return fail(e, "Invalid parameter type for '%s', expected: array", "enable");
+		return qmp_fail(e, "Invalid parameter type for '%s', expected: array", "enable");
 	json_array_foreach(enable, i, v) {
 		if (!json_is_string(v))
-			return fail(e, "Invalid parameter type for '%s', expected: string", "enable[]");
-		return fail(e, "Capability '%s' not available", json_string_value(v));
+			return qmp_fail(e, "Invalid parameter type for '%s', expected: string", "enable[]");
+		return qmp_fail(e, "Capability '%s' not available", json_string_value(v));
 	}
 	return json_object();
 }
@@ -119,7 +99,7 @@ static json_t *qmp_do_stop(void *opaque, json_t *args, struct qmp_error *e)
 	char err[RUN_ERR_MAX];
 
 	if (run_stop(opaque, err, sizeof(err)))
-		return fail(e, "%s", err);
+		return qmp_fail(e, "%s", err);
 	return json_object();
 }
 
@@ -128,7 +108,7 @@ static json_t *qmp_do_cont(void *opaque, json_t *args, struct qmp_error *e)
 	char err[RUN_ERR_MAX];
 
 	if (run_cont(opaque, err, sizeof(err)))
-		return fail(e, "%s", err);
+		return qmp_fail(e, "%s", err);
 	return json_object();
 }
 
@@ -145,7 +125,7 @@ static enum gw_status status_of(const json_t *st)
 {
 	const char *name = js_str(js_get(st, "status"), "none");
 
-	for (int i = GW_STATUS_NONE; i <= GW_STATUS_UNKNOWN; i++)
+	for (int i = GW_STATUS_NONE; strcmp(gw_status_name((enum gw_status)i), "invalid"); i++)
 		if (!strcmp(gw_status_name((enum gw_status)i), name))
 			return (enum gw_status)i;
 	return GW_STATUS_FAILED;
@@ -211,7 +191,7 @@ static json_t *qmp_do_query_migrate(void *opaque, json_t *args, struct qmp_error
 	if (!st || !out) {
 		json_decref(st);
 		json_decref(out);
-		return fail(e, "%s", "out of memory");
+		return qmp_fail(e, "%s", "out of memory");
 	}
 	s = status_of(st);
 	url = js_str(js_get(st, "incoming-url"), "");
@@ -224,12 +204,14 @@ static json_t *qmp_do_query_migrate(void *opaque, json_t *args, struct qmp_error
 		if (a)
 			json_object_set_new(out, "socket-address", json_pack("[o]", a));
 	}
+	qmp_blocked_reasons(rs, out);
 	if (s == GW_STATUS_NONE) {
 		json_decref(st);
 		return out;	/* no migration has happened: {} as QEMU answers */
 	}
 	json_object_set_new(out, "status", json_string(qemu_status_name(s)));
-	active = s == GW_STATUS_ACTIVE || s == GW_STATUS_DEVICE || s == GW_STATUS_HANDOVER;
+	active = s == GW_STATUS_ACTIVE || s == GW_STATUS_DEVICE || s == GW_STATUS_HANDOVER ||
+		 s == GW_STATUS_PRE_SWITCHOVER || (s >= GW_STATUS_POSTCOPY_ACTIVE && s <= GW_STATUS_POSTCOPY_RECOVER);
 	if (active || s == GW_STATUS_COMPLETED) {
 		json_object_set_new(out, "setup-time", json_integer(ms_int(st, "setup-time")));
 		json_object_set_new(out, "total-time", json_integer(ms_int(st, "total-time")));
@@ -252,24 +234,6 @@ static json_t *qmp_do_query_migrate(void *opaque, json_t *args, struct qmp_error
 
 /* ---- migrate, migrate_cancel, migrate-incoming, migrate-start-postcopy ---- */
 
-static json_t *qmp_do_migrate(void *opaque, json_t *args, struct qmp_error *e)
-{
-	json_t *uri = json_object_get(args, "uri");
-	char err[RUN_ERR_MAX];
-
-	if (!uri)
-		return fail(e, "Parameter '%s' is missing", "uri");
-	if (!json_is_string(uri))
-		return fail(e, "Invalid parameter type for '%s', expected: string", "uri");
-	if (json_is_true(json_object_get(args, "blk")) || json_is_true(json_object_get(args, "inc")))
-		return fail(e, "%s", "block migration is not supported by godwit");
-	if (json_is_true(json_object_get(args, "resume")))
-		return fail(e, "%s", "postcopy recovery is not available in this godwit yet");
-	if (run_migrate(opaque, json_string_value(uri), NULL, err, sizeof(err)))
-		return fail(e, "%s", err);
-	return json_object();
-}
-
 static json_t *qmp_do_migrate_cancel(void *opaque, json_t *args, struct qmp_error *e)
 {
 	char err[RUN_ERR_MAX];
@@ -277,7 +241,7 @@ static json_t *qmp_do_migrate_cancel(void *opaque, json_t *args, struct qmp_erro
 
 	/* As QEMU: cancelling when nothing runs is no error. */
 	if (ret && ret != -ENOENT)
-		return fail(e, "%s", err);
+		return qmp_fail(e, "%s", err);
 	return json_object();
 }
 
@@ -288,25 +252,16 @@ static json_t *qmp_do_migrate_incoming(void *opaque, json_t *args, struct qmp_er
 	char err[RUN_ERR_MAX];
 
 	if (!uri)
-		return fail(e, "Parameter '%s' is missing", "uri");
+		return qmp_fail(e, "Parameter '%s' is missing", "uri");
 	if (!json_is_string(uri))
-		return fail(e, "Invalid parameter type for '%s', expected: string", "uri");
+		return qmp_fail(e, "Invalid parameter type for '%s', expected: string", "uri");
 	if (eoe && !json_is_boolean(eoe))
-		return fail(e, "Invalid parameter type for '%s', expected: boolean", "exit-on-error");
+		return qmp_fail(e, "Invalid parameter type for '%s', expected: boolean", "exit-on-error");
 	if (!rs->dest)
-		return fail(e, "%s", "'-incoming' was not specified on the command line");
+		return qmp_fail(e, "%s", "'-incoming' was not specified on the command line");
 	if (run_incoming(rs, json_string_value(uri), !eoe || json_is_true(eoe), err, sizeof(err)))
-		return fail(e, "%s", err);
+		return qmp_fail(e, "%s", err);
 	return json_object();
-}
-
-static json_t *qmp_do_migrate_start_postcopy(void *opaque, json_t *args, struct qmp_error *e)
-{
-	const struct qemu_cap *c = qemu_cap_by_name("postcopy-ram");
-
-	if (c && c->missing)
-		return fail(e, "%s", c->missing);
-	return fail(e, "%s", "Enable postcopy with migrate_set_capability before the start of migration");
 }
 
 /* ---- parameters and capabilities ---- */
@@ -344,8 +299,10 @@ static json_t *qmp_do_query_migrate_parameters(void *opaque, json_t *args, struc
 	run_params_now(opaque, v);
 	for (const struct qemu_param *q = qemu_params; o && q->name; q++)
 		json_object_set_new(o, q->name, param_value(opaque, q, v));
-	if (o)
+	if (o) {
 		qmp_announce_query(opaque, o);
+		qmp_tls_query(opaque, o);
+	}
 	return o;
 }
 
@@ -402,6 +359,7 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 	struct run_state *rs = opaque;
 	struct qemu_change ch = { .ps = { 0 } };
 	struct qmp_announce_change ann;
+	struct run_qemu_tls names;
 	int64_t now[GW_PARAM__COUNT], x;
 	int ret;
 	char err[RUN_ERR_MAX];
@@ -412,18 +370,21 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 	run_params_now(rs, now);
 	ch.caps = rs->qemu;
 	qmp_announce_change_init(rs, &ann);
+	qmp_tls_names(rs, &names);
 	json_object_foreach(args, key, j) {
 		const struct qemu_param *q = qemu_param_by_name(key);
 
 		ret = qmp_announce_take(&ann, key, j, e);	/* announce-*: the VM's */
+		if (!ret)
+			ret = qmp_tls_take(rs, &ch.ps, &names, key, j, e);
 		if (ret < 0)
 			return NULL;
 		if (ret)
 			continue;
-		if (!q && in_list(qemu_params_missing, key))
-			return fail(e, "Parameter '%s' is not supported by godwit", key);
+		if (!q && qmp_in_list(qemu_params_missing, key))
+			return qmp_fail(e, "Parameter '%s' is not supported by godwit", key);
 		if (!q)
-			return fail(e, "Parameter '%s' is unexpected", key);
+			return qmp_fail(e, "Parameter '%s' is unexpected", key);
 		if (param_from_json(q, j, &x, e))
 			return NULL;
 		/* Sizes and counts of a capability that is off are kept for when it is turned on. */
@@ -443,10 +404,11 @@ static json_t *qmp_do_migrate_set_parameters(void *opaque, json_t *args, struct 
 	}
 	if (qmp_announce_check(&ann, e))
 		return NULL;
-	if (ch.ps.nr && run_set(rs, &ch.ps, &live, err, sizeof(err)))
-		return fail(e, "%s", err);
+	if (cli_params_count(&ch.ps) && run_set(rs, &ch.ps, &live, err, sizeof(err)))
+		return qmp_fail(e, "%s", err);
 	if (qmp_announce_apply(rs, &ann, e))
 		return NULL;
+	qmp_tls_commit(rs, &names);
 	pthread_mutex_lock(&rs->lock);
 	rs->qemu.xbzrle_cache_bytes = ch.caps.xbzrle_cache_bytes;
 	rs->qemu.multifd_channels = ch.caps.multifd_channels;
@@ -468,6 +430,10 @@ static bool cap_state(const struct run_state *rs, const char *name, const int64_
 		return v[GW_PARAM_CHANNELS] > 1;
 	if (!strcmp(name, "dirty-limit"))
 		return v[GW_PARAM_DIRTY_LIMIT_BPS] > 0;
+	if (!strcmp(name, "postcopy-ram"))
+		return v[GW_PARAM_POSTCOPY] != 0;
+	if (!strcmp(name, "pause-before-switchover"))
+		return v[GW_PARAM_PAUSE_BEFORE_SWITCHOVER] != 0;
 	return false;
 }
 
@@ -489,7 +455,7 @@ static int cap_apply(struct run_state *rs, const char *name, bool on, const int6
 {
 	const struct qemu_cap *c = qemu_cap_by_name(name);
 
-	if (!c && in_list(qemu_caps_missing, name)) {
+	if (!c && qmp_in_list(qemu_caps_missing, name)) {
 		if (on) {
 			qmp_error_set(e, "GenericError", "Capability '%s' is not supported by godwit", name);
 			return -1;
@@ -516,6 +482,10 @@ static int cap_apply(struct run_state *rs, const char *name, bool on, const int6
 			ch->caps.xbzrle_cache_bytes = v[GW_PARAM_XBZRLE_CACHE_BYTES];
 	} else if (!strcmp(name, "auto-converge")) {
 		cli_params_put(&ch->ps, GW_PARAM_AUTO_CONVERGE, on);
+	} else if (!strcmp(name, "postcopy-ram")) {
+		cli_params_put(&ch->ps, GW_PARAM_POSTCOPY, on);
+	} else if (!strcmp(name, "pause-before-switchover")) {
+		cli_params_put(&ch->ps, GW_PARAM_PAUSE_BEFORE_SWITCHOVER, on);
 	} else if (!strcmp(name, "multifd")) {
 		if (on != cap_state(rs, name, v))
 			cli_params_put(&ch->ps, GW_PARAM_CHANNELS, on ? ch->caps.multifd_channels : 1);
@@ -541,11 +511,11 @@ static json_t *qmp_do_migrate_set_capabilities(void *opaque, json_t *args, struc
 	size_t i;
 
 	if (!caps)
-		return fail(e, "Parameter '%s' is missing", "capabilities");
+		return qmp_fail(e, "Parameter '%s' is missing", "capabilities");
 	if (!json_is_array(caps))
-		return fail(e, "Invalid parameter type for '%s', expected: array", "capabilities");
+		return qmp_fail(e, "Invalid parameter type for '%s', expected: array", "capabilities");
 	if (__atomic_load_n(&rs->migrating, __ATOMIC_ACQUIRE))
-		return fail(e, "%s", "There's a migration process in progress");
+		return qmp_fail(e, "%s", "There's a migration process in progress");
 	run_params_now(rs, v);
 	pthread_mutex_lock(&rs->lock);
 	ch.caps = rs->qemu;
@@ -554,13 +524,13 @@ static json_t *qmp_do_migrate_set_capabilities(void *opaque, json_t *args, struc
 		json_t *name = json_object_get(c, "capability"), *state = json_object_get(c, "state");
 
 		if (!json_is_string(name) || !json_is_boolean(state))
-			return fail(e, "%s", "Invalid parameter type for 'capabilities', expected: "
+			return qmp_fail(e, "%s", "Invalid parameter type for 'capabilities', expected: "
 				    "{\"capability\": string, \"state\": boolean}");
 		if (cap_apply(rs, json_string_value(name), json_is_true(state), v, &ch, e))
 			return NULL;
 	}
 	if (ch.ps.nr && run_set(rs, &ch.ps, &live, err, sizeof(err)))
-		return fail(e, "%s", err);
+		return qmp_fail(e, "%s", err);
 	pthread_mutex_lock(&rs->lock);
 	__atomic_store_n(&rs->qemu.events, ch.caps.events, __ATOMIC_RELAXED);
 	rs->qemu.xbzrle_cache_bytes = ch.caps.xbzrle_cache_bytes;
@@ -577,6 +547,10 @@ static const char *const caps_args[] = { "enable", NULL };
 static const char *const migrate_args[] = { "uri", "blk", "inc", "detach", "resume", NULL };
 static const char *const incoming_args[] = { "uri", "exit-on-error", NULL };
 static const char *const set_caps_args[] = { "capabilities", NULL };
+static const char *const id_args[] = { "id", NULL };
+static const char *const uri_args[] = { "uri", NULL };
+static const char *const continue_args[] = { "state", NULL };
+static const char *const fd_args[] = { "fdname", NULL };
 static const char *const announce_args[] = { "initial", "max", "rounds", "step", "interfaces",
 					     "id", NULL };
 static const char *const set_params_args[] = {
@@ -594,6 +568,13 @@ static const struct qmp_command qmp_table[] = {
 	{ "migrate_cancel", qmp_do_migrate_cancel, no_args },
 	{ "migrate-incoming", qmp_do_migrate_incoming, incoming_args },
 	{ "migrate-start-postcopy", qmp_do_migrate_start_postcopy, no_args },
+	{ "migrate-recover", qmp_do_migrate_recover, uri_args },
+	{ "migrate-pause", qmp_do_migrate_pause, no_args },
+	{ "migrate-continue", qmp_do_migrate_continue, continue_args },
+	{ "object-add", qmp_do_object_add, set_params_args },
+	{ "object-del", qmp_do_object_del, id_args },
+	{ "getfd", qmp_do_getfd, fd_args },
+	{ "closefd", qmp_do_closefd, fd_args },
 	{ "migrate-set-parameters", qmp_do_migrate_set_parameters, set_params_args },
 	{ "query-migrate-parameters", qmp_do_query_migrate_parameters, no_args },
 	{ "migrate-set-capabilities", qmp_do_migrate_set_capabilities, set_caps_args },
@@ -611,12 +592,14 @@ struct qmp_sink {
 	struct run_state *rs;
 	struct qmp_server *srv;
 	const char *last;		/* hub lock: the last MIGRATION status sent */
+	enum gw_status last_status;	/* hub lock: the last status seen */
 };
 
 static bool qmp_sink(void *opaque, const struct run_event *ev)
 {
 	struct qmp_sink *k = opaque;
 	bool events = __atomic_load_n(&k->rs->qemu.events, __ATOMIC_RELAXED);
+	enum gw_status prev = k->last_status;
 	const char *st;
 
 	switch (ev->type) {
@@ -629,9 +612,12 @@ static bool qmp_sink(void *opaque, const struct run_event *ev)
 			json_decref(d);
 		}
 		k->last = st;
-		/* The VM stops for the switchover here, and runs there once it arrived. */
-		if (ev->role == GW_ROLE_SOURCE && ev->status == GW_STATUS_DEVICE)
+		/* The VM stops for the switchover here (at pre-switchover when it waits there),
+		 * and runs there once it arrived. */
+		if (ev->role == GW_ROLE_SOURCE && (ev->status == GW_STATUS_PRE_SWITCHOVER ||
+		    (ev->status == GW_STATUS_DEVICE && prev != GW_STATUS_PRE_SWITCHOVER)))
 			qmp_server_event(k->srv, "STOP", NULL);
+		k->last_status = ev->status;
 		if (ev->role == GW_ROLE_DEST && ev->status == GW_STATUS_COMPLETED)
 			qmp_server_event(k->srv, "RESUME", NULL);
 		break;

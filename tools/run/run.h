@@ -43,6 +43,25 @@ struct run_qemu_caps {
 	int64_t dirty_limit_bps;	/* vcpu-dirty-limit (QEMU default 1 MiB/s) */
 };
 
+#define RUN_QEMU_OBJS_MAX 8
+#define RUN_QEMU_ID_MAX 64		/* with the NUL */
+
+/* A QEMU object from object-add (qmp_flow.c): TLS credentials or an authz list. */
+struct run_qemu_obj {
+	char id[RUN_QEMU_ID_MAX];		/* "" = a free slot */
+	const char *type;			/* "tls-creds-x509", "tls-creds-psk", "authz-simple" */
+	bool server;				/* endpoint=server: the listening side's credentials */
+	char value[GW_SPARAM_MAX_BYTES];	/* x509: dir; psk: dir/keys.psk; authz: identity */
+};
+
+/* QEMU's TLS objects and the parameters that name them, as QMP set them. */
+struct run_qemu_tls {
+	struct run_qemu_obj obj[RUN_QEMU_OBJS_MAX];
+	char creds[RUN_QEMU_ID_MAX];		/* tls-creds: an object id, "" = none */
+	char hostname[GW_SPARAM_MAX_BYTES];	/* tls-hostname */
+	char authz[RUN_QEMU_ID_MAX];		/* tls-authz: an object id, "" = none */
+};
+
 struct run_state {
 	/* Set before the API and QMP threads start, read-only afterwards. */
 	const struct run_opts *opts;
@@ -66,6 +85,7 @@ struct run_state {
 	int exit_code;
 	bool exit_on_error;		/* destination: a failed incoming migration ends the process */
 	struct run_qemu_caps qemu;
+	struct run_qemu_tls qtls;	/* the QMP thread's (object-add, migrate-set-parameters) */
 };
 
 /* ---- run_ops.c: callers do not hold rs->lock; 0 or -errno with the reason in @err ---- */
@@ -76,7 +96,7 @@ struct run_state {
  * settled. NULL when out of memory.
  */
 json_t *run_status(struct run_state *rs);
-/* Destination session @s: the memory cap (max-memory-bytes) from --memory, --max-memory or this host's RAM. 0, or -errno with @err. */
+/* Destination session @s: the memory cap (max-memory-bytes) from --memory, --max-memory or what this host can give (MemAvailable). 0, or -errno with @err. */
 int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len);
 /* A new outgoing migration to @url with the base parameters overridden by @ps. */
 int run_migrate(struct run_state *rs, const char *url, const struct cli_params *ps,
@@ -93,6 +113,14 @@ void run_params_now(struct run_state *rs, int64_t values[GW_PARAM__COUNT]);
 /* --incoming defer: listen on @url now. */
 int run_incoming(struct run_state *rs, const char *url, bool exit_on_error,
 		 char *err, size_t err_len);
+/*
+ * Why no outgoing migration may start here, lasting until an operator acts
+ * (an unknown or mismatched last outcome: QEMU's blocked-reasons): -EPERM
+ * with the reason in @err, or 0 (a busy or destination side is not blocked).
+ */
+int run_migrate_blocked(struct run_state *rs, char *err, size_t err_len);
+/* pause-before-switchover: let the paused source go on (migrate-continue). */
+int run_continue(struct run_state *rs, char *err, size_t err_len);
 /* Postcopy: switch the running outgoing migration now (start-postcopy, migrate-start-postcopy). */
 int run_start_postcopy(struct run_state *rs, char *err, size_t err_len);
 /*

@@ -2,7 +2,7 @@
 /*
  * godwit run: the requests of its API socket (docs/api.md): status,
  * params, events, migrate, incoming, set, cancel, check, resolve,
- * start-postcopy, resume, recover, quit.
+ * start-postcopy, continue, resume, recover, quit.
  * One request at a time, on the API server's thread; each answers one JSON
  * object (events then keeps the connection as a stream).
  *
@@ -194,13 +194,15 @@ static json_t *handle_events(struct run_state *rs, const struct api_request *req
 
 	if (req->nr_args)
 		return api_error("events takes no arguments");
+	if (!run_events_stream_room(rs->events))
+		return api_error("too many event streams (at most %d): close one", RUN_EVENTS_STREAMS_MAX);
 	r = api_ok();
 	if (!r || js_set_str(r, "stream", "events") || api_send_json(fd, r)) {
 		json_decref(r);
 		return api_error("out of memory");
 	}
 	json_decref(r);
-	shutdown(fd, SHUT_RD);
+	shutdown(fd, SHUT_RD);	/* from now on only its hang-up wakes the hub's watcher */
 	if (run_events_add_stream(rs->events, fd))
 		close(fd);
 	return NULL;
@@ -302,13 +304,15 @@ static json_t *handle_resolve(struct run_state *rs, const struct api_request *re
 	return r;
 }
 
-static json_t *handle_start_postcopy(struct run_state *rs, const struct api_request *req)
+/* start-postcopy and continue: no arguments, one run_ops.c call. */
+static json_t *handle_no_args(struct run_state *rs, const struct api_request *req,
+			      int (*op)(struct run_state *, char *, size_t))
 {
 	char err[RUN_ERR_MAX];
 
 	if (req->nr_args)
-		return api_error("start-postcopy takes no arguments");
-	if (run_start_postcopy(rs, err, sizeof(err)))
+		return api_error("%s takes no arguments", req->cmd);
+	if (op(rs, err, sizeof(err)))
 		return api_error("%s", err);
 	return api_ok();
 }
@@ -361,7 +365,9 @@ json_t *run_api_handler(void *opaque, const struct api_request *req, int fd)
 	if (!strcmp(req->cmd, "resolve"))
 		return handle_resolve(rs, req);
 	if (!strcmp(req->cmd, "start-postcopy"))
-		return handle_start_postcopy(rs, req);
+		return handle_no_args(rs, req, run_start_postcopy);
+	if (!strcmp(req->cmd, "continue"))
+		return handle_no_args(rs, req, run_continue);
 	if (!strcmp(req->cmd, "resume") || !strcmp(req->cmd, "recover"))
 		return handle_postcopy_reconnect(rs, req);
 	if (!strcmp(req->cmd, "quit")) {
@@ -370,5 +376,5 @@ json_t *run_api_handler(void *opaque, const struct api_request *req, int fd)
 		return api_ok();
 	}
 	return api_error("unknown command '%s' (status, params, events, migrate, incoming, cancel, "
-			 "set, check, resolve, start-postcopy, resume, recover, quit)", req->cmd);
+			 "set, check, resolve, start-postcopy, continue, resume, recover, quit)", req->cmd);
 }

@@ -4,6 +4,8 @@
 #include "common/api.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,54 +15,178 @@ struct sink {
 	run_sink_fn fn;
 	void *opaque;
 	void (*release)(void *opaque);
+	int hup_fd;			/* -1, or a socket whose hang-up removes the sink */
+	uint64_t id;			/* unique in the hub: the watcher names sinks by it */
 	struct sink *next;
 };
 
 struct run_events {
-	pthread_mutex_t lock;		/* guards the list and orders the events */
+	pthread_mutex_t lock;		/* guards the list, the counts and stop; orders the events */
 	struct sink *sinks;
+	unsigned nr_streams;		/* sinks with a hup_fd */
+	uint64_t next_id;
+	bool stop;			/* the watcher ends */
+	int wake[2];			/* [1] written when the watched set changes (non-blocking) */
+	pthread_t watcher;		/* polls every hup_fd: a stream whose client left goes at once */
 };
+
+static void *watcher_main(void *arg);
+
+static void wake_watcher(struct run_events *h)
+{
+	while (write(h->wake[1], "x", 1) < 0 && errno == EINTR)
+		;	/* EAGAIN: a wake-up is pending already */
+}
 
 struct run_events *run_events_new(void)
 {
 	struct run_events *h = calloc(1, sizeof(*h));
 
-	if (h)
-		pthread_mutex_init(&h->lock, NULL);
+	if (!h)
+		return NULL;
+	pthread_mutex_init(&h->lock, NULL);
+	if (pipe2(h->wake, O_CLOEXEC | O_NONBLOCK))
+		goto fail;
+	if (pthread_create(&h->watcher, NULL, watcher_main, h)) {
+		close(h->wake[0]);
+		close(h->wake[1]);
+		goto fail;
+	}
+	(void)pthread_setname_np(h->watcher, "gw-events");
 	return h;
+fail:
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+	return NULL;
+}
+
+static void release_list(struct sink *k)
+{
+	while (k) {
+		struct sink *next = k->next;
+
+		if (k->release)
+			k->release(k->opaque);
+		free(k);
+		k = next;
+	}
 }
 
 void run_events_free(struct run_events *h)
 {
 	if (!h)
 		return;
-	while (h->sinks) {
-		struct sink *k = h->sinks;
-
-		h->sinks = k->next;
-		if (k->release)
-			k->release(k->opaque);
-		free(k);
-	}
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_mutex_unlock(&h->lock);
+	wake_watcher(h);
+	pthread_join(h->watcher, NULL);
+	release_list(h->sinks);
+	close(h->wake[0]);
+	close(h->wake[1]);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
 
-int run_events_add(struct run_events *h, run_sink_fn fn, void *opaque, void (*release)(void *))
+static int add_sink(struct run_events *h, run_sink_fn fn, void *opaque, void (*release)(void *), int hup_fd)
 {
 	struct sink *k = calloc(1, sizeof(*k)), **tail;
+	int ret = 0;
 
 	if (!k)
 		return -ENOMEM;
 	k->fn = fn;
 	k->opaque = opaque;
 	k->release = release;
+	k->hup_fd = hup_fd;
 	pthread_mutex_lock(&h->lock);
-	for (tail = &h->sinks; *tail; tail = &(*tail)->next)
-		;
-	*tail = k;
+	if (hup_fd >= 0 && h->nr_streams >= RUN_EVENTS_STREAMS_MAX) {
+		ret = -ENOSPC;
+	} else {
+		k->id = ++h->next_id;
+		h->nr_streams += hup_fd >= 0;
+		for (tail = &h->sinks; *tail; tail = &(*tail)->next)
+			;
+		*tail = k;
+	}
 	pthread_mutex_unlock(&h->lock);
-	return 0;
+	if (ret)
+		free(k);
+	else if (hup_fd >= 0)
+		wake_watcher(h);
+	return ret;
+}
+
+int run_events_add(struct run_events *h, run_sink_fn fn, void *opaque, void (*release)(void *))
+{
+	return add_sink(h, fn, opaque, release, -1);
+}
+
+/* Caller holds h->lock. Unlink @k (at *@p). */
+static void unlink_locked(struct run_events *h, struct sink **p, struct sink *k)
+{
+	*p = k->next;
+	k->next = NULL;
+	h->nr_streams -= k->hup_fd >= 0;
+}
+
+/* The sink @id, if still there and still on @fd: removed and released. */
+static void remove_id(struct run_events *h, uint64_t id, int fd)
+{
+	struct sink **p, *gone = NULL;
+
+	pthread_mutex_lock(&h->lock);
+	for (p = &h->sinks; *p; p = &(*p)->next) {
+		if ((*p)->id == id && (*p)->hup_fd == fd) {
+			gone = *p;
+			unlink_locked(h, p, gone);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&h->lock);
+	release_list(gone);
+}
+
+/*
+ * Every stream's socket, polled for its client's hang-up only (the
+ * server's side is shut for reading, so nothing else wakes it): a client
+ * that closed is dropped now, not at the next event, which on an idle VM
+ * may never come. Sinks are named by id, so a socket number reused after a
+ * sink went never drops another.
+ */
+static void *watcher_main(void *arg)
+{
+	struct run_events *h = arg;
+
+	for (;;) {
+		struct pollfd pfd[1 + RUN_EVENTS_STREAMS_MAX];
+		uint64_t ids[1 + RUN_EVENTS_STREAMS_MAX];
+		nfds_t n = 1;
+		char buf[64];
+
+		pfd[0] = (struct pollfd){ .fd = h->wake[0], .events = POLLIN };
+		pthread_mutex_lock(&h->lock);
+		if (h->stop) {
+			pthread_mutex_unlock(&h->lock);
+			break;
+		}
+		for (struct sink *k = h->sinks; k && n < 1 + RUN_EVENTS_STREAMS_MAX; k = k->next) {
+			if (k->hup_fd < 0)
+				continue;
+			pfd[n] = (struct pollfd){ .fd = k->hup_fd, .events = 0 };	/* POLLHUP, POLLERR */
+			ids[n++] = k->id;
+		}
+		pthread_mutex_unlock(&h->lock);
+		if (poll(pfd, n, -1) < 0 && errno != EINTR)
+			break;
+		if (pfd[0].revents)
+			while (read(h->wake[0], buf, sizeof(buf)) > 0)
+				;
+		for (nfds_t i = 1; i < n; i++)
+			if (pfd[i].revents)
+				remove_id(h, ids[i], pfd[i].fd);
+	}
+	return NULL;
 }
 
 void run_events_remove(struct run_events *h, void *opaque)
@@ -71,19 +197,18 @@ void run_events_remove(struct run_events *h, void *opaque)
 	for (p = &h->sinks; *p; p = &(*p)->next) {
 		if ((*p)->opaque == opaque) {
 			gone = *p;
-			*p = gone->next;
+			unlink_locked(h, p, gone);
 			break;
 		}
 	}
 	pthread_mutex_unlock(&h->lock);
-	if (gone && gone->release)
-		gone->release(gone->opaque);
-	free(gone);
+	release_list(gone);
 }
 
 void run_events_emit(struct run_events *h, const struct run_event *ev)
 {
 	struct sink **p, *gone = NULL;
+	bool watched = false;
 
 	pthread_mutex_lock(&h->lock);
 	for (p = &h->sinks; *p;) {
@@ -93,19 +218,15 @@ void run_events_emit(struct run_events *h, const struct run_event *ev)
 			p = &k->next;
 			continue;
 		}
-		*p = k->next;
+		unlink_locked(h, p, k);
+		watched |= k->hup_fd >= 0;
 		k->next = gone;
 		gone = k;
 	}
 	pthread_mutex_unlock(&h->lock);
-	while (gone) {
-		struct sink *k = gone;
-
-		gone = k->next;
-		if (k->release)
-			k->release(k->opaque);
-		free(k);
-	}
+	release_list(gone);
+	if (watched)
+		wake_watcher(h);	/* its socket is closed: out of the poll set */
 }
 
 static const char *type_name(enum run_event_type t)
@@ -197,8 +318,18 @@ int run_events_add_stream(struct run_events *h, int fd)
 	if (!st)
 		return -ENOMEM;
 	st->fd = fd;
-	ret = run_events_add(h, stream_sink, st, stream_release);
+	ret = add_sink(h, stream_sink, st, stream_release, fd);
 	if (ret)
 		free(st);
 	return ret;
+}
+
+bool run_events_stream_room(struct run_events *h)
+{
+	bool room;
+
+	pthread_mutex_lock(&h->lock);
+	room = h->nr_streams < RUN_EVENTS_STREAMS_MAX;
+	pthread_mutex_unlock(&h->lock);
+	return room;
 }

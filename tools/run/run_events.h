@@ -65,10 +65,17 @@ void run_events_emit(struct run_events *h, const struct run_event *ev);
 /* An event as one godwit JSON line object ({"event":"status",...}). NULL: no memory. */
 json_t *run_event_json(const struct run_event *ev);
 
+#define RUN_EVENTS_STREAMS_MAX 32	/* API event streams at once: each holds a descriptor */
+
 /*
- * API stream sink: @fd (a kept API connection) gets run_event_json lines
- * until it cannot take one more without waiting; then it is closed.
+ * API stream sink: @fd (a kept API connection, shut for reading) gets
+ * run_event_json lines until it cannot take one more without waiting, or
+ * until its client hangs up (a thread of the hub watches for that); then
+ * it is closed. 0, -ENOSPC (RUN_EVENTS_STREAMS_MAX already), -ENOMEM; on
+ * error @fd is the caller's still.
  */
 int run_events_add_stream(struct run_events *h, int fd);
+/* Room for one more stream (only the API thread adds them, so it stays true until it does). */
+bool run_events_stream_room(struct run_events *h);
 
 #endif

@@ -17,9 +17,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static int refuse(char *err, size_t err_len, int code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -121,6 +123,27 @@ static void verify_check_text(struct run_state *rs, char *buf, size_t len)
 		snprintf(buf, len, "n/a");
 }
 
+/*
+ * Bytes of the VM's RAM files (memfd, shmem) that hold memory: what a
+ * destination committed as pages arrived, which no RSS shows until mapped
+ * and touched. Each file counted once (blocks may share one).
+ */
+static long long ram_shmem_bytes(const struct gw_vm_info *vi)
+{
+	long long bytes = 0;
+	struct stat sb;
+
+	for (unsigned i = 0; vi && i < vi->nr_blocks; i++) {
+		bool seen = false;
+
+		for (unsigned j = 0; j < i; j++)
+			seen |= vi->blocks[j].fd == vi->blocks[i].fd;
+		if (vi->blocks[i].fd >= 0 && !seen && !fstat(vi->blocks[i].fd, &sb))
+			bytes += (long long)sb.st_blocks * 512;
+	}
+	return bytes;
+}
+
 json_t *run_status(struct run_state *rs)
 {
 	struct gw_stats *st = calloc(1, sizeof(*st));
@@ -147,6 +170,7 @@ json_t *run_status(struct run_state *rs)
 	r |= js_set_str(o, "accel", rs->be->name);	/* the --accel backend running the VM */
 	r |= js_set_str(o, "workload", wl);
 	r |= js_set_int(o, "guest-progress-count", (long long)rs->be->progress(rs->vm));
+	r |= js_set_int(o, "ram-shmem-bytes", ram_shmem_bytes(rs->vm ? rs->be->info(rs->vm) : NULL));
 	r |= js_set_str(o, "verify-check", vc);
 	if (rs->dest)
 		r |= js_set_str(o, "incoming-url", rs->sess && rs->sess_role == GW_ROLE_DEST ?
@@ -199,22 +223,40 @@ static int migrate_refused(struct run_state *rs, char *err, size_t err_len)
 	return 0;
 }
 
+/* What this host can give now: MemAvailable (/proc/meminfo), else its free RAM; bytes, 0 unknown. */
+static uint64_t host_available_bytes(void)
+{
+	long pages = sysconf(_SC_AVPHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/meminfo", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (kib)
+		return (uint64_t)kib << 10;
+	return pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+}
+
 /*
  * A destination never commits more memory than it was given: a VM built
  * from --memory has its RAM already, and its VMM refuses any other layout
  * before anything is allocated, in --memory's words (the engine's cap would
  * speak of the KVM VMM's own block beside the guest's --memory); without
- * --memory, --max-memory, else this host's RAM.
+ * --memory, --max-memory, else what this host can give when it starts
+ * listening (MemAvailable), never all of its RAM.
  */
 int run_dest_memory_cap(struct run_state *rs, struct gw_session *s, char *err, size_t err_len)
 {
-	long pages = sysconf(_SC_PHYS_PAGES), page_bytes = sysconf(_SC_PAGESIZE);
 	uint64_t cap;
 	int ret;
 
 	if (rs->opts->max_memory_given || rs->opts->memory_given)
 		return 0;	/* --max-memory is in rs->base, applied with the other parameters */
-	cap = pages > 0 && page_bytes > 0 ? (uint64_t)pages * (uint64_t)page_bytes : 0;
+	cap = host_available_bytes();
 	ret = cap ? gw_session_set(s, GW_PARAM_MAX_MEMORY_BYTES, (int64_t)cap) : 0;
 	return ret ? refuse(err, err_len, ret, "cannot set the memory cap: %s", strerror(-ret)) : 0;
 }
@@ -438,6 +480,31 @@ int run_start_postcopy(struct run_state *rs, char *err, size_t err_len)
 	if (ret)
 		return refuse(err, err_len, ret, "start-postcopy: %s", strerror(-ret));
 	gw_log(GW_LOG_INFO, "cli", "start_postcopy_requested", "from=request");
+	return 0;
+}
+
+int run_migrate_blocked(struct run_state *rs, char *err, size_t err_len)
+{
+	int ret;
+
+	pthread_mutex_lock(&rs->lock);
+	ret = rs->dest || rs->migrating ? 0 : migrate_refused(rs, err, err_len);
+	pthread_mutex_unlock(&rs->lock);
+	return ret == -EPERM ? ret : 0;
+}
+
+int run_continue(struct run_state *rs, char *err, size_t err_len)
+{
+	int ret = -EINVAL;
+
+	pthread_mutex_lock(&rs->lock);
+	if (rs->migrating && rs->sess && rs->sess_role == GW_ROLE_SOURCE)
+		ret = gw_session_continue(rs->sess);
+	pthread_mutex_unlock(&rs->lock);
+	if (ret)
+		return refuse(err, err_len, ret, "Migration not in expected state: no outgoing migration "
+			      "waits at pre-switchover (capability pause-before-switchover)");
+	gw_log(GW_LOG_INFO, "cli", "continue_requested", "state=pre-switchover");
 	return 0;
 }
 

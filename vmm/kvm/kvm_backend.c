@@ -71,6 +71,7 @@ void *vmm_kvm_gpa_to_host(const struct vmm *v, uint64_t gpa, uint64_t len)
 const struct vmm_backend vmm_kvm = {
 	.name = "kvm",
 	.probe = kvm_probe,
+	.check_config = kvm_check_config,
 	.create = kvm_create,
 	.engine_ops = &vmm_vm_engine_ops,	/* no free-page hints: no guest frees pages */
 	VMM_VM_BACKEND_ENTRIES,

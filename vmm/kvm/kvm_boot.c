@@ -102,24 +102,28 @@ int kvm_boot_pt_build(uint8_t *area, uint64_t area_bytes, uint64_t area_gpa,
 	return 0;
 }
 
+static unsigned ranges(uint64_t sys_bytes, uint64_t ram_bytes, struct kvm_boot_range *r)
+{
+	r[0] = (struct kvm_boot_range){ 0, sys_bytes };
+	r[1] = (struct kvm_boot_range){ GW_GUEST_DEV_GPA, KVM_BOOT_HUGE_BYTES };
+	r[2] = (struct kvm_boot_range){ GW_GUEST_IOAPIC_GPA, KVM_BOOT_HUGE_BYTES };
+	r[3] = (struct kvm_boot_range){ GW_GUEST_RAM_GPA, round_up(ram_bytes, KVM_BOOT_HUGE_BYTES) };
+	return KVM_BOOT_RANGES;
+}
+
 uint64_t kvm_boot_sys_bytes(uint64_t ram_bytes)
 {
 	/* The sys block stays far below 1 GiB: count with its whole first GiB. */
-	struct kvm_boot_range r[2] = {
-		{ 0, GIB }, { GW_GUEST_RAM_GPA, ram_bytes },
-	};
+	struct kvm_boot_range r[KVM_BOOT_RANGES];
+	unsigned n = ranges(GIB, ram_bytes, r);
 
-	return round_up(GW_GUEST_PT_GPA + kvm_boot_pt_pages(r, 2) * PAGE_BYTES,
+	return round_up(GW_GUEST_PT_GPA + kvm_boot_pt_pages(r, n) * PAGE_BYTES,
 			KVM_BOOT_HUGE_BYTES);
 }
 
-unsigned kvm_boot_ranges(uint64_t ram_bytes, struct kvm_boot_range r[2])
+unsigned kvm_boot_ranges(uint64_t ram_bytes, struct kvm_boot_range r[KVM_BOOT_RANGES])
 {
-	r[0].gpa = 0;
-	r[0].bytes = kvm_boot_sys_bytes(ram_bytes);
-	r[1].gpa = GW_GUEST_RAM_GPA;
-	r[1].bytes = round_up(ram_bytes, KVM_BOOT_HUGE_BYTES);
-	return 2;
+	return ranges(kvm_boot_sys_bytes(ram_bytes), ram_bytes, r);
 }
 
 void kvm_boot_seg_code64(struct kvm_segment *s)

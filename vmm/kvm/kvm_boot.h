@@ -38,8 +38,12 @@ int kvm_boot_pt_build(uint8_t *area, uint64_t area_bytes, uint64_t area_gpa,
 
 /* Bytes of block "sys" for @ram_bytes of workload RAM (2 MiB multiple). */
 uint64_t kvm_boot_sys_bytes(uint64_t ram_bytes);
-/* The ranges the boot page tables map for @ram_bytes (sys and ram). 2. */
-unsigned kvm_boot_ranges(uint64_t ram_bytes, struct kvm_boot_range r[2]);
+/*
+ * The ranges the boot page tables map for @ram_bytes, in address order:
+ * sys, the device register window, the IOAPIC's, ram. KVM_BOOT_RANGES.
+ */
+#define KVM_BOOT_RANGES 4u
+unsigned kvm_boot_ranges(uint64_t ram_bytes, struct kvm_boot_range r[KVM_BOOT_RANGES]);
 
 /* The segments the vCPUs start with (selectors as in guest_abi.h). */
 void kvm_boot_seg_code64(struct kvm_segment *s);

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <godwit/buf.h>
 #include "kvm/kvm_compat.h"
 
 enum reg { EAX, EBX, ECX, EDX };
@@ -161,4 +162,93 @@ int kvm_compat_check(const struct kvm_compat *src, const struct kvm_compat *host
 	if (ret)
 		return ret;
 	return check_msrs(src, host, why, why_len);
+}
+
+/* The leaves check_cpuid reads: the vendor, feature_regs[], the XSAVE components. */
+static const struct { uint32_t function, index; } profile_leaves[KVM_PROFILE_MAX_LEAVES] = {
+	{ 0x0, 0 }, { 0x1, 0 }, { 0x6, 0 }, { 0x7, 0 }, { 0x7, 1 }, { 0xd, 0 }, { 0xd, 1 },
+	{ 0x80000001, 0 }, { 0x80000007, 0 }, { 0x80000008, 0 },
+};
+
+size_t kvm_compat_profile(const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid, uint32_t caps,
+			  uint32_t xsave_bytes, uint8_t *buf)
+{
+	struct gw_wbuf w;
+	size_t count_at;
+	uint32_t n = 0;
+
+	gw_wbuf_init(&w, buf, KVM_PROFILE_MAX_BYTES);
+	gw_put_le32(&w, KVM_PROFILE_VERSION);
+	gw_put_le32(&w, caps);
+	gw_put_le32(&w, xsave_bytes);
+	count_at = gw_put_le32_later(&w);
+	for (unsigned i = 0; i < KVM_PROFILE_MAX_LEAVES; i++) {
+		const struct kvm_cpuid_entry2 *e = kvm_compat_cpuid_find(cpuid, nr_cpuid, profile_leaves[i].function,
+									  profile_leaves[i].index);
+
+		if (!e)
+			continue;
+		gw_put_le32(&w, profile_leaves[i].function);
+		gw_put_le32(&w, profile_leaves[i].index);
+		gw_put_le32(&w, e->eax);
+		gw_put_le32(&w, e->ebx);
+		gw_put_le32(&w, e->ecx);
+		gw_put_le32(&w, e->edx);
+		n++;
+	}
+	gw_patch_le32(&w, count_at, n);
+	return w.len;
+}
+
+/* Which of profile_leaves (function, index) is, or -1. */
+static int profile_leaf(uint32_t function, uint32_t index)
+{
+	for (unsigned i = 0; i < KVM_PROFILE_MAX_LEAVES; i++)
+		if (profile_leaves[i].function == function && profile_leaves[i].index == index)
+			return (int)i;
+	return -1;
+}
+
+int kvm_compat_from_profile(const uint8_t *buf, size_t len, uint32_t nr_vcpus, struct kvm_compat *out,
+			    char *why, size_t why_len)
+{
+	struct gw_rbuf r;
+	uint32_t version, n, seen = 0;
+
+	memset(out, 0, sizeof(*out));
+	gw_rbuf_init(&r, buf, len);
+	version = gw_get_le32(&r);
+	out->caps = gw_get_le32(&r);
+	out->xsave_bytes = gw_get_le32(&r);
+	n = gw_get_le32(&r);
+	if (gw_rbuf_err(&r) || version != KVM_PROFILE_VERSION || n > KVM_PROFILE_MAX_LEAVES) {
+		refuse(why, why_len, "the source's CPU profile (version %u, %u leaves) is not one this "
+		       "destination reads", version, n);
+		return -EINVAL;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct kvm_cpuid_entry2 *e = &out->cpuid[i];
+		int leaf;
+
+		e->function = gw_get_le32(&r);
+		e->index = gw_get_le32(&r);
+		e->eax = gw_get_le32(&r);
+		e->ebx = gw_get_le32(&r);
+		e->ecx = gw_get_le32(&r);
+		e->edx = gw_get_le32(&r);
+		e->flags = KVM_CPUID_FLAG_SIGNIFCANT_INDEX;	/* find matches (function, index) exactly */
+		leaf = profile_leaf(e->function, e->index);
+		if (gw_rbuf_err(&r) || leaf < 0 || (seen & (1u << leaf))) {
+			refuse(why, why_len, "the source's CPU profile is malformed (leaf %u)", i);
+			return -EINVAL;
+		}
+		seen |= 1u << leaf;
+	}
+	if (gw_rbuf_done(&r)) {
+		refuse(why, why_len, "the source's CPU profile has trailing bytes");
+		return -EINVAL;
+	}
+	out->nr_cpuid = n;
+	out->max_vcpus = nr_vcpus;
+	return 0;
 }

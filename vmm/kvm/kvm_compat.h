@@ -50,6 +50,28 @@ struct kvm_compat {
 int kvm_compat_check(const struct kvm_compat *src, const struct kvm_compat *host,
 		     char *why, size_t why_len);
 
+/*
+ * The CPU profile a KVM source puts in HELLO (gw_vm_info.cpu_profile), so
+ * that a destination refuses a CPU it could not load before round 0: what
+ * kvm_compat_check compares but the MSRs (checked at the load). Format,
+ * little-endian: le32 version (1), le32 caps, le32 xsave_bytes, le32 count
+ * (<= KVM_PROFILE_MAX_LEAVES), count x { le32 function, le32 index, le32
+ * eax, ebx, ecx, edx }, each leaf one the check reads, once. No trailing
+ * bytes.
+ */
+#define KVM_PROFILE_VERSION 1
+#define KVM_PROFILE_MAX_LEAVES 10
+#define KVM_PROFILE_MAX_BYTES (16 + KVM_PROFILE_MAX_LEAVES * 24)
+/* The profile of vCPUs given @cpuid, with KVM_COMPAT_* @caps, into @buf (KVM_PROFILE_MAX_BYTES): its length. */
+size_t kvm_compat_profile(const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid, uint32_t caps,
+			  uint32_t xsave_bytes, uint8_t *buf);
+/*
+ * A profile from the wire (hostile) into @out (max_vcpus @nr_vcpus, no
+ * MSRs): 0, or -EINVAL with @why.
+ */
+int kvm_compat_from_profile(const uint8_t *buf, size_t len, uint32_t nr_vcpus, struct kvm_compat *out,
+			    char *why, size_t why_len);
+
 /* The entry for (@function, @index), or NULL. */
 const struct kvm_cpuid_entry2 *kvm_compat_cpuid_find(const struct kvm_cpuid_entry2 *e, unsigned n,
 						     uint32_t function, uint32_t index);

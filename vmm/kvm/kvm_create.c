@@ -29,8 +29,23 @@ const struct kvm_guest_image *kvm_guest_image_find(const char *name)
 	return NULL;
 }
 
-static int check_config(const struct vmm_config *cfg, char *err, size_t err_len)
+/* The guest image that runs @kind (the guests/ of the same name). */
+static const char *workload_guest(enum vmm_workload_kind kind)
 {
+	switch (kind) {
+	case VMM_WL_DIRTY: return "dirty";
+	case VMM_WL_VERIFY: return "verify";
+	case VMM_WL_L2FWD: return "l2fwd";
+	case VMM_WL_ECHO: return "echo";
+	default: return "idle";
+	}
+}
+
+int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len)
+{
+	struct vmm_workload wl;
+	char why[KVM_MSG_MAX] = "";
+
 	if (cfg->nr_vcpus < 1 || cfg->nr_vcpus > KVM_MAX_VCPUS) {
 		kvm_why(err, err_len, "vcpus must be 1..%u, not %u", KVM_MAX_VCPUS, cfg->nr_vcpus);
 		return -EINVAL;
@@ -42,6 +57,20 @@ static int check_config(const struct vmm_config *cfg, char *err, size_t err_len)
 	}
 	if ((unsigned)cfg->fill > VMM_FILL_TEXT) {
 		kvm_why(err, err_len, "unknown fill");
+		return -EINVAL;
+	}
+	if (vmm_workload_parse(cfg->workload, &wl, why, sizeof(why))) {
+		kvm_why(err, err_len, "%s", why);
+		return -EINVAL;
+	}
+	if (wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
+		kvm_why(err, err_len, "the balloon workload (free-page hints) runs on the soft VM only: "
+			"use --accel soft");
+		return -EOPNOTSUPP;
+	}
+	if (vmm_workload_needs_nic(&wl) && !cfg->nr_nics && !cfg->incoming) {
+		kvm_why(err, err_len, "the %s workload drives NICs: give at least one (--nic)",
+			workload_guest(wl.kind));
 		return -EINVAL;
 	}
 	return 0;
@@ -112,6 +141,8 @@ void kvm_vm_free(struct kvm_vm *vm)
 }
 
 /* Publish what the engine's trackers need (kvm-log, kvm-ring). */
+_Static_assert(KVM_PROFILE_MAX_BYTES <= GW_CPU_PROFILE_MAX_BYTES, "the CPU profile fits gw_vm_info's bound");
+
 void kvm_publish_info(struct kvm_vm *vm)
 {
 	vm->base.info.kvm_vm_fd = vm->vm_fd;
@@ -120,6 +151,10 @@ void kvm_publish_info(struct kvm_vm *vm)
 	vm->base.info.kvm_dirty_rings = vm->ring_entries ? vm->rings : NULL;
 	vm->base.info.kvm_dirty_ring_fetch = vm->ring_entries ? vm->ring_fetch : NULL;
 	vm->base.info.kvm_dirty_ring_full_efd = vm->ring_full_efd;
+	vm->base.info.cpu_profile = vm->cpu_profile;
+	vm->base.info.cpu_profile_bytes = vm->cpuid ? (uint32_t)kvm_compat_profile(vm->cpuid, vm->nr_cpuid,
+										 vm->caps.compat, vm->caps.xsave_bytes,
+										 vm->cpu_profile) : 0;
 }
 
 /* Blocks "sys" and "ram" for @ram_bytes of workload RAM. */
@@ -216,10 +251,23 @@ static int build_source(struct kvm_vm *vm, const struct vmm_config *cfg, char *w
 	if (ret)
 		return ret;
 	kvm_layout_workload(vm);
-	ret = kvm_boot_write(vm, cfg->nr_vcpus, why, why_len);
+	ret = kvm_boot_write(vm, cfg->nr_vcpus, cfg->nr_nics, why, why_len);
 	if (ret)
 		return ret;
 	return vcpus_host_cpuid(vm, cfg->nr_vcpus, true, why, why_len);
+}
+
+/* The workload (kvm_check_config checked it) and the guest that runs it. 0 or -errno. */
+static int workload_setup(struct kvm_vm *vm, const struct vmm_config *cfg, char *why,
+			  size_t why_len)
+{
+	int ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, why_len);
+
+	if (ret)
+		return ret;
+	snprintf(vm->guest, sizeof(vm->guest), "%s",
+		 vm->opts.guest ? vm->opts.guest : workload_guest(vm->base.wl.kind));
+	return 0;
 }
 
 struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_vm_opts *opts,
@@ -233,7 +281,7 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = check_config(cfg, err, err_len);
+	ret = kvm_check_config(cfg, err, err_len);
 	if (ret) {
 		errno = -ret;
 		return NULL;
@@ -243,17 +291,9 @@ struct vmm *vmm_kvm_create_opts(const struct vmm_config *cfg, const struct kvm_v
 		errno = ENOMEM;
 		return NULL;
 	}
-	ret = vmm_workload_parse(cfg->workload, &vm->base.wl, why, sizeof(why));
+	ret = workload_setup(vm, cfg, why, sizeof(why));	/* checked above */
 	if (ret)
 		goto fail;
-	if (vm->base.wl.kind == VMM_WL_BALLOON) {	/* no guest frees pages: refused, not run as idle */
-		snprintf(why, sizeof(why), "the balloon workload (free-page hints) runs on the soft VM only: "
-			 "use --accel soft");
-		ret = -EOPNOTSUPP;
-		goto fail;
-	}
-	snprintf(vm->guest, sizeof(vm->guest), "%s", vm->opts.guest ? vm->opts.guest :
-		 vm->base.wl.kind == VMM_WL_DIRTY ? "dirty" : vm->base.wl.kind == VMM_WL_VERIFY ? "verify" : "idle");
 	ret = kvm_open_dev(why, sizeof(why));
 	if (ret < 0)
 		goto fail;

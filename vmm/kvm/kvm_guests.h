@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 struct kvm_guest_image {
-	const char *name;		/* "idle", "dirty", "verify", "compute"; NULL ends */
+	const char *name;		/* "idle", "dirty", "verify", "compute", "l2fwd", "echo"; NULL ends */
 	const unsigned char *elf;	/* ELF64 file image */
 	size_t elf_bytes;
 };

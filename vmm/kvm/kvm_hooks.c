@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <godwit/log.h>
@@ -130,6 +131,46 @@ static int setup_blocks(struct kvm_vm *vm, const struct gw_vm_info *want, bool *
 	return ret;
 }
 
+/*
+ * The source's vCPU count and CPU profile (0, none: not said) against the
+ * vCPUs made ahead (--vcpus) and this host's KVM: the load would refuse
+ * them after the whole precopy and a pause of the source.
+ */
+static int check_source_vm(const struct kvm_vm *vm, const struct gw_vm_info *want, char *reason,
+			   size_t reason_len)
+{
+	unsigned nr = want->nr_vcpus, most = vm->caps.max_vcpus < KVM_MAX_VCPUS ? vm->caps.max_vcpus : KVM_MAX_VCPUS;
+	struct kvm_compat *src;
+	char why[KVM_MSG_MAX];
+	int ret;
+
+	if (nr && nr < vm->vcpus_ahead) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPU%s and this destination was made with %u "
+			"(--vcpus %u): start the destination with --vcpus %u", nr, nr == 1 ? "" : "s",
+			vm->vcpus_ahead, vm->vcpus_ahead, nr);
+		return -ERANGE;
+	}
+	if (nr > most) {
+		kvm_why(reason, reason_len, "the source's VM has %u vCPUs, this host's KVM runs at most %u", nr, most);
+		return -ERANGE;
+	}
+	if (!want->cpu_profile_bytes || !vm->host_compat)
+		return 0;	/* not said, or this host not probed: the load checks */
+	src = malloc(sizeof(*src));
+	if (!src)
+		return -ENOMEM;
+	ret = kvm_compat_from_profile(want->cpu_profile, want->cpu_profile_bytes, nr, src, why, sizeof(why));
+	if (!ret)
+		ret = kvm_compat_check(src, vm->host_compat, why, sizeof(why));
+	if (ret)
+		kvm_why(reason, reason_len, "this host cannot run the source's vCPUs: %s", why);
+	else
+		gw_log(GW_LOG_INFO, "kvm", "source_cpu_checked", "vcpus=%u profile_bytes=%u", nr,
+		       want->cpu_profile_bytes);
+	free(src);
+	return ret ? -ERANGE : 0;
+}
+
 static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char *reason,
 			  size_t reason_len)
 {
@@ -137,7 +178,9 @@ static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char 
 	bool taken[2] = { false, false };
 	int ret;
 
-	ret = check_layout(want, reason, reason_len);
+	ret = check_source_vm(vm, want, reason, reason_len);
+	if (!ret)
+		ret = check_layout(want, reason, reason_len);
 	if (!ret)
 		ret = setup_blocks(vm, want, taken, reason, reason_len);
 	if (!ret) {

@@ -117,6 +117,7 @@ struct kvm_vm {
 	uint32_t ring_fetch[KVM_MAX_VCPUS];	/* info.kvm_dirty_ring_fetch: the tracker's */
 	struct kvm_cpuid_entry2 *cpuid;	/* what vCPUs got (vCPU 0's APIC ID), nr_cpuid */
 	uint32_t nr_cpuid;
+	uint8_t cpu_profile[KVM_PROFILE_MAX_BYTES];	/* info.cpu_profile: cpuid's, for HELLO (kvm_compat.h) */
 	uint32_t nr_msrs;		/* MSRs saved and restored, probed on vCPU 0 */
 	uint32_t msrs[KVM_COMPAT_MAX_MSRS];
 	uint64_t xcr0;
@@ -163,7 +164,8 @@ struct kvm_cpuid_entry2 *kvm_supported_cpuid(int kvm_fd, uint32_t *n);
 /* MSRs a vCPU with @cpuid can save and restore, probed in a throwaway VM. */
 int kvm_probe_msrs_tmp(int kvm_fd, const struct kvm_cpuid_entry2 *cpuid, uint32_t nr_cpuid,
 		       uint32_t *out, uint32_t *nr_out);
-int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len);
+int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, unsigned nr_nics, char *why,
+		   size_t why_len);
 /*
  * vCPUs 0..@nr-1 with @cpuid. Those that exist already (a destination makes
  * its --vcpus ahead, outside the downtime) take the new CPUID only; fewer
@@ -217,5 +219,7 @@ extern const struct vmm_vm_hooks kvm_hooks;
 
 /* Reasons: snprintf into a caller's buffer, NULL-safe. */
 void kvm_why(char *why, size_t why_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* vmm_kvm.check: what create refuses before making anything (kvm_create.c). */
+int kvm_check_config(const struct vmm_config *cfg, char *err, size_t err_len);
 
 #endif

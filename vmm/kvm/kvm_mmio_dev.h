@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <linux/kvm.h>
 #include "dev/virtio_mmio.h"
+#include "guest_abi.h"
 
 struct kvm_vm;
 
@@ -18,10 +19,11 @@ struct kvm_vm;
  * Where virtio-mmio devices go: one page each from this guest-physical
  * address (below 4 GiB, above the "sys" block, outside every memslot, so
  * that accesses exit), and GSIs from 16 (IOAPIC pins with KVM's default
- * routing, none of them the ISA lines the PIT and COM1 use).
+ * routing, none of them the ISA lines the PIT and COM1 use). The guests
+ * learn both from the boot info (guest_abi.h).
  */
-#define KVM_VIRTIO_MMIO_BASE_GPA	0xd0000000ull
-#define KVM_VIRTIO_MMIO_GSI_BASE	16u
+#define KVM_VIRTIO_MMIO_BASE_GPA	GW_GUEST_DEV_GPA
+#define KVM_VIRTIO_MMIO_GSI_BASE	GW_GUEST_DEV_GSI_BASE
 #define KVM_VIRTIO_MMIO_MAX		8u
 
 /* A KVM_EXIT_MMIO of a vCPU: true when a registered region took it. vCPU thread. */

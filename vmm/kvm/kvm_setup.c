@@ -16,6 +16,7 @@
 #include "kvm/kvm_elf.h"
 #include "kvm/kvm_guests.h"
 #include "kvm/kvm_internal.h"
+#include "kvm/kvm_mmio_dev.h"
 
 #define RECHECK_AUTO_MAX_PAGES 4096ull	/* guest re-check by default up to 16 MiB */
 #define XCR0_USER_MASK 0xe7ull		/* x87, SSE, AVX, AVX-512 (opmask, ZMM_Hi256, Hi16_ZMM) */
@@ -79,6 +80,10 @@ static uint32_t guest_workload(const struct kvm_vm *vm)
 {
 	if (!strcmp(vm->guest, "compute"))
 		return GW_GUEST_WL_COMPUTE;
+	if (!strcmp(vm->guest, "l2fwd"))
+		return GW_GUEST_WL_L2FWD;
+	if (!strcmp(vm->guest, "echo"))
+		return GW_GUEST_WL_ECHO;
 	switch (vm->base.wl.kind) {
 	case VMM_WL_DIRTY: return GW_GUEST_WL_DIRTY;
 	case VMM_WL_VERIFY: return GW_GUEST_WL_VERIFY;
@@ -97,8 +102,32 @@ static bool writes(const struct kvm_vm *vm)
 	return w == GW_GUEST_WL_DIRTY || w == GW_GUEST_WL_VERIFY;
 }
 
+_Static_assert(VMM_WL_NET_MAX_NICS >= GW_GUEST_NET_MAX_NICS, "a MAC for every guest NIC");
+_Static_assert(KVM_VIRTIO_MMIO_MAX * VMM_DEV_WINDOW_BYTES <= KVM_BOOT_HUGE_BYTES,
+	       "every device window in the 2 MiB the boot page tables map");
+
+/*
+ * The NICs' boot info: kvm_mmio_dev.h's layout (the same whatever the
+ * guest), and the workload's destination MACs and frames per pass (l2fwd).
+ */
+static void write_boot_net(struct kvm_vm *vm, unsigned nr_nics)
+{
+	struct gw_boot_net *net = kvm_gpa_host(vm, GW_GUEST_NET_INFO_GPA, sizeof(*net));
+	const struct vmm_workload *wl = &vm->base.wl;
+
+	memset(net, 0, sizeof(*net));
+	net->nr_nics = nr_nics < GW_GUEST_NET_MAX_NICS ? nr_nics : GW_GUEST_NET_MAX_NICS;
+	net->budget = wl->budget_frames ? wl->budget_frames : VMM_WL_FWD_BUDGET_DEFAULT;
+	for (unsigned i = 0; i < net->nr_nics; i++) {
+		net->mmio_gpa[i] = KVM_VIRTIO_MMIO_BASE_GPA + (uint64_t)i * VMM_DEV_WINDOW_BYTES;
+		net->gsi[i] = KVM_VIRTIO_MMIO_GSI_BASE + i;
+		memcpy(net->dst_mac[i], wl->dst_mac[i], sizeof(net->dst_mac[i]));
+		net->dst_set[i] = wl->dst_set[i];
+	}
+}
+
 /* Boot info and vCPU slices; pacing as the soft VM's: ~100 calls/s at low rates. */
-static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
+static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus, unsigned nr_nics)
 {
 	struct gw_boot_info *bi = kvm_boot_info(vm);
 	uint64_t per_vcpu = kvm_pace_per_vcpu(vm->base.wl.rate_pps, nr_vcpus);
@@ -123,6 +152,7 @@ static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 	bi->seed = vm->seed;
 	bi->tick_apic_count = vm->opts.tick_ns ? vm->opts.tick_ns : 1000000;
 	bi->compute_iters = vm->opts.compute_iters;
+	write_boot_net(vm, nr_nics);
 	for (unsigned i = 0; i < nr_vcpus; i++) {
 		struct gw_vcpu_area *a = kvm_vcpu_area(vm, i);
 		uint64_t first = vm->base.ws_pages * i / nr_vcpus;
@@ -133,11 +163,12 @@ static void write_boot_info(struct kvm_vm *vm, unsigned nr_vcpus)
 	}
 }
 
-/* Everything block "sys" holds at boot, for @nr_vcpus vCPUs. Needs both blocks. */
-int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_len)
+/* Everything block "sys" holds at boot, for @nr_vcpus vCPUs and @nr_nics NICs. Needs both blocks. */
+int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, unsigned nr_nics, char *why,
+		   size_t why_len)
 {
 	const struct gw_ram_block *sb = &vm->base.info.blocks[KVM_BLOCK_SYS];
-	struct kvm_boot_range r[2];
+	struct kvm_boot_range r[KVM_BOOT_RANGES];
 	uint8_t *sys = sb->host;
 	uint64_t pt_bytes;
 	unsigned n;
@@ -155,7 +186,7 @@ int kvm_boot_write(struct kvm_vm *vm, unsigned nr_vcpus, char *why, size_t why_l
 		kvm_why(why, why_len, "page tables: %s", strerror(-ret));
 		return ret;
 	}
-	write_boot_info(vm, nr_vcpus);
+	write_boot_info(vm, nr_vcpus, nr_nics);
 	return 0;
 }
 

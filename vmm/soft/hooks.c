@@ -12,7 +12,9 @@
  * and base.lock (hints_start waits for the vCPUs, which must not wait for
  * ctl).
  */
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include "soft/soft_internal.h"
 
 static void hook_pause_vcpus(struct vmm_vm *b)
@@ -49,8 +51,14 @@ static int hook_setup_ram(struct vmm_vm *b, const struct gw_vm_info *want, char 
 			  size_t reason_len)
 {
 	struct soft_vm *vm = soft_of(b);
-	int ret = soft_ram_setup(vm, want, reason, reason_len);
+	int ret;
 
+	if (want->nr_vcpus > SOFT_MAX_VCPUS) {	/* any other count: the load takes the source's */
+		snprintf(reason, reason_len, "the source's VM has %u vCPUs, the soft VM runs at most %d",
+			 want->nr_vcpus, SOFT_MAX_VCPUS);
+		return -ERANGE;
+	}
+	ret = soft_ram_setup(vm, want, reason, reason_len);
 	if (!ret)
 		soft_run_layout(vm);
 	return ret;
@@ -112,6 +120,7 @@ static struct vmm *be_create(const struct vmm_config *cfg, char *err, size_t err
 const struct vmm_backend vmm_soft = {
 	.name = "soft",
 	.probe = soft_probe,
+	.check_config = soft_config_check,
 	.create = be_create,
 	.engine_ops = &vmm_vm_engine_ops_hints,
 	VMM_VM_BACKEND_ENTRIES,

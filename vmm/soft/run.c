@@ -19,6 +19,7 @@
  *            freed part at distance d in 1..W behind churn (wrapping) is in
  *            use and holds churn_gen if it lies before churn, else
  *            churn_gen - 1; every other page there is free.
+ *   l2fwd, echo  vCPU 0 runs the guest's NIC driver (net.c), the others idle.
  * dirty, verify and balloon write at most `rate` pages per second over all
  * vCPUs (0 = full speed) and take dirty-limit tokens for what they write;
  * progress counts pages written.
@@ -74,13 +75,14 @@ void soft_run_layout(struct soft_vm *vm)
 	}
 }
 
-static void run_idle(struct soft_vcpu *v)
+/* @ticks: count the ticks as progress (idle), or not (the spare vCPUs of l2fwd and echo). */
+static void run_idle(struct soft_vcpu *v, bool ticks)
 {
 	bool slept;
 
 	while (!soft_vcpu_checkpoint(v, &slept)) {
 		soft_vcpu_sleep(v, IDLE_TICK_NS);
-		atomic_fetch_add_explicit(&v->progress, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&v->progress, ticks, memory_order_relaxed);
 	}
 }
 
@@ -375,8 +377,10 @@ void *soft_run_vcpu(void *vcpu)
 	struct soft_vcpu *v = vcpu;
 
 	atomic_store(&v->tid, (int)syscall(SYS_gettid));
-	if (v->vm->base.wl.kind == VMM_WL_IDLE)
-		run_idle(v);
+	if (vmm_workload_needs_nic(&v->vm->base.wl))
+		v->index == 0 ? soft_net_run(v) : run_idle(v, false);
+	else if (v->vm->base.wl.kind == VMM_WL_IDLE)
+		run_idle(v, true);
 	else
 		run_writer(v);
 	atomic_store(&v->tid, 0);

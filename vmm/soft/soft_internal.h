@@ -11,6 +11,7 @@
  *   state.c  the "soft-vcpus" state section, save and load
  *   check.c  the workload check (dirty, verify, balloon)
  *   run.c    what each workload does on a vCPU; slices of the working set
+ *   net.c    l2fwd and echo: the guest's NIC driver (common/vnet_drv.h) on vCPU 0
  *   vcpu.c   vCPU threads: start, park/pause/resume handshake, throttle
  *   ram.c    memfd (or file) RAM, prealloc, the destination's setup_ram
  *   probe.c  whether this host offers what the engine needs for soft RAM
@@ -212,6 +213,19 @@ void soft_run_hint_duty(struct soft_vcpu *v);
 void soft_run_hints_start(struct soft_vm *vm, struct gw_session *s);
 void soft_run_hints_stop(struct soft_vm *vm);
 
+/* ---- net.c ---- */
+
+/*
+ * The driver's area of NIC @i (VNET_DRV_AREA_BYTES) sits at the tail of
+ * the last RAM block, NIC 0 lowest: guest RAM that migrates, outside every
+ * working set (l2fwd and echo have none).
+ */
+uint64_t soft_net_area_gpa(const struct soft_vm *vm, unsigned i);
+/* RAM large enough for the areas of the VM's NICs: 0 or -EINVAL with a reason. */
+int soft_net_check(const struct soft_vm *vm, char *reason, size_t reason_len);
+/* vCPU 0's body under l2fwd and echo (returns when the vCPU must exit). */
+void soft_net_run(struct soft_vcpu *v);
+
 /* ---- check.c ---- */
 
 /* vCPUs parked or absent: the workload check. 0, -EIO (first bad page in @msg) or -errno. */
@@ -226,6 +240,8 @@ int soft_state_load(struct soft_vm *vm, struct gw_state *st);
 
 /* ---- vm.c ---- */
 
+/* vmm_soft.check: the configuration a VM can be made of; 0 or -EINVAL with a reason. */
+int soft_config_check(const struct vmm_config *cfg, char *err, size_t err_len);
 struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t err_len);
 /* Free everything of @vm (vCPUs stopped): RAM, the memory file's name, locks. */
 void soft_vm_free(struct soft_vm *vm);

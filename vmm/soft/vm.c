@@ -18,9 +18,10 @@
 
 #define FILL_THREADS 2
 
-/* The configuration a VM can be made of; 0 or -EINVAL with a reason. */
-static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
+int soft_config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 {
+	struct vmm_workload wl;
+
 	if (cfg->nr_vcpus < 1 || cfg->nr_vcpus > SOFT_MAX_VCPUS) {
 		snprintf(err, err_len, "vcpus must be 1..%d, not %u", SOFT_MAX_VCPUS, cfg->nr_vcpus);
 		return -EINVAL;
@@ -34,7 +35,7 @@ static int config_check(const struct vmm_config *cfg, char *err, size_t err_len)
 		snprintf(err, err_len, "unknown fill");
 		return -EINVAL;
 	}
-	return 0;
+	return vmm_workload_parse(cfg->workload, &wl, err, err_len);
 }
 
 /* A VM with no RAM yet, or NULL (ENOMEM). */
@@ -131,7 +132,7 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 		errno = EINVAL;
 		return NULL;
 	}
-	ret = config_check(cfg, err, err_len);
+	ret = soft_config_check(cfg, err, err_len);
 	vm = ret ? NULL : vm_alloc(cfg);
 	if (!vm) {
 		errno = ret ? -ret : ENOMEM;
@@ -147,6 +148,10 @@ struct soft_vm *soft_vm_create(const struct vmm_config *cfg, char *err, size_t e
 		ret = vm_ram_create(vm, cfg->memory_bytes, reason, sizeof(reason));
 	if (ret == 0)
 		ret = vmm_vm_devices_create(&vm->base, cfg, reason, sizeof(reason));
+	if (ret == 0)
+		ret = vmm_workload_check_nics(&vm->base.wl, vm->base.nr_nics, reason, sizeof(reason));
+	if (ret == 0 && !cfg->incoming)
+		ret = soft_net_check(vm, reason, sizeof(reason));
 	if (ret < 0) {
 		snprintf(err, err_len, "%s", reason[0] ? reason : strerror(-ret));
 		soft_vm_free(vm);

@@ -6,7 +6,9 @@
  * malformed ones are refused with {"ok":false,...} without reaching the
  * handler; a handler may keep the connection and stream lines on it; the
  * socket is mode 0600; a stale socket file is replaced, a live one or a
- * non-socket file is not; stopping removes the socket.
+ * non-socket file is not; stopping removes the socket. Silent clients,
+ * more than the server's slots, never keep a request out: the oldest are
+ * evicted (closed) and the request is answered.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -150,6 +152,26 @@ int main(void)
 			lines++;
 		TEST_CHECK(lines == 3, "stream gave %d lines: %s", lines, sbuf);
 		close(fd);
+	}
+
+	/* 20 silent clients (16 slots): a request is still answered, the oldest silent ones closed. */
+	{
+		int silent[20];
+		char c;
+
+		for (unsigned i = 0; i < 20; i++) {
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+			silent[i] = socket(AF_UNIX, SOCK_STREAM, 0);
+			strcpy(sa.sun_path, path);
+			TEST_ASSERT(silent[i] >= 0 && !connect(silent[i], (struct sockaddr *)&sa, sizeof(sa)), "connect");
+		}
+		v = call(path, "status");
+		TEST_CHECK(js_bool(js_get(v, "ok"), false), "status beside 20 silent clients");
+		json_decref(v);
+		TEST_CHECK(recv(silent[0], &c, 1, 0) == 0, "the oldest silent client was not evicted");
+		for (unsigned i = 0; i < 20; i++)
+			close(silent[i]);
 	}
 
 	/* Malformed requests never reach the handler. */

@@ -154,7 +154,8 @@ echo "ok 6 unknown outcome: source stays paused"
 
 # 7. Usage errors.
 for args in "run --nope" "run --memory 12Q" "migrate --api $D/x" "status" "demo --vcpus 0" \
-	    "migrate --api $D/x --compress brotli --to unix:/x"; do
+	    "migrate --api $D/x --compress brotli --to unix:/x" "run --workload l2fwd" \
+	    "run --workload echo --memory 16M" "demo --workload l2fwd"; do
 	# shellcheck disable=SC2086
 	"$G" $args >/dev/null 2>&1
 	rc=$?

@@ -6,13 +6,21 @@
  * round down), 2^64 and above is -ERANGE, durations take ns/us/ms/s or the
  * caller's default unit, PARAM=VALUE resolves names through the engine's
  * parameter table and checks its bounds, "zstd:3" gives codec and level.
+ * The host memory check reads /proc/meminfo's figures and refuses, with
+ * the figures and a size the user can type, a VM larger than RAM and swap,
+ * or one allocated whole (at start, or both of demo's) larger than what
+ * is available now.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <godwit/godwit.h>
 
 #include "common/cli_parse.h"
+#include "common/hostmem.h"
 #include "test_util.h"
 
 TEST_DEFINE_FAILURES;
@@ -249,6 +257,49 @@ static void test_fmt(void)
 	TEST_CHECK(!strcmp(cli_fmt_bytes(UINT64_MAX, b, sizeof(b)), "16.00 EiB"), "max -> %s", b);
 }
 
+#define GIB (1ull << 30)
+
+static void test_hostmem(void)
+{
+	struct cli_host_mem h = { .ram_bytes = 23 * GIB + GIB / 2, .available_bytes = 20 * GIB + GIB / 2 }, r;
+	char path[] = "/tmp/gw-meminfo.XXXXXX", why[400];
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	TEST_ASSERT(f, "temporary file");
+	fputs("MemTotal:       24641536 kB\nMemFree:        1 kB\nMemAvailable:   21495808 kB\n"
+	      "SwapTotal:      1048576 kB\nSwapFree:       524288 kB\n", f);
+	fclose(f);
+	TEST_CHECK(cli_host_mem_read(path, &r) == 0 && r.ram_bytes == 24641536ull << 10 &&
+		   r.available_bytes == 21495808ull << 10 && r.swap_bytes == GIB && r.swap_free_bytes == GIB / 2,
+		   "meminfo read: %llu %llu %llu %llu", (unsigned long long)r.ram_bytes,
+		   (unsigned long long)r.available_bytes, (unsigned long long)r.swap_bytes,
+		   (unsigned long long)r.swap_free_bytes);
+	unlink(path);
+	TEST_CHECK(cli_host_mem_read("/nonexistent/meminfo", &r) == -ENOENT, "missing file");
+
+	TEST_CHECK(cli_memory_fits(&h, 16 * GIB, 1, "--prealloc allocates all of it at start", "", why,
+				   sizeof(why)) == 0, "16G fits");
+	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 0, "", "", why, sizeof(why)) == 0, "23G mapped only fits");
+	TEST_CHECK(cli_memory_fits(&h, 1ull << 40, 0, "", "", why, sizeof(why)) == -ENOMEM &&
+		   strstr(why, "more than this host's memory (23.5G of RAM, no swap)") &&
+		   strstr(why, "give --memory 23G or less"), "1T: %s", why);
+	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "--prealloc allocates all of it at start",
+				   ", or leave out --prealloc", why, sizeof(why)) == -ENOMEM &&
+		   !strcmp(why, "--prealloc allocates all of it at start: 23G, more than the 20.5G this "
+			   "host has available now (of 23.5G of RAM, no swap): give --memory 20G or less, "
+			   "or leave out --prealloc"), "23G prealloc: %s", why);
+	TEST_CHECK(cli_memory_fits(&h, 12 * GIB, 2, "both VMs use all of theirs", "", why, sizeof(why)) == -ENOMEM &&
+		   strstr(why, "both VMs use all of theirs: 24G,") && strstr(why, "give --memory 10G or less"),
+		   "two VMs of 12G: %s", why);
+	h.swap_bytes = h.swap_free_bytes = 4 * GIB;
+	TEST_CHECK(cli_memory_fits(&h, 23 * GIB, 1, "--prealloc", "", why, sizeof(why)) == 0,
+		   "23G prealloc with 4G of free swap fits");
+	TEST_CHECK(cli_memory_fits(&h, 28 * GIB, 0, "", "", why, sizeof(why)) == -ENOMEM &&
+		   strstr(why, "23.5G of RAM, 4G of swap") && strstr(why, "give --memory 27G"),
+		   "28G with swap: %s", why);
+}
+
 int main(void)
 {
 	test_sizes();
@@ -259,5 +310,6 @@ int main(void)
 	test_params();
 	test_value_names();
 	test_fmt();
+	test_hostmem();
 	TEST_EXIT();
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A VM with one virtio-net NIC (vm_base.c's devices), migrated in process
- * while frames flow: the soft VM on uffd-wp, the KVM VM on kvm-log. Neither
- * VM has a guest driver yet: the fake driver of tests/unit/dev/netdrv.c
- * runs on a test thread against the VM's RAM (at DRV_GPA) and its MMIO
+ * while frames flow: the soft VM on uffd-wp, the KVM VM on kvm-log. The VM
+ * runs idle (test_vm_guestnet.c has the guest's own driver): the fake
+ * driver of tests/unit/dev/netdrv.c runs on a test thread against the VM's RAM (at DRV_GPA) and its MMIO
  * bus (the register code a KVM_EXIT_MMIO reaches), parked around
  * the pause like a vCPU (the engine ops are wrapped for that). "The
  * network" is the other end of the NIC's socketpair (net_backend_fd): it

@@ -13,6 +13,11 @@
  * guest RAM holding exactly the pages sent (normal, zero, compressed,
  * XBZRLE), with the digest verified when asked.
  *
+ * A stranger that keeps the control connection alive with PINGs but sends
+ * no page stalls (keepalive_stranger); pages trickled past the precopy's
+ * bound fail it (trickle_past_precopy_limit); EXTENTS over all of RAM and
+ * ROUND 0 with no page commit at most 64 MiB (extents_commit_bounded).
+ *
  * The log (log_*): block names made of quotes, newlines, escape codes and
  * invalid UTF-8 never split a line, reach the sink raw or forge an event
  * (no line is a mig_done); 1000 refused HELLOs from one peer write at most
@@ -41,6 +46,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
@@ -363,6 +369,8 @@ static const struct {
 } whys[] = {
 	{ "wrong_seq_data", "frame sequence number 4 where 1 was due" },
 	{ "unknown_type_99_data", "unknown frame type 99" },
+	{ "keepalive_stranger", "sent no pages for 3000 ms" },
+	{ "trickle_past_precopy_limit", "did not end within 2000 ms (precopy-limit-ms)" },
 };
 
 static const char *expected_why(const char *scenario)
@@ -658,6 +666,56 @@ static void sc_extents_beyond(struct env *e)
 
 	hs_setup(e);
 	gw_conn_send_msg(&e->ctl, GW_MSG_EXTENTS, &m);
+}
+
+/*
+ * Wait up to @ms for a frame on ctl (an ERROR is recorded): whether the
+ * destination answered with ERROR.
+ */
+static bool ctl_error_within(struct env *e, int ms)
+{
+	struct pollfd pfd = { .fd = e->ctl.fd, .events = POLLIN };
+	uint8_t buf[GW_WIRE_MAX_REASON + 64];
+
+	if (poll(&pfd, 1, ms) > 0 && hs_recv(e, &e->ctl, buf, sizeof(buf), NULL) < 0 && !e->got_error)
+		return true;	/* closed without a word: the run_scenario checks say so */
+	return e->got_error;
+}
+
+/*
+ * HELLO, CHAN_HELLO, then only PINGs (each answered): no page ever comes,
+ * so the migration stalls after io-timeout-ms (3 s) however lively the
+ * control connection. At most 30 PINGs half a second apart (a hang guard).
+ */
+static void sc_keepalive(struct env *e)
+{
+	hs_setup(e);
+	for (int i = 0; i < 30; i++) {
+		struct gw_msg_ping m = { .token = (uint64_t)i };
+
+		if (gw_conn_send_msg(&e->ctl, GW_MSG_PING, &m) || ctl_error_within(e, 500))
+			break;
+	}
+}
+
+/*
+ * A page every half second keeps the migration progressing, but the whole
+ * precopy is bounded (run_scenario sets precopy-limit-ms 2000 for it): the destination gives
+ * up however the pages trickle. At most 40 pages (a hang guard).
+ */
+static void sc_trickle(struct env *e)
+{
+	static uint8_t page[PAGE];
+
+	hs_setup(e);
+	hs_round(e, 0);
+	for (uint32_t i = 0; i < 40; i++) {
+		uint64_t ent = gw_page_entry(i, GW_PAGE_NORMAL);
+
+		fill_page(page, i);
+		if (hs_pages_plain(e, 0, &ent, 1, page, PAGE) || ctl_error_within(e, 500))
+			break;
+	}
 }
 
 /*
@@ -1253,6 +1311,8 @@ static void run_scenario(const struct scenario *sc)
 	TEST_ASSERT(e.s, "session");
 	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_IO_TIMEOUT_MS, 3000) == 0, "io timeout");
 	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_MAX_MEMORY_BYTES, RAM_BYTES) == 0, "max memory");
+	TEST_ASSERT(gw_session_set(e.s, GW_PARAM_PRECOPY_LIMIT_MS, sc->fn == sc_trickle ? 2000 : 0) == 0,
+		    "precopy limit");
 	snprintf(url, sizeof(url), "unix:%s", e.path);
 	TEST_ASSERT(gw_incoming_start(e.s, url) == 0, "incoming");
 
@@ -1337,6 +1397,8 @@ static const struct scenario scenarios[] = {
 	{ "data_closed_mid_frame", sc_data_closed_mid_frame, -ECONNRESET },
 	{ "round_backwards", sc_round_backwards, -EPROTO },
 	{ "extents_beyond", sc_extents_beyond, -ERANGE },
+	{ "keepalive_stranger", sc_keepalive, -ETIMEDOUT },
+	{ "trickle_past_precopy_limit", sc_trickle, -ETIMEDOUT },
 	{ "layout_mismatch", sc_layout_mismatch, 0 },
 	{ "hello_too_big", sc_hello_too_big, 0 },
 	{ "hello_page_size_8192", sc_hello_page_size, 0 },
@@ -1651,6 +1713,58 @@ static void run_pc_scenario(const struct scenario *sc)
 	test_ram_destroy(&e.ram);
 }
 
+/*
+ * EXTENTS over all of a 256 MiB block and ROUND 0, then no page: the
+ * destination commits at most the populate thread's lead over the pages
+ * received (64 MiB), never the RAM announced. Counted in the memfd's
+ * blocks (shmem, which no RSS shows) once the session ended (it stalls
+ * without pages) and its populate thread was joined.
+ */
+#define COMMIT_RAM_BYTES (256u << 20)
+#define COMMIT_LEAD_BYTES (64u << 20)
+
+static void commit_bound(void)
+{
+	struct gw_extent ext = { 0, COMMIT_RAM_BYTES / PAGE };
+	struct gw_msg_extents m = { .block = 0, .count = 1, .ext = &ext };
+	struct gw_msg_hello h;
+	struct gw_vm_info vm;
+	struct env e;
+	struct stat sb;
+	char url[160];
+	int ret;
+
+	memset(&e, 0, sizeof(e));
+	e.name = "extents_commit_bounded";
+	e.ctl.fd = e.data.fd = -1;
+	snprintf(e.path, sizeof(e.path), "/tmp/gw-hostile-%d.sock", (int)getpid());
+	TEST_ASSERT(test_ram_create(&e.ram, "commit-ram", COMMIT_RAM_BYTES, GUARD_BYTES) == 0, "RAM");
+	test_vm_info_one(&vm, &e.ram, "ram0");
+	e.s = gw_session_new(GW_ROLE_DEST, &vm, &test_vm_ops, &e.tvm);
+	TEST_ASSERT(e.s && gw_session_set(e.s, GW_PARAM_IO_TIMEOUT_MS, 3000) == 0, "session");
+	snprintf(url, sizeof(url), "unix:%s", e.path);
+	TEST_ASSERT(gw_incoming_start(e.s, url) == 0, "incoming");
+	hello_default(&e, &h);
+	h.blocks[0].size_bytes = COMMIT_RAM_BYTES;
+	TEST_ASSERT(hs_hello_msg(&e, &h) == GW_MSG_HELLO_ACK, "HELLO of 256 MiB");
+	hs_open_data(&e);
+	TEST_ASSERT(gw_conn_send_msg(&e.ctl, GW_MSG_EXTENTS, &m) == 0 && hs_round(&e, 0) == 0, "EXTENTS, ROUND");
+	for (int i = 0; i < 40 && !ctl_error_within(&e, 500); i++)
+		;	/* no page: it stalls after io-timeout-ms (a hang guard of 20 s) */
+	gw_conn_close(&e.ctl);
+	gw_conn_close(&e.data);
+	ret = end_session(&e);
+	TEST_CHECK(ret == -ETIMEDOUT, "%s: ended %d, expected a stall", e.name, ret);
+	TEST_ASSERT(fstat(e.ram.fd, &sb) == 0, "fstat");
+	TEST_CHECK((uint64_t)sb.st_blocks * 512 <= COMMIT_LEAD_BYTES, "%s: %llu bytes committed for no page",
+		   e.name, (unsigned long long)sb.st_blocks * 512);
+	TEST_CHECK(test_vm_load(&e.tvm.resume_calls) == 0, "%s: VM resumed", e.name);
+	printf("%-28s %llu MiB of %u committed for no page\n", e.name,
+	       (unsigned long long)sb.st_blocks * 512 >> 20, COMMIT_RAM_BYTES >> 20);
+	gw_session_free(e.s);
+	test_ram_destroy(&e.ram);
+}
+
 int main(int argc, char **argv)
 {
 	char why[200];
@@ -1662,6 +1776,8 @@ int main(int argc, char **argv)
 			continue;
 		run_scenario(&scenarios[i]);
 	}
+	if (argc < 2 || !strcmp(argv[1], "extents_commit_bounded"))
+		commit_bound();
 	if (gw_uffd_post_probe(why, sizeof(why))) {
 		printf("postcopy scenarios skipped: %s\n", why);
 		TEST_EXIT();

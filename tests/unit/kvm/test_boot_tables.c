@@ -3,7 +3,8 @@
  * Invariant: the boot structures the VMM writes put a vCPU in 64-bit mode
  * over an identity map of both RAM blocks. A software page walk (4-level,
  * written here independently of the builder) translates every 2 MiB of
- * block "sys" and of block "ram" to itself, writable, for RAM sizes from
+ * block "sys", of block "ram" and of the device and IOAPIC windows
+ * to itself, writable, for RAM sizes from
  * 2 MiB to 1 TiB (two PDPTs past 512 GiB), and faults outside them; the page
  * tables fit the sys block and use the predicted number of pages. The GDT's
  * descriptors, decoded here, match the segment registers the vCPU gets
@@ -60,7 +61,7 @@ static uint64_t walk(const uint8_t *area, uint64_t area_bytes, uint64_t area_gpa
 
 static void check_ram(uint64_t ram_bytes)
 {
-	struct kvm_boot_range r[2];
+	struct kvm_boot_range r[KVM_BOOT_RANGES];
 	uint64_t sys = kvm_boot_sys_bytes(ram_bytes), pt_bytes = sys - GW_GUEST_PT_GPA, used;
 	uint8_t *area = calloc(1, pt_bytes);
 	unsigned n = kvm_boot_ranges(ram_bytes, r);
@@ -91,6 +92,14 @@ static void check_ram(uint64_t ram_bytes)
 			GW_GUEST_RAM_GPA + ram_bytes - 8) == GW_GUEST_RAM_GPA + ram_bytes - 8, "ram end");
 	TEST_CHECK(walk(area, pt_bytes, GW_GUEST_PT_GPA, GW_GUEST_PT_GPA, 2 * GIB) == 0,
 		   "the 32-bit hole is mapped");
+	for (unsigned i = 0; i < GW_GUEST_NET_MAX_NICS; i++) {
+		uint64_t va = GW_GUEST_DEV_GPA + i * GW_GUEST_DEV_STRIDE_BYTES + 0x70;
+
+		TEST_CHECK(walk(area, pt_bytes, GW_GUEST_PT_GPA, GW_GUEST_PT_GPA, va) == va,
+			   "NIC %u's register page not identity-mapped", i);
+	}
+	TEST_CHECK(walk(area, pt_bytes, GW_GUEST_PT_GPA, GW_GUEST_PT_GPA, GW_GUEST_IOAPIC_GPA + 0x10) ==
+		   GW_GUEST_IOAPIC_GPA + 0x10, "the IOAPIC not identity-mapped");
 	TEST_CHECK(walk(area, pt_bytes, GW_GUEST_PT_GPA, GW_GUEST_PT_GPA,
 			GW_GUEST_RAM_GPA + ram_bytes + 2 * KVM_BOOT_HUGE_BYTES) == 0, "past RAM is mapped");
 	free(area);

@@ -8,7 +8,12 @@
  * host lacks (each one), more vCPUs than KVM allows here, an MSR it cannot
  * restore, unknown capability bits. Bits that mirror control registers
  * (OSXSAVE, OSPKE) are not features. A pure function: no KVM needed.
+ * The CPU profile a source sends in HELLO carries what the check compares
+ * but the MSRs: decoded, it gives the same verdicts (the MSRs wait for the
+ * load), and a malformed profile (any truncation, version, count, unknown or
+ * repeated leaf, trailing bytes) is refused with -EINVAL.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +84,48 @@ static void accepted(const struct kvm_compat *src, const struct kvm_compat *dst,
 	TEST_CHECK(kvm_compat_check(src, dst, why, sizeof(why)) == 0, "%s refused: %s", what, why);
 }
 
+/* @src as a HELLO profile, decoded: the verdict against @dst is @want (0 or -EOPNOTSUPP). */
+static void profile_verdict(const struct kvm_compat *src, const struct kvm_compat *dst, int want,
+			    const char *what)
+{
+	static struct kvm_compat got;
+	uint8_t buf[KVM_PROFILE_MAX_BYTES];
+	size_t len = kvm_compat_profile(src->cpuid, src->nr_cpuid, src->caps, src->xsave_bytes, buf);
+	char why[256] = "";
+
+	TEST_CHECK(len <= sizeof(buf), "%s: profile of %zu bytes", what, len);
+	TEST_CHECK(kvm_compat_from_profile(buf, len, src->max_vcpus, &got, why, sizeof(why)) == 0,
+		   "%s: profile refused: %s", what, why);
+	TEST_CHECK(kvm_compat_check(&got, dst, why, sizeof(why)) == want, "%s: profile verdict (%s)", what, why);
+}
+
+static void profile_hostile(void)
+{
+	static struct kvm_compat c, got;
+	uint8_t buf[KVM_PROFILE_MAX_BYTES + 4];
+	size_t len;
+	char why[256];
+
+	host(&c);
+	len = kvm_compat_profile(c.cpuid, c.nr_cpuid, c.caps, c.xsave_bytes, buf);
+	TEST_CHECK(len == 16 + 10 * 24, "all 10 leaves: %zu bytes", len);
+	for (size_t cut = 0; cut < len; cut++)
+		TEST_CHECK(kvm_compat_from_profile(buf, cut, 1, &got, why, sizeof(why)) == -EINVAL,
+			   "truncated at %zu accepted", cut);
+	buf[len] = 0;
+	TEST_CHECK(kvm_compat_from_profile(buf, len + 1, 1, &got, why, sizeof(why)) == -EINVAL, "trailing byte");
+	buf[0] = 2;
+	TEST_CHECK(kvm_compat_from_profile(buf, len, 1, &got, why, sizeof(why)) == -EINVAL, "version 2");
+	buf[0] = 1;
+	buf[12] = 11;
+	TEST_CHECK(kvm_compat_from_profile(buf, len, 1, &got, why, sizeof(why)) == -EINVAL, "11 leaves");
+	buf[12] = 10;
+	buf[16 + 24] = 0x2;	/* leaf 1 -> 2: not one the check reads */
+	TEST_CHECK(kvm_compat_from_profile(buf, len, 1, &got, why, sizeof(why)) == -EINVAL, "unknown leaf");
+	buf[16 + 24] = 0x0;	/* leaf 1 -> 0: repeated */
+	TEST_CHECK(kvm_compat_from_profile(buf, len, 1, &got, why, sizeof(why)) == -EINVAL, "repeated leaf");
+}
+
 int main(void)
 {
 	static struct kvm_compat src, dst;
@@ -124,6 +171,7 @@ int main(void)
 			break;
 		}
 		refused(&src, &dst, regs[i].name);
+		profile_verdict(&src, &dst, -EOPNOTSUPP, regs[i].name);
 	}
 
 	host(&src);
@@ -157,5 +205,19 @@ int main(void)
 	host(&src);
 	src.msrs[src.nr_msrs++] = 0xc0000103;	/* TSC_AUX */
 	refused(&src, &dst, "0xc0000103");
+	profile_verdict(&src, &dst, 0, "an extra MSR (checked at the load)");
+
+	host(&src);
+	profile_verdict(&src, &dst, 0, "identical host");
+	host(&src);
+	entry(&src, 0, 0)->ebx = 0x756e6547;	/* Genu... */
+	profile_verdict(&src, &dst, -EOPNOTSUPP, "another vendor");
+	host(&src);
+	src.xsave_bytes = 8192;
+	profile_verdict(&src, &dst, -EOPNOTSUPP, "a larger XSAVE area");
+	host(&src);
+	src.max_vcpus = 65;
+	profile_verdict(&src, &dst, -EOPNOTSUPP, "65 vCPUs");
+	profile_hostile();
 	TEST_EXIT();
 }

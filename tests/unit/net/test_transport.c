@@ -10,6 +10,10 @@
  * CRC (the page CRCs cover it). MSG_ZEROCOPY sends over kernel TCP complete:
  * every send id is reported once, in whatever order and grouping the
  * kernel reports them, and nothing is counted twice or beyond what was sent.
+ * unix:PATH never blocks on what is at PATH: a listener that never accepts
+ * (its backlog full) is refused as in use, a stale socket is replaced, and
+ * unlisten removes only the socket file listen made, never a file that
+ * replaced it.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -18,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <godwit/godwit.h>
 #include "net/io.h"
@@ -111,6 +117,60 @@ static void test_rdma_refusal(void)
 	TEST_CHECK(ret == -EINVAL && strstr(err, "RDMA device"), "source: %d %s", ret, err);
 	gw_session_free(s);
 	test_ram_destroy(&ram);
+}
+
+/* A listener at @path with a backlog of 0 that never accepts, filled up. */
+static int held_listener(const char *path, int *conns, unsigned nr)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int l = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	TEST_ASSERT(l >= 0 && !bind(l, (struct sockaddr *)&sun, sizeof(sun)) && !listen(l, 0), "listen %s", path);
+	for (unsigned i = 0; i < nr; i++) {
+		conns[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		TEST_ASSERT(conns[i] >= 0, "socket");
+		(void)connect(conns[i], (struct sockaddr *)&sun, sizeof(sun));	/* the later ones: EAGAIN */
+	}
+	return l;
+}
+
+static void test_unix_paths(void)
+{
+	char dir[] = "/tmp/gw-tr.XXXXXX", path[64], bound[GW_URL_MAX], why[200];
+	int conns[4], l, fd;
+	struct gw_url u;
+	struct stat st;
+	FILE *f;
+
+	TEST_ASSERT(mkdtemp(dir), "mkdtemp");
+	snprintf(path, sizeof(path), "%s/m.sock", dir);
+	snprintf(bound, sizeof(bound), "unix:%s", path);
+	TEST_ASSERT(!gw_url_parse_listen(bound, &u, why, sizeof(why)), "%s", why);
+	/* Held: refused at once as in use, whatever the backlog (a blocking probe would hang here). */
+	l = held_listener(path, conns, 4);
+	fd = u.ops->listen(u.addr, bound, sizeof(bound), &u.lid);
+	TEST_CHECK(fd == -EADDRINUSE, "listen over a held socket: %d", fd);
+	TEST_CHECK(!lstat(path, &st) && S_ISSOCK(st.st_mode), "the held socket was removed");
+	close(l);
+	for (unsigned i = 0; i < 4; i++)
+		close(conns[i]);
+	/* Stale (its listener gone): replaced. */
+	fd = u.ops->listen(u.addr, bound, sizeof(bound), &u.lid);
+	TEST_ASSERT(fd >= 0, "listen over a stale socket: %d", fd);
+	close(fd);
+	/* Replaced by a file after we listened: unlisten leaves it. */
+	TEST_ASSERT(!unlink(path) && (f = fopen(path, "w")) && fputs("precious", f) >= 0 && !fclose(f), "replace");
+	u.ops->unlisten(u.addr, &u.lid);
+	TEST_CHECK(!lstat(path, &st) && S_ISREG(st.st_mode), "unlisten removed a file that replaced the socket");
+	unlink(path);
+	/* Our own socket: removed. */
+	fd = u.ops->listen(u.addr, bound, sizeof(bound), &u.lid);
+	TEST_ASSERT(fd >= 0, "listen: %d", fd);
+	close(fd);
+	u.ops->unlisten(u.addr, &u.lid);
+	TEST_CHECK(lstat(path, &st) && errno == ENOENT, "unlisten left its own socket");
+	rmdir(dir);
 }
 
 /* A connected pair of loopback TCP sockets. */
@@ -226,6 +286,7 @@ int main(void)
 	test_table();
 	test_urls();
 	test_rdma_refusal();
+	test_unix_paths();
 	test_zc_window();
 	test_prefix_and_zerocopy();
 	TEST_EXIT();

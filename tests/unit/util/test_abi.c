@@ -114,6 +114,17 @@ static void vm_info_in(void)
 	in.nr_blocks = GW_MAX_RAM_BLOCKS + 1;
 	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == -EINVAL, "too many blocks");
 	in.nr_blocks = 1;
+	in.cpu_profile_bytes = 16;
+	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == -EINVAL, "a CPU profile length without its bytes");
+	in.cpu_profile = &blk;
+	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == 0 && lib.cpu_profile == &blk, "a CPU profile");
+	in.cpu_profile_bytes = GW_CPU_PROFILE_MAX_BYTES + 1;
+	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == -EINVAL, "a CPU profile over its bound");
+	in.cpu_profile_bytes = 0;
+	in.cpu_profile = NULL;
+	in.size = GW_VM_INFO_SIZE_VER0;
+	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == 0 && !lib.cpu_profile && !lib.cpu_profile_bytes,
+		   "version 0: no CPU profile");
 	in.size = GW_VM_INFO_SIZE_VER0 - 4;
 	TEST_CHECK(gw_vm_info_copy_in(&lib, &in) == -EINVAL, "below version 0");
 }

@@ -4,7 +4,9 @@
  * HELLO: a valid message round-trips; every malformed field (truncation at
  * any length, page size, channel count, flags, block count, block names,
  * sizes, gpa overflow, trailing bytes) is refused with -EPROTO and a
- * non-empty reason. PAGES header: entry count, codec, raw size, codec none
+ * non-empty reason; with HELLO_VM its VM part (vCPU count, CPU profile)
+ * round-trips, and a count of 0 or above the bound, a profile over its bound
+ * or longer than the bytes left, a missing or a truncated part are refused. PAGES header: entry count, codec, raw size, codec none
  * with data != raw and a length disagreeing with the frame are refused.
  * STATE: round-trips sections byte-exact; a count over the bound, any
  * truncation, a name without NUL, a repeated name and trailing bytes are
@@ -60,7 +62,8 @@ static size_t enc(const struct gw_msg_hello *m, uint8_t *buf, size_t cap)
 	return w.len;
 }
 
-static uint8_t hbuf[HELLO_FIXED_BYTES + (GW_MAX_RAM_BLOCKS + 1) * HELLO_BLOCK_BYTES + 64];
+static uint8_t hbuf[HELLO_FIXED_BYTES + (GW_MAX_RAM_BLOCKS + 1) * HELLO_BLOCK_BYTES + GW_MSG_HELLO_VM_BYTES +
+		    GW_WIRE_MAX_PROFILE_BYTES + 64];
 
 /* Decode must refuse @len bytes of hbuf with -EPROTO and a reason. */
 static void expect_refused(size_t len, const char *what)
@@ -132,7 +135,7 @@ static void test_hello(void)
 	REFUSE_TWEAK("0 channels", h->nr_channels = 0);
 	REFUSE_TWEAK("65 channels", h->nr_channels = GW_WIRE_MAX_CHANNELS + 1);
 	REFUSE_TWEAK("codec 6", h->codec = 6);
-	REFUSE_TWEAK("unknown flag bit 4", h->flags |= 1u << 4);
+	REFUSE_TWEAK("unknown flag bit 5", h->flags |= 1u << 5);
 	REFUSE_TWEAK("unknown flag bit 31", h->flags |= 1u << 31);
 	REFUSE_TWEAK("batch 0", h->batch_pages = 0);
 	REFUSE_TWEAK("batch 1025", h->batch_pages = GW_WIRE_MAX_BATCH_PAGES + 1);
@@ -164,6 +167,49 @@ static void test_hello(void)
 	len = enc(&m, hbuf, sizeof(hbuf));
 	memset(hbuf + HELLO_FIXED_BYTES + HELLO_BLOCK_BYTES, 'A', GW_RAM_NAME_MAX);
 	expect_refused(len, "name without NUL");
+}
+
+/* HELLO_VM: the vCPU count and the CPU profile after the blocks. */
+static void test_hello_vm(void)
+{
+	struct gw_msg_hello *m = calloc(1, sizeof(*m)), *out = calloc(1, sizeof(*out));
+	char why[200] = "";
+	size_t len;
+
+	TEST_ASSERT(m && out, "calloc");
+	valid_hello(m, 2);
+	m->flags |= GW_HELLO_VM;
+	m->nr_vcpus = 3;
+	len = enc(m, hbuf, sizeof(hbuf));
+	TEST_CHECK(len == HELLO_FIXED_BYTES + 2 * HELLO_BLOCK_BYTES + GW_MSG_HELLO_VM_BYTES, "length %zu", len);
+	TEST_CHECK(gw_msg_decode(GW_MSG_HELLO, hbuf, len, out, why, sizeof(why)) == 0, "valid: %s", why);
+	TEST_CHECK(out->nr_vcpus == 3 && out->profile_bytes == 0 && out->flags == m->flags,
+		   "vCPUs round trip: %u", out->nr_vcpus);
+	valid_hello(m, GW_MAX_RAM_BLOCKS);
+	m->flags |= GW_HELLO_VM;
+	m->nr_vcpus = GW_WIRE_MAX_HELLO_VCPUS;
+	m->profile_bytes = GW_WIRE_MAX_PROFILE_BYTES;
+	for (unsigned i = 0; i < m->profile_bytes; i++)
+		m->profile[i] = (uint8_t)(i * 7);
+	len = enc(m, hbuf, sizeof(hbuf));
+	TEST_CHECK(len == gw_frame_max_payload(GW_MSG_HELLO), "the largest HELLO is its bound: %zu", len);
+	TEST_CHECK(gw_msg_decode(GW_MSG_HELLO, hbuf, len, out, why, sizeof(why)) == 0, "largest: %s", why);
+	TEST_CHECK(out->profile_bytes == m->profile_bytes && !memcmp(out->profile, m->profile, m->profile_bytes),
+		   "profile round trip");
+	for (size_t cut = len - GW_MSG_HELLO_VM_BYTES - m->profile_bytes; cut < len; cut += 37)
+		expect_refused(cut, "VM part truncated");
+	expect_refused(len - 1, "profile one byte short");
+	gw_le32_put(hbuf + len - m->profile_bytes - 4, GW_WIRE_MAX_PROFILE_BYTES + 1);
+	expect_refused(len, "profile over its bound");
+	REFUSE_TWEAK("VM part, 0 vCPUs", h->flags |= GW_HELLO_VM; h->nr_vcpus = 0);
+	REFUSE_TWEAK("VM part, too many vCPUs", h->flags |= GW_HELLO_VM; h->nr_vcpus = GW_WIRE_MAX_HELLO_VCPUS + 1);
+	/* The flag without its part: the bytes of a HELLO without it. */
+	valid_hello(m, 2);
+	len = enc(m, hbuf, sizeof(hbuf));
+	hbuf[56] |= GW_HELLO_VM;	/* flags, at offset 56 */
+	expect_refused(len, "HELLO_VM without its part");
+	free(m);
+	free(out);
 }
 
 static int state_decode(const void *buf, size_t len, struct gw_state *st)
@@ -592,6 +638,7 @@ static void test_postcopy_messages(void)
 int main(void)
 {
 	test_hello();
+	test_hello_vm();
 	test_pages_hdr();
 	test_state();
 	test_messages();
