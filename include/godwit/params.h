@@ -63,6 +63,14 @@ enum gw_param {
 	GW_PARAM_PAUSE_BEFORE_SWITCHOVER,	/* 1 = the source pauses the VM, reports
 					   GW_STATUS_PRE_SWITCHOVER and waits for gw_session_continue()
 					   before the final round (QEMU's pause-before-switchover); setup */
+	/* Escalation (docs/params.md): opt-in steps taken when the expected
+	 * downtime stops falling: raise the limit, auto-converge, postcopy,
+	 * then converge-policy's action. */
+	GW_PARAM_ESCALATE,		/* 0 / 1; live */
+	GW_PARAM_ESCALATE_DOWNTIME_MAX_US,	/* the highest limit its first step raises to; live */
+	GW_PARAM_ESCALATE_DOWNTIME_STEPS,	/* steps from downtime-limit-us up to it; live */
+	GW_PARAM_ESCALATE_WINDOW_ROUNDS,	/* rounds without a fall of the expected downtime
+					   that take the next step; live */
 	GW_PARAM__COUNT
 };
 

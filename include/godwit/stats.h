@@ -263,6 +263,12 @@ struct gw_stats {
 	uint64_t converge_eta_ns;	/* draining or capped: time until the expected downtime fits, from
 					   the rates; 0 otherwise */
 	bool expected_downtime_unknown;	/* no transfer rate measured yet: expected_downtime_ns is 0 */
+	/* Escalation (escalate=1, source; docs/params.md). */
+	char escalate_step[16];		/* the last step taken: "none", "downtime-limit", "auto-converge",
+					   "postcopy", "timeout-action"; "" before the first round */
+	uint32_t escalate_steps;	/* steps taken so far */
+	uint64_t escalate_limit_ns;	/* the downtime limit in force (the user's until raised) */
+	uint64_t escalate_best_expected_ns;	/* the lowest expected downtime the model has seen, 0 none */
 };
 
 #ifdef __cplusplus

@@ -77,6 +77,16 @@ static const struct gw_param_info param_table[GW_PARAM__COUNT] = {
 	[GW_PARAM_PAUSE_BEFORE_SWITCHOVER] = { "pause-before-switchover", 0, 1, 0, false,
 		"source: pause the VM and wait for a continue (gw_session_continue, QMP migrate-continue) "
 		"before the final round; the downtime counts from that pause, a cancel resumes the VM" },
+	[GW_PARAM_ESCALATE] = { "escalate", 0, 1, 0, true,
+		"1 = when the expected downtime stops falling, take the next step: raise the downtime limit, "
+		"auto-converge, postcopy (if allowed), then converge-policy's action" },
+	[GW_PARAM_ESCALATE_DOWNTIME_MAX_US] = { "escalate-downtime-max-us", 1000, 600000000, 2000000, true,
+		"escalate: the highest downtime limit its first steps raise downtime-limit-us to" },
+	[GW_PARAM_ESCALATE_DOWNTIME_STEPS] = { "escalate-downtime-steps", 1, 100, 4, true,
+		"escalate: equal steps from downtime-limit-us to escalate-downtime-max-us" },
+	[GW_PARAM_ESCALATE_WINDOW_ROUNDS] = { "escalate-window-rounds", 1, 1000, 5, true,
+		"escalate: rounds in a row whose expected downtime did not fall below 95% of the best "
+		"that take the next step" },
 };
 
 static const char *const str_param_names[GW_SPARAM__COUNT] = {

@@ -19,6 +19,8 @@
 #include "net/tls.h"
 #include "dest/postcopy.h"
 #include "mem/mapped.h"
+#include "wire/frame.h"
+#include <godwit/version.h>
 
 /* What this destination can do with a decoded HELLO: 0, or -errno with @why. */
 static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hello *h,
@@ -28,9 +30,9 @@ static int hello_acceptable(const struct gw_session *s, const struct gw_msg_hell
 	enum gw_codec_id codec;
 
 	if (h->min_version > GW_WIRE_VERSION || h->max_version < GW_WIRE_VERSION) {
-		snprintf(why, why_len, "no common protocol version (the source speaks %u..%u, this destination "
-			 "%u): run the same godwit release on both ends", h->min_version, h->max_version,
-			 GW_WIRE_VERSION);
+		snprintf(why, why_len, "no common wire version (the source speaks %u..%u, %s; this destination "
+			 "%u, godwit %s): run releases of one wire version on both ends", h->min_version,
+			 h->max_version, gw_wire_release(h->max_version), GW_WIRE_VERSION, GW_VERSION_STRING);
 		return -EPROTONOSUPPORT;
 	}
 	if (gw_wire_codec_to_id(h->codec, &codec) ||

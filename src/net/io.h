@@ -31,6 +31,8 @@ struct gw_tls;
 struct gw_tls_ctx;
 struct gw_stream_ops;
 
+#define GW_CONN_WHY_BYTES 320	/* room for a refused header's reason (gw_frame_hdr_why) */
+
 struct gw_conn {
 	int fd;				/* fd_lock and send_lock to change; -1 when closed */
 	const struct gw_sock_ops *sock;	/* how fd is driven (transport); changes with fd */
@@ -53,7 +55,7 @@ struct gw_conn {
 					   the progress (CLOCK_MONOTONIC); 0 = none */
 	uint64_t frame_deadline_ns;	/* receiving thread: the frame being received, 0 = none */
 	bool rcvtimeo_cut;		/* atomic (receiving thread, and gw_conn_set_recv_timeout): SO_RCVTIMEO lowered for the rest of a frame */
-	char recv_why[128];		/* receiving thread: why the last header was refused, "" none */
+	char recv_why[GW_CONN_WHY_BYTES];	/* receiving thread: why the last header was refused, "" none */
 #ifdef GW_FAULT_INJECTION
 	bool fault_corrupt_next;	/* test builds: flip a payload bit after the CRC (send_lock) */
 #endif

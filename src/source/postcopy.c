@@ -70,6 +70,8 @@ bool pcs_want_switch(struct gw_session *s, struct src_ctx *c, uint64_t t_precopy
 		why = "rounds";
 	if (!why && after_ms && gw_now_ns() - t_precopy_ns >= after_ms * 1000000ull)
 		why = "time";
+	if (!why && c->esc.stage == GW_ESC_POSTCOPY)
+		why = "escalate";	/* escalation's postcopy step (escalate.h) */
 	/* auto: the expected downtime has not fallen by a tenth for auto_rounds rounds. */
 	if (!c->pc_best_exp_ns || (exp_ns != UINT64_MAX && exp_ns * 10 < c->pc_best_exp_ns * 9)) {
 		c->pc_best_exp_ns = exp_ns;

@@ -338,7 +338,7 @@ static void record_round(struct gw_session *s, struct src_ctx *c, uint64_t dirty
 }
 
 /*
- * Past converge-timeout-ms the policy decides: true to go on with another
+ * Past converge-timeout-ms, or at escalation's last step, the policy decides: true to go on with another
  * round; false when precopy ends, *@end saying how (GW_SRC_CONVERGED when
  * forced, GW_SRC_FAILED with the timeout recorded when it cancels).
  */
@@ -346,12 +346,16 @@ static bool converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_
 			    enum gw_src_outcome *end)
 {
 	uint64_t timeout_ms = (uint64_t)gw_param(s, GW_PARAM_CONVERGE_TIMEOUT_MS);
-	uint64_t limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US);
+	uint64_t limit_us = src_limit_ns(s, c) / 1000;
 	uint64_t exp_ns = gw_converge_expected_ns(&c->conv, c->dirty_pages);
 	int64_t policy = gw_param(s, GW_PARAM_CONVERGE_POLICY);
+	/* The last step acts on a round that does not fit: one that fits waits for its switchover. */
+	bool last_step = c->esc.stage == GW_ESC_TIMEOUT_ACTION && exp_ns > limit_us * 1000;
+	char when[48];
 
-	if (!timeout_ms || policy == GW_CONVERGE_KEEP_GOING ||
-	    gw_now_ns() - t_precopy_ns <= timeout_ms * 1000000ull)
+
+	if (policy == GW_CONVERGE_KEEP_GOING ||
+	    (!last_step && (!timeout_ms || gw_now_ns() - t_precopy_ns <= timeout_ms * 1000000ull)))
 		return true;
 	if (policy == GW_CONVERGE_FORCE) {
 		gw_log(GW_LOG_WARN, "mig", "converge_forced", "round=%u expected_downtime_us=%llu limit_us=%llu",
@@ -359,10 +363,12 @@ static bool converge_policy(struct gw_session *s, struct src_ctx *c, uint64_t t_
 		*end = GW_SRC_CONVERGED;
 		return false;
 	}
-	gw_fail(s, GW_PHASE_ROUND, -ETIMEDOUT,
-		"did not converge within %llu ms (expected downtime %llu ms > limit %llu ms)",
-		(unsigned long long)timeout_ms, (unsigned long long)(exp_ns / 1000000),
-		(unsigned long long)(limit_us / 1000));
+	if (last_step)
+		snprintf(when, sizeof(when), "after every escalation step");
+	else
+		snprintf(when, sizeof(when), "within %llu ms", (unsigned long long)timeout_ms);
+	gw_fail(s, GW_PHASE_ROUND, -ETIMEDOUT, "did not converge %s (expected downtime %llu ms > limit %llu ms)",
+		when, (unsigned long long)(exp_ns / 1000000), (unsigned long long)(limit_us / 1000));
 	*end = GW_SRC_FAILED;
 	return false;
 }
@@ -388,7 +394,7 @@ static struct gw_converge_view converge_view(struct gw_session *s, struct src_ct
 {
 	struct gw_converge_view v = {
 		.dirty_pages = c->dirty_pages, .dirty_bps = dirty_bps,
-		.limit_ns = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US) * 1000,
+		.limit_ns = src_limit_ns(s, c),
 		.cap_bps = (uint64_t)gw_param(s, GW_PARAM_MAX_BANDWIDTH_BPS),
 	};
 
@@ -451,7 +457,8 @@ static void explain(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bps,
 static void throttle(struct gw_session *s, struct src_ctx *c, uint64_t dirty_bytes, uint64_t sent_bytes)
 {
 	struct gw_throttle_params p = {
-		.auto_converge = gw_param(s, GW_PARAM_AUTO_CONVERGE) && s->ops->throttle,
+		.auto_converge = (gw_param(s, GW_PARAM_AUTO_CONVERGE) || c->esc.stage >= GW_ESC_AUTO_CONVERGE) &&
+				 s->ops->throttle,
 		.initial_pct = (unsigned)gw_param(s, GW_PARAM_CPU_THROTTLE_INITIAL),
 		.increment_pct = (unsigned)gw_param(s, GW_PARAM_CPU_THROTTLE_INCREMENT),
 		.max_pct = (unsigned)gw_param(s, GW_PARAM_MAX_CPU_THROTTLE),
@@ -585,15 +592,14 @@ static void drain_in_flight(struct gw_session *s, struct src_ctx *c, uint64_t by
  */
 static bool want_switch(struct gw_session *s, struct src_ctx *c)
 {
-	uint64_t limit_us = (uint64_t)gw_param(s, GW_PARAM_DOWNTIME_LIMIT_US), bytes;
+	uint64_t bytes;
 
 	c->conv.in_flight_bytes = 0;
-	if ((c->dirty_pages && !c->pass_done) || !gw_converge_fits(&c->conv, c->dirty_pages, limit_us))
+	if ((c->dirty_pages && !c->pass_done) || !src_escalate_fits(s, c))
 		return false;
 	bytes = in_flight_bytes(s);
 	c->conv.in_flight_bytes = bytes;
-	if ((bytes <= IN_FLIGHT_SMALL_BYTES || c->conv.in_flight_rate_bps) &&
-	    gw_converge_fits(&c->conv, c->dirty_pages, limit_us))
+	if ((bytes <= IN_FLIGHT_SMALL_BYTES || c->conv.in_flight_rate_bps) && src_escalate_fits(s, c))
 		return true;
 	drain_in_flight(s, c, bytes);
 	c->conv.in_flight_bytes = 0;
@@ -634,6 +640,7 @@ enum gw_src_outcome src_precopy(struct gw_session *s, struct src_ctx *c)
 		explain(s, c, dirty_ns ? (uint64_t)((double)c->harvested_pages * GW_PAGE_BYTES * 1e9 /
 						    (double)dirty_ns) : 0, m1.pages - m0.pages);
 		record_round(s, c, dirty_at_start, &m0, &m1, dirty_ns);
+		src_escalate(s, c);
 		src_publish(s, c);
 		__atomic_store_n(&s->round, gw_round(s) + 1, __ATOMIC_RELAXED);
 		if (want_switch(s, c))

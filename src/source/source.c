@@ -88,10 +88,11 @@ void src_publish(struct gw_session *s, struct src_ctx *c)
 /* ---- set-up ---- */
 
 /*
- * The first answer, to HELLO, was not a godwit destination's: say what the
- * peer at the URL did, in the user's terms, and what to check.
+ * The first answer, to HELLO, was not a godwit destination's of this wire
+ * version: say what the peer at the URL did, in the user's terms, and what
+ * to check. @why: the connection's reason for a refused header, escaped.
  */
-static int hello_ack_fail(struct gw_session *s, int got)
+static int hello_ack_fail(struct gw_session *s, int got, const char *why)
 {
 	static const char check[] = "check the URL (a destination prints the one it listens on, "
 				    "'incoming URL')";
@@ -108,6 +109,8 @@ static int hello_ack_fail(struct gw_session *s, int got)
 	if (got == -EPROTO || got == -EBADMSG)
 		return gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the peer at %s is not a godwit destination: "
 			       "its answer is not a godwit frame (an HTTP or other server?); %s", url, check);
+	if (got == -EPROTONOSUPPORT && why[0])	/* names both wire versions and releases */
+		return gw_fail(s, GW_PHASE_SETUP, got, "the destination at %s answered in %s", url, why);
 	if (got < 0)
 		return gw_fail(s, GW_PHASE_SETUP, got, "waiting for the destination at %s to answer: %s",
 			       url, strerror(-got));
@@ -121,14 +124,14 @@ static int recv_expect(struct gw_session *s, struct gw_conn *c, uint16_t type, u
 		       enum gw_phase phase)
 {
 	uint8_t buf[8 + GW_WIRE_MAX_REASON];
-	char why[160] = "", esc[GW_LOG_STR_MAX(160)];
+	char why[GW_CONN_WHY_BYTES] = "", esc[GW_LOG_STR_MAX(GW_CONN_WHY_BYTES)];
 	int got = gw_conn_recv_msg(c, m, buf, sizeof(buf), why, sizeof(why));
 
 	gw_log_str(esc, sizeof(esc), why);	/* a TLS refusal may name the destination's certificate */
 	if (got < 0 && got == -EACCES && why[0])	/* a TLS refusal: the words say it all */
 		return gw_fail(s, phase, got, "waiting for %s: %s", gw_frame_type_name(type), esc);
 	if (type == GW_MSG_HELLO_ACK && got != GW_MSG_ERROR && got != type)
-		return hello_ack_fail(s, got);
+		return hello_ack_fail(s, got, esc);
 	if (got < 0)
 		return gw_fail(s, phase, got, "waiting for %s: %s%s%s", gw_frame_type_name(type),
 			       gw_conn_err_text(got, "destination"), why[0] ? ": " : "", esc);
@@ -273,8 +276,8 @@ static int handshake(struct gw_session *s)
 		goto out;
 	if (ack.hello_ack.version != GW_WIRE_VERSION || ack.hello_ack.flags != hello->flags) {
 		ret = gw_fail(s, GW_PHASE_SETUP, -EPROTO, "the destination accepted with protocol version %u "
-			      "and options 0x%x, not the %u and 0x%x this source asked for: run the same godwit "
-			      "release on both ends", ack.hello_ack.version, ack.hello_ack.flags,
+			      "and options 0x%x, not the %u and 0x%x this source asked for: run releases of one "
+			      "wire version on both ends", ack.hello_ack.version, ack.hello_ack.flags,
 			      GW_WIRE_VERSION, hello->flags);
 		goto out;
 	}

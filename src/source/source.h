@@ -25,6 +25,7 @@
 #include "core/session_int.h"
 #include "util/state.h"
 #include "source/throttle.h"
+#include "source/escalate.h"
 
 /*
  * What only the source's session holds (s->src, allocated with the
@@ -130,6 +131,7 @@ struct src_ctx {
 	struct src_times t;
 	struct gw_state state;
 	struct gw_throttle thr;		/* auto-converge and dirty limit in force */
+	struct gw_escalate esc;		/* escalation's steps taken (escalate.h) */
 	char hint[192];			/* the verdict in words, "" when it fits (explain) */
 	enum gw_converge_state verdict;	/* the model's verdict at the last round's end */
 	uint64_t verdict_eta_ns;	/* converging: time until it fits, from the rates */
@@ -139,6 +141,16 @@ struct src_ctx {
 	uint64_t pc_best_exp_ns;	/* postcopy auto: lowest expected downtime so far */
 	unsigned pc_flat_rounds;	/* postcopy auto: rounds since it last fell by a tenth */
 };
+
+/*
+ * Escalation after a round's model update (escalate.c): takes the step the
+ * model calls for, logs it and publishes it in the statistics.
+ */
+void src_escalate(struct gw_session *s, struct src_ctx *c);
+/* Whether the expected downtime lets this round switch over (the user's limit, or escalation's). */
+bool src_escalate_fits(struct gw_session *s, struct src_ctx *c);
+/* The downtime limit in force, ns: the user's, or the one escalation raised it to. */
+uint64_t src_limit_ns(struct gw_session *s, const struct src_ctx *c);
 
 /* Publish counters into the stats snapshot (under the lock). */
 void src_publish(struct gw_session *s, struct src_ctx *c);

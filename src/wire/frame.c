@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <godwit/buf.h>
+#include <godwit/version.h>
 #include "wire/frame.h"
 #include "wire/msg.h"
 
@@ -68,6 +69,17 @@ int gw_frame_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr
 	return 0;
 }
 
+const char *gw_wire_release(unsigned version)
+{
+	static const char *const releases[] = { [2] = "godwit 0.2.x", [3] = "godwit 0.3.x" };
+
+	_Static_assert(sizeof(releases) / sizeof(releases[0]) == GW_WIRE_VERSION + 1,
+		       "a new wire version names its release here");
+	if (version < GW_WIRE_VERSION_FIRST || version > GW_WIRE_VERSION)
+		return "a godwit release this one does not know";
+	return releases[version];
+}
+
 void gw_frame_hdr_why(const uint8_t in[GW_WIRE_HDR_BYTES], char *why, size_t why_len)
 {
 	struct gw_frame_hdr h;
@@ -80,8 +92,10 @@ void gw_frame_hdr_why(const uint8_t in[GW_WIRE_HDR_BYTES], char *why, size_t why
 	else if (gw_le32_get(in) != GW_WIRE_MAGIC)
 		snprintf(why, why_len, "not a godwit frame (no GWM1 magic)");
 	else if (ret == -EPROTONOSUPPORT)
-		snprintf(why, why_len, "a frame of wire version %u; this side speaks version %u: "
-			 "run the same godwit release on both hosts", h.version, GW_WIRE_VERSION);
+		snprintf(why, why_len, "a frame of wire version %u (%s); this side speaks version %u "
+			 "(godwit %s): releases of different wire versions do not migrate to each other, "
+			 "run releases of one wire version on both hosts", h.version, gw_wire_release(h.version),
+			 GW_WIRE_VERSION, GW_VERSION_STRING);
 	else if (h.type == 0 || h.type > GW_MSG__MAX)
 		snprintf(why, why_len, "unknown frame type %u", h.type);
 	else if (h.len > gw_frame_max_payload(h.type))

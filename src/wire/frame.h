@@ -40,8 +40,14 @@ void gw_frame_hdr_set_crc(uint8_t hdr[GW_WIRE_HDR_BYTES], uint32_t crc);
  */
 int gw_frame_hdr_decode(const uint8_t in[GW_WIRE_HDR_BYTES], struct gw_frame_hdr *h);
 /*
+ * The godwit releases that speak wire @version, for a refusal a user reads:
+ * "godwit 0.2.x", or "a godwit release this one does not know" (a version
+ * below GW_WIRE_VERSION_FIRST or above GW_WIRE_VERSION). Static storage.
+ */
+const char *gw_wire_release(unsigned version);
+/*
  * Why gw_frame_hdr_decode refused @in, in words ("" when it would not):
- * the magic, the version (both named), the type, the length against the
+ * the magic, the version (both versions and their releases named), the type, the length against the
  * type's maximum, the flags.
  */
 void gw_frame_hdr_why(const uint8_t in[GW_WIRE_HDR_BYTES], char *why, size_t why_len);

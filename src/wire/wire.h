@@ -16,6 +16,12 @@
 
 #define GW_WIRE_MAGIC		0x314d5747u	/* "GWM1" */
 #define GW_WIRE_VERSION		3
+/*
+ * The releases that speak each wire version (docs/protocol.md,
+ * "Compatibility"): 2 is godwit 0.2.x, 3 is 0.3.x. A refusal names the
+ * peer's release from its version through gw_wire_release().
+ */
+#define GW_WIRE_VERSION_FIRST	2	/* the oldest version a tagged release speaks */
 #define GW_WIRE_HDR_BYTES	24
 #define GW_WIRE_ID_BYTES	16		/* migration id, boot id */
 #define GW_WIRE_PAGE_BYTES	GW_PAGE_BYTES	/* page sizes accepted: 4 KiB only in v1 */

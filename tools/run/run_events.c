@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -238,6 +239,17 @@ static const char *type_name(enum run_event_type t)
 	return "?";
 }
 
+void run_event_fill_stats(struct run_event *ev, const struct gw_stats *st)
+{
+	ev->transferred_bytes = st->transferred_bytes;
+	ev->remaining_bytes = st->remaining_bytes;
+	ev->total_bytes = st->ram_total_bytes;
+	ev->expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
+	ev->expected_downtime_known = !st->expected_downtime_unknown;
+	snprintf(ev->escalate_step, sizeof(ev->escalate_step), "%s", st->escalate_step);
+	ev->escalate_limit_ms = (double)(st->escalate_limit_ns / 1000) / 1000.0;
+}
+
 json_t *run_event_json(const struct run_event *ev)
 {
 	json_t *o = json_object();
@@ -262,6 +274,10 @@ json_t *run_event_json(const struct run_event *ev)
 		r |= js_set_int(o, "total", (long long)ev->total_bytes);
 		r |= js_set_real(o, "expected-downtime", ev->expected_downtime_ms);
 		r |= js_set_bool(o, "expected-downtime-known", ev->expected_downtime_known);
+		if (ev->escalate_step[0]) {	/* a source past its first round */
+			r |= js_set_str(o, "escalate-step", ev->escalate_step);
+			r |= js_set_real(o, "downtime-limit", ev->escalate_limit_ms);
+		}
 	}
 	if (ev->error && ev->error[0])
 		r |= js_set_str(o, "error-desc", ev->error);

@@ -38,9 +38,14 @@ struct run_event {
 	uint64_t total_bytes;
 	double expected_downtime_ms;
 	bool expected_downtime_known;	/* false: no rate yet, expected_downtime_ms is 0 */
+	char escalate_step[16];		/* source: escalation's last step ("none" while off), "" none */
+	double escalate_limit_ms;	/* source: the downtime limit in force */
 	const char *error;		/* STATUS failed/cancelled: the reason, else "" */
 	uint64_t mono_ns;		/* CLOCK_MONOTONIC */
 };
+
+/* The figures of @ev taken from the statistics @st (transferred, expected downtime, escalation). */
+void run_event_fill_stats(struct run_event *ev, const struct gw_stats *st);
 
 /* False: remove this sink (then @release(opaque) is called). */
 typedef bool (*run_sink_fn)(void *opaque, const struct run_event *ev);

@@ -52,11 +52,7 @@ static void event_fill(struct run_state *rs, struct gw_session *s, struct run_ev
 		return;
 	st->size = sizeof(*st);
 	gw_session_stats(s, st);
-	ev->transferred_bytes = st->transferred_bytes;
-	ev->remaining_bytes = st->remaining_bytes;
-	ev->total_bytes = st->ram_total_bytes;
-	ev->expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
-	ev->expected_downtime_known = !st->expected_downtime_unknown;
+	run_event_fill_stats(ev, st);
 	free(st);
 }
 

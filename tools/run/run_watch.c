@@ -83,13 +83,8 @@ static void announce_end(struct run_state *rs, enum gw_role role, const struct g
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ev.mono_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (st) {
-		ev.transferred_bytes = st->transferred_bytes;
-		ev.remaining_bytes = st->remaining_bytes;
-		ev.total_bytes = st->ram_total_bytes;
-		ev.expected_downtime_ms = (double)(st->expected_downtime_ns / 1000) / 1000.0;
-		ev.expected_downtime_known = !st->expected_downtime_unknown;
-	}
+	if (st)
+		run_event_fill_stats(&ev, st);
 	run_events_emit(rs->events, &ev);
 }
 

@@ -254,6 +254,11 @@ json_t *stats_json(struct gw_session *s, const struct gw_stats *st)
 	set(&b, root, "converge-hint", js_string(st->converge_hint));
 	set(&b, root, "converge-state", json_string(converge_state_name(st->converge_state)));
 	set(&b, root, "converge-eta", ms(st->converge_eta_ns));
+	if (st->escalate_step[0])	/* a source's rounds ran: escalation's state, "none" while off */
+		set(&b, root, "escalate", json_pack("{s:s,s:I,s:o,s:o}", "step", st->escalate_step, "steps",
+						   (json_int_t)st->escalate_steps, "downtime-limit",
+						   ms(st->escalate_limit_ns), "best-expected-downtime",
+						   ms(st->escalate_best_expected_ns)));
 	set(&b, root, "downtime-breakdown", breakdown_object(&b, &st->downtime));
 	set(&b, root, "downtime-measured", json_boolean(st->downtime_measured));
 	set(&b, root, "rounds", json_integer(st->rounds));

@@ -1058,7 +1058,7 @@ static void sc_not_godwit_first(struct env *e)
 		uint8_t hdr[GW_WIRE_HDR_BYTES];
 		ssize_t len;
 		struct gw_msg_error m = { 0 };
-		char want[64];
+		char want[160];
 
 		gw_frame_hdr_encode(hdr, GW_MSG_HELLO, 0, 0);
 		gw_le16_put(hdr + 4, v);
@@ -1066,7 +1066,8 @@ static void sc_not_godwit_first(struct env *e)
 		hs_connect(e, &c);
 		TEST_ASSERT(write(c.fd, hdr, sizeof(hdr)) == (ssize_t)sizeof(hdr), "write");
 		t = hs_recv(e, &c, buf, sizeof(buf), &len);
-		snprintf(want, sizeof(want), "wire version %u; this side speaks version %u", v, GW_WIRE_VERSION);
+		snprintf(want, sizeof(want), "wire version %u (%s); this side speaks version %u (godwit %s)", v,
+			 gw_wire_release(v), GW_WIRE_VERSION, GW_VERSION_STRING);
 		TEST_CHECK(t == GW_MSG_ERROR && err_decode(buf, (size_t)len, &m) == 0 && strstr(m.reason, want),
 			   "a version %u frame: %d \"%s\"", v, t, m.reason);
 		gw_conn_close(&c);
