@@ -157,6 +157,7 @@ static void *network_main(void *arg)
 			if (!t.fail)
 				atomic_store(&t.cur, t.pd);
 			atomic_store(&t.phase, 2);
+			phase = 2;	/* this pass's send goes by it too */
 		}
 		/*
 		 * The switch learns the new port when the destination's NIC is
