@@ -46,7 +46,8 @@ static const char *const known_top[] = {
 	"expected-downtime-known", "settled", "logs", "postcopy",
 	"postcopy-blocktime", "postcopy-vcpu-blocktime", "accel", "tls", "connections-refused",
 	"downtime-measured", "verify", "verify-time", "verify-faults", "stage-time", "stage-ns-per-page",
-	"live-pages", "void-pages", "direct-pages", "zerocopy-sends", "zerocopy-copied", NULL,
+	"live-pages", "void-pages", "direct-pages", "zerocopy-sends", "zerocopy-copied", "escalate",
+	"ram-shmem-bytes", NULL,
 };
 static const char *const known_ram[] = {
 	"total", "transferred", "remaining", "duplicate", "normal", "normal-bytes",
@@ -418,6 +419,16 @@ static void print_verify(FILE *out, const json_t *st)
 	fputc('\n', out);
 }
 
+/* The escalation policy's steps, when it took any (docs/params.md, "Escalation"). */
+static void print_escalate(FILE *out, const json_t *e)
+{
+	if (!e || num(e, "steps") <= 0)
+		return;
+	fprintf(out, "%-19s%.0f step(s), the last %s; downtime limit %.1f ms, best expected downtime %.1f ms\n",
+		"escalation:", num(e, "steps"), js_str(js_get(e, "step"), "?"), num(e, "downtime-limit"),
+		num(e, "best-expected-downtime"));
+}
+
 void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 {
 	const json_t *ram = js_get(st, "ram"), *v;
@@ -466,6 +477,7 @@ void report_print(FILE *out, const json_t *st, const struct report_extra *x)
 				num(st, "cpu-user-seconds"), num(st, "cpu-system-seconds"));
 	}
 	print_tls(out, js_get(st, "tls"));
+	print_escalate(out, js_get(st, "escalate"));
 	/* Members this file does not know; a failure before any page moved has none worth it. */
 	json_object_foreach((json_t *)st, key, m) {
 		if (!in_list(known_top, key) && (completed || moved))
