@@ -23,17 +23,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "content.h"
+#include "madv.h"
 #include "fill.h"
 #include "thread.h"
 
 _Static_assert(VMM_PAGE_BYTES == GW_PAGE_BYTES, "content.h and the engine disagree on the page size");
 
-#ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
-#endif
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 #define FILL_RUN_PAGES 512u		/* 2 MiB per work item */
 #define FILL_MAX_THREADS 16

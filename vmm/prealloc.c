@@ -7,10 +7,8 @@
 #include "thread.h"
 #include "prealloc.h"
 #include "content.h"
+#include "madv.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
 
 struct prealloc_part {
 	uint8_t *host;
