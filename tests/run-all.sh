@@ -10,7 +10,8 @@
 #   fuzz      each libFuzzer harness for FUZZ_SECONDS (default 20) s (BUILD-fuzz, clang)
 #   campaign  bench/faults.py: CAMPAIGN_RUNS (default 50) faulted migrations
 # Every test, harness and the campaign count once. --only SUITE runs that
-# meson suite alone (make test-kvm: --only kvm). Prints one closing line
+# meson suite alone (make test-kvm: --only kvm). Lists what did not pass
+# ("not passed: ..." lines: failed, timed out, skipped), then one closing line
 # "N passed, N failed, N skipped".
 # Usage: tests/run-all.sh BUILD_DIR [--only SUITE | --ci] [extra meson test args]
 set -u
@@ -25,6 +26,7 @@ elif [ "${1:-}" = "--only" ]; then
 	shift 2
 fi
 passed=0 failed=0 skipped=0 rc=0
+notable=()	# "BUILD: FAIL|SKIP|... suite / test": listed above the closing line
 here=$(cd "$(dirname "$0")" && pwd)
 
 # run_meson BUILD [meson test args...]: run, add its counts.
@@ -44,6 +46,11 @@ run_meson() {
 	passed=$((passed + ${ok:-0}))
 	failed=$((failed + ${fail:-0} + ${tout:-0}))
 	skipped=$((skipped + ${skip:-0}))
+	# The names, for the closing list: "  12/300 godwit:unit / name   FAIL ..."
+	local line
+	while IFS= read -r line; do
+		notable+=("$dir: $line")
+	done < <(sed -n 's/^ *[0-9]*\/[0-9]* *\(.*[^ ]\) *\(FAIL\|TIMEOUT\|ERROR\|SKIP\|UNEXPECTEDPASS\) .*/\2 \1/p' "$log" | sort -u)
 	rm -f "$log"
 }
 
@@ -103,6 +110,7 @@ built() {
 	echo "$kind: build failed ($dir.log):"
 	tail -n 20 "$dir.log"
 	failed=$((failed + 1))
+	notable+=("FAIL $kind: build failed ($dir.log)")
 	return 1
 }
 
@@ -143,6 +151,7 @@ if [ "$ci" = 1 ]; then
 		FUZZ_JOBS=${FUZZ_JOBS:-2} "$here/fuzz/run.sh" "$build-fuzz" "${FUZZ_SECONDS:-20}" | tee "$flog"
 		passed=$((passed + $(grep -c 'crashes 0$' "$flog")))
 		failed=$((failed + $(grep '^fuzz ' "$flog" | grep -vc 'crashes 0$')))
+		while IFS= read -r line; do notable+=("FAIL $line"); done < <(grep '^fuzz ' "$flog" | grep -v 'crashes 0$')
 		rm -f "$flog"
 	else
 		echo "fuzz: clang and libclang-rt-14-dev are needed"
@@ -156,10 +165,13 @@ if [ "$ci" = 1 ]; then
 		passed=$((passed + 1))
 	else
 		failed=$((failed + 1))
+		notable+=("FAIL campaign: $(tail -n1 "$clog")")
 	fi
 	rm -f "$clog"
 fi
 
 echo
+# What did not pass, by name, just above the closing line (a CI log's tail shows both).
+[ ${#notable[@]} -gt 0 ] && printf 'not passed: %s\n' "${notable[@]}"
 echo "${only:+$only: }$passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ] && [ "$rc" = 0 ]

@@ -9,19 +9,32 @@
 # and the source VM keeps running with its memory intact.
 # Each release is built from its tag (git archive of the tag, meson, ninja of
 # tools/godwit alone) into COMPAT_DIR, once: later runs reuse the binary.
-# Skips (77) without git, outside a git checkout (a tarball) or without tags.
+# The releases are the tags (v*) reachable from HEAD, and those listed in
+# tests/integration/releases by commit (a clone without tags has them as
+# ancestors of main). Skips (77) without git, outside a git checkout (a
+# tarball) or where no release's commit is in the clone (a shallow clone).
 # Usage: compat.sh SOURCE_ROOT COMPAT_DIR
 src_root=$1 cache=$2
 say_skip() { echo "SKIP: $*"; exit 77; }
 command -v git >/dev/null || say_skip "no git: the tagged releases cannot be built"
 git -C "$src_root" rev-parse --git-dir >/dev/null 2>&1 ||
 	say_skip "$src_root is not a git checkout (a tarball?): no tagged releases to build"
-tags=$(git -C "$src_root" tag --merged HEAD --list 'v[0-9]*' --sort=v:refname)
-[ -n "$tags" ] || say_skip "no release tag (v*) reachable from HEAD"
+# rev[NAME]: the commit of each release found, tags first.
+declare -A rev
+for t in $(git -C "$src_root" tag --merged HEAD --list 'v[0-9]*'); do
+	rev[$t]=$(git -C "$src_root" rev-parse "$t^{commit}")
+done
+while read -r name commit; do
+	case $name in '#'* | '') continue ;; esac
+	[ -n "${rev[$name]:-}" ] && continue
+	git -C "$src_root" merge-base --is-ancestor "$commit" HEAD 2>/dev/null && rev[$name]=$commit
+done <"$src_root/tests/integration/releases"
+tags=$(printf '%s\n' "${!rev[@]}" | sort -V)
+[ -n "$tags" ] || say_skip "no release (a v* tag, or a commit of tests/integration/releases) in this clone's history"
 wire_of() {	# wire_of TREE-ISH: GW_WIRE_VERSION in that tree
-	git -C "$src_root" show "$1:src/wire/wire.h" | sed -n 's/^#define GW_WIRE_VERSION[[:space:]]*\([0-9]*\).*/\1/p'
+	git -C "$src_root" show "${rev[$1]}:src/wire/wire.h" | sed -n 's/^#define GW_WIRE_VERSION[[:space:]]*\([0-9]*\).*/\1/p'
 }
-release_of() { git -C "$src_root" show "$1:meson.build" | sed -n "s/^  version : '\(.*\)',/\1/p"; }
+release_of() { git -C "$src_root" show "${rev[$1]}:meson.build" | sed -n "s/^  version : '\(.*\)',/\1/p"; }
 # Build each release once (outside lib.sh: its time bound guards a
 # migration, not a first build of an old release).
 mkdir -p "$cache"
@@ -30,7 +43,7 @@ for tag in $tags; do
 	[ -x "$b/build/tools/godwit" ] && continue
 	echo "building $tag into $b (once)"
 	rm -rf "$b" && mkdir -p "$b/src" || exit 1
-	git -C "$src_root" archive "$tag" | tar -x -C "$b/src" || { echo "FAIL: git archive $tag"; exit 1; }
+	git -C "$src_root" archive "${rev[$tag]}" | tar -x -C "$b/src" || { echo "FAIL: git archive $tag"; exit 1; }
 	meson setup "$b/build" "$b/src" --buildtype=release >"$b/setup.log" 2>&1 ||
 		{ echo "FAIL: meson setup of $tag: $(tail -5 "$b/setup.log")"; exit 1; }
 	nice -n 10 ninja -C "$b/build" tools/godwit >"$b/ninja.log" 2>&1 ||
